@@ -1,0 +1,119 @@
+"""The one place chapters read their data from.
+
+Every chapter loads its inputs through this module, so the same notebooks run on the sample
+data in ``data/`` (the default) or on a reader's own files without editing:
+
+* ``CAPBOOK_REQUESTS`` — path to a request log (any format :mod:`capbook.traces` reads);
+  ``CAPBOOK_REQUESTS_FORMAT`` optionally names the format;
+* ``CAPBOOK_SWEEP`` — path to a sweep (any format :mod:`capbook.importers` reads);
+* ``CAPBOOK_DATA`` — a different folder of sample data (default: the repository's ``data/``).
+
+Hidden cells that pin the book's published figures call :func:`using_sample_data` and only
+assert when the sample data is in use.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "data_dir",
+    "using_sample_data",
+    "data_source",
+    "requests_path",
+    "sweep_path",
+    "load_requests",
+    "load_sweep",
+    "load_token_series",
+]
+
+_ENV_REQUESTS = "CAPBOOK_REQUESTS"
+_ENV_REQUESTS_FORMAT = "CAPBOOK_REQUESTS_FORMAT"
+_ENV_SWEEP = "CAPBOOK_SWEEP"
+_ENV_DATA = "CAPBOOK_DATA"
+
+
+def data_dir() -> Path:
+    """Folder of the sample data (``CAPBOOK_DATA`` or the repository's ``data/``)."""
+    env = os.environ.get(_ENV_DATA)
+    path = Path(env) if env else Path(__file__).resolve().parents[1] / "data"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"sample data folder {path} not found; set {_ENV_DATA} to the folder holding capbook's data/"
+        )
+    return path
+
+
+def requests_path() -> Path | None:
+    """The reader's request log from ``CAPBOOK_REQUESTS``, or None for the sample log."""
+    p = os.environ.get(_ENV_REQUESTS)
+    return Path(p) if p else None
+
+
+def sweep_path() -> Path | None:
+    """The reader's sweep from ``CAPBOOK_SWEEP``, or None for the sample sweeps."""
+    p = os.environ.get(_ENV_SWEEP)
+    return Path(p) if p else None
+
+
+def using_sample_data() -> bool:
+    """True when no reader data is configured (the book's published figures then apply)."""
+    return requests_path() is None and sweep_path() is None
+
+
+def data_source() -> dict:
+    """Describe the data the book is running on (shown on the first page of a built site)."""
+    return {
+        "requests": str(requests_path()) if requests_path() else "sample request log (data/requests)",
+        "sweep": str(sweep_path()) if sweep_path() else "sample sweeps (data/sweeps)",
+        "sample": using_sample_data(),
+    }
+
+
+def load_requests():
+    """The request log the book runs on: ``CAPBOOK_REQUESTS`` or the sample log.
+
+    Returns
+    -------
+    capbook.traces.RequestLog
+    """
+    from . import traces
+
+    path = requests_path()
+    if path is None:
+        return traces.load_sample_requests()
+    fmt = os.environ.get(_ENV_REQUESTS_FORMAT, "auto")
+    return traces.read_requests(path, format=fmt)
+
+
+def load_sweep(name: str | None = None):
+    """The sweep the book runs on: ``CAPBOOK_SWEEP`` or a named sample sweep.
+
+    Parameters
+    ----------
+    name : str, optional
+        Sample sweep name (see :func:`capbook.sweep.list_sample_sweeps`); ignored when the
+        reader supplied a sweep. Default: the book's illustrative sweep.
+    """
+    path = sweep_path()
+    if path is not None:
+        from . import importers
+
+        return importers.read_sweep(path)
+    from . import sweep
+
+    return sweep.load_sample_sweep(name) if name else sweep.load_sample_sweep()
+
+
+def load_token_series(name: str | None = None):
+    """An hourly token series for the forecasting chapters.
+
+    With a reader's request log, the series is aggregated from it (hourly tokens per model and
+    tier); otherwise the named generated series from ``data/tokens``.
+    """
+    from . import forecast
+
+    path = requests_path()
+    if path is not None:
+        return load_requests().hourly()
+    return forecast.load_sample_series(name) if name else forecast.load_sample_series()
