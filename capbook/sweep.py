@@ -1,0 +1,578 @@
+"""From a concurrency sweep to slots (S), service time (T) and capacity.
+
+A replica's capacity is two measured numbers. **S** is the most sequences it holds in flight
+while the chosen TPOT percentile stays within the target (with a margin); **T** is how long one
+request holds a slot, prefill plus output tokens times TPOT at that concurrency. Requests per
+second follow: ``S / T`` (Little's law with every slot busy).
+
+The sweep table has one row per concurrency level (see ``data/README.md`` for units):
+
+``concurrency, ttft_p50_s, ttft_p95_s, ttft_p99_s, tpot_p50_s, tpot_p95_s, tpot_p99_s,
+request_throughput_rps, output_throughput_tps, mean_input_tokens, mean_output_tokens,
+num_requests`` plus the configuration columns ``model, params_b, gpu, tensor_parallel, engine,
+precision, workload`` (constant within a sweep). Extra columns are kept.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "METRIC_COLUMNS",
+    "CONFIG_COLUMNS",
+    "QUANTILES",
+    "Sweep",
+    "SlotChoice",
+    "choose_slots",
+    "service_time",
+    "capacity",
+    "token_cross_check",
+    "blended_service_time",
+    "blended_capacity",
+    "capacity_vs_long_share",
+    "load_sample_sweep",
+    "list_sample_sweeps",
+    "SAMPLE_DIR",
+]
+
+#: Metric columns of a sweep table, in order.
+METRIC_COLUMNS = [
+    "concurrency",
+    "ttft_p50_s",
+    "ttft_p95_s",
+    "ttft_p99_s",
+    "tpot_p50_s",
+    "tpot_p95_s",
+    "tpot_p99_s",
+    "request_throughput_rps",
+    "output_throughput_tps",
+    "mean_input_tokens",
+    "mean_output_tokens",
+    "num_requests",
+]
+#: Configuration columns (constant within one sweep).
+CONFIG_COLUMNS = ["model", "params_b", "gpu", "tensor_parallel", "engine", "precision", "workload"]
+#: Percentiles a sweep table carries for TTFT and TPOT.
+QUANTILES = (50, 95, 99)
+#: Columns that must hold a number in every row.
+_REQUIRED_NUMERIC = ["concurrency", "tpot_p50_s", "ttft_p50_s", "mean_input_tokens",
+                     "mean_output_tokens"]
+
+#: Folder of the book's sample sweeps (``data/sweeps``).
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "sweeps"
+
+
+def _check_q(q) -> int:
+    if q not in QUANTILES:
+        raise ValueError(f"q={q!r} must be one of {QUANTILES} (the percentiles a sweep table holds)")
+    return int(q)
+
+
+class Sweep:
+    """A concurrency sweep of one configuration: one row per concurrency level.
+
+    Build one with :meth:`from_frame`, :meth:`from_csv`, :func:`load_sample_sweep` or
+    :func:`capbook.importers.read_sweep`.
+
+    Attributes
+    ----------
+    table : pandas.DataFrame
+        The sweep table, sorted by concurrency (a copy; editing it does not change the sweep).
+    config : dict
+        The configuration columns (model, params_b, gpu, tensor_parallel, engine, precision,
+        workload) and ``name``; ``None`` where the source did not say.
+    """
+
+    def __init__(self, table: pd.DataFrame, name: str | None = None):
+        self._table = self._validate(table)
+        self.name = name
+        cfg = {}
+        for c in CONFIG_COLUMNS:
+            if c in self._table:
+                vals = self._table[c].dropna().unique()
+                if len(vals) > 1:
+                    raise ValueError(
+                        f"sweep column {c!r} must be constant within one sweep; found {list(vals)}"
+                    )
+                v = vals[0] if len(vals) else None
+                cfg[c] = v.item() if isinstance(v, np.generic) else v
+            else:
+                cfg[c] = None
+        cfg["name"] = name
+        self.config = cfg
+        t = self._table
+        self._n = t["concurrency"].to_numpy(float)
+        self._cols = {c: t[c].to_numpy(float) for c in t.columns
+                      if c.startswith(("ttft_p", "tpot_p")) and c.endswith("_s")}
+
+    # -- construction ------------------------------------------------------------------------
+    @staticmethod
+    def _validate(df: pd.DataFrame) -> pd.DataFrame:
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"a sweep table must be a pandas DataFrame, not {type(df).__name__}")
+        missing = [c for c in METRIC_COLUMNS if c not in df.columns]
+        if missing:
+            raise ValueError(f"sweep table lacks column(s) {missing}; required: {METRIC_COLUMNS}")
+        if len(df) == 0:
+            raise ValueError("sweep table has no rows")
+        t = df.copy()
+        for c in METRIC_COLUMNS:
+            try:
+                t[c] = pd.to_numeric(t[c])
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"sweep column {c!r} is not numeric: {exc}") from None
+        for c in _REQUIRED_NUMERIC:
+            bad = t.index[~np.isfinite(t[c].to_numpy(float))]
+            if len(bad):
+                raise ValueError(f"sweep column {c!r} is missing or not finite in row(s) {list(bad)}")
+        n = t["concurrency"].to_numpy(float)
+        if np.any(n <= 0):
+            raise ValueError(f"sweep column 'concurrency' must be > 0; got {list(n[n <= 0])}")
+        t = t.sort_values("concurrency", kind="stable").reset_index(drop=True)
+        dup = t["concurrency"][t["concurrency"].duplicated()]
+        if len(dup):
+            raise ValueError(
+                f"sweep has several rows at concurrency {sorted(set(dup))}: one row per level is "
+                "required (average repeated runs or pick one before building the Sweep)"
+            )
+        for c in [c for c in t.columns if c.startswith(("ttft_p", "tpot_p")) and c.endswith("_s")]:
+            v = t[c].to_numpy(float)
+            if np.any(v[np.isfinite(v)] < 0):
+                raise ValueError(f"sweep column {c!r} has negative times")
+        return t
+
+    @classmethod
+    def from_frame(cls, df: pd.DataFrame, name: str | None = None) -> "Sweep":
+        """Build a sweep from a DataFrame holding the sweep-table columns."""
+        return cls(df, name=name)
+
+    @classmethod
+    def from_csv(cls, path, name: str | None = None) -> "Sweep":
+        """Read a sweep table from a CSV file written in the sweep-table layout."""
+        path = Path(path)
+        try:
+            df = pd.read_csv(path)
+        except FileNotFoundError:
+            raise ValueError(f"sweep file {path} does not exist") from None
+        try:
+            return cls(df, name=name if name is not None else path.stem)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+    # -- views -------------------------------------------------------------------------------
+    @property
+    def table(self) -> pd.DataFrame:
+        """The sweep table (a copy)."""
+        return self._table.copy()
+
+    @property
+    def concurrency(self) -> np.ndarray:
+        """Measured concurrency levels, ascending."""
+        return self._n.copy()
+
+    def __repr__(self) -> str:
+        c = self.config
+        return (f"Sweep(name={self.name!r}, model={c['model']!r}, gpu={c['gpu']!r}, "
+                f"tp={c['tensor_parallel']!r}, levels={self._n.astype(int).tolist()})")
+
+    def has(self, metric: str, q: int) -> bool:
+        """Whether the sweep holds ``metric`` (``"ttft"`` or ``"tpot"``) at percentile ``q``."""
+        col = f"{metric}_p{q}_s"
+        return col in self._cols and bool(np.all(np.isfinite(self._cols[col])))
+
+    # -- interpolation -----------------------------------------------------------------------
+    def _interp(self, metric: str, concurrency, q, extrapolate: bool):
+        q = _check_q(q)
+        col = f"{metric}_p{q}_s"
+        y = self._cols.get(col)
+        if y is None or not np.all(np.isfinite(y)):
+            raise ValueError(
+                f"sweep {self.name!r} has no {col} values (the source did not report the "
+                f"p{q} of {metric.upper()}); use a percentile it has"
+            )
+        x = np.asarray(concurrency, dtype=float)
+        if np.any(~np.isfinite(x)) or np.any(x <= 0):
+            raise ValueError(f"concurrency must be finite and > 0; got {concurrency!r}")
+        lo, hi = self._n[0], self._n[-1]
+        if len(self._n) == 1:
+            if np.all(x == lo):
+                res = np.full_like(x, y[0])
+                return res[()] if res.ndim == 0 else res
+            raise ValueError(
+                f"sweep {self.name!r} has a single level ({lo:g}); cannot interpolate at {concurrency!r}"
+            )
+        out_of_range = (x < lo) | (x > hi)
+        if np.any(out_of_range) and not extrapolate:
+            bad = np.unique(x[out_of_range])
+            raise ValueError(
+                f"concurrency {bad.tolist()} outside the measured range [{lo:g}, {hi:g}] of sweep "
+                f"{self.name!r}; pass extrapolate=True to extend the end segments linearly"
+            )
+        res = np.interp(x, self._n, y)
+        if np.any(out_of_range):
+            left = x < lo
+            right = x > hi
+            sl = (y[1] - y[0]) / (self._n[1] - self._n[0])
+            sr = (y[-1] - y[-2]) / (self._n[-1] - self._n[-2])
+            res = np.where(left, y[0] + sl * (x - lo), res)
+            res = np.where(right, y[-1] + sr * (x - hi), res)
+            res = np.maximum(res, 0.0)
+        return res[()] if res.ndim == 0 else res
+
+    def tpot(self, concurrency, q: int = 50, *, extrapolate: bool = False):
+        """Time per output token at ``concurrency``, seconds, by linear interpolation.
+
+        Parameters
+        ----------
+        concurrency : float or array_like
+            Sequences in flight (> 0).
+        q : {50, 95, 99}
+            Percentile across requests.
+        extrapolate : bool
+            Extend the first and last segments linearly outside the measured range
+            (clipped at 0) instead of raising.
+        """
+        return self._interp("tpot", concurrency, q, extrapolate)
+
+    def ttft(self, concurrency, q: int = 50, *, extrapolate: bool = False):
+        """Time to first token at ``concurrency``, seconds, by linear interpolation.
+
+        Parameters as in :meth:`tpot`.
+        """
+        return self._interp("ttft", concurrency, q, extrapolate)
+
+    # -- prefill and service time ------------------------------------------------------------
+    @property
+    def prefill_rate_tps(self) -> float:
+        """Prefill throughput, input tokens per second, derived from the sweep.
+
+        It is the mean input length divided by the p50 TTFT at the lowest concurrency level:
+        at concurrency 1 no other request queues ahead or interleaves, so TTFT is one prefill
+        (plus client overhead, which this estimate folds in, making it slightly conservative).
+        When the lowest level is above 1, other prompts' prefills inflate TTFT and the rate is
+        underestimated; :attr:`notes` says so.
+        """
+        i = 0
+        return float(self._table["mean_input_tokens"].iloc[i] / self._table["ttft_p50_s"].iloc[i])
+
+    @property
+    def notes(self) -> list[str]:
+        """Caveats about how well this sweep supports the derived quantities."""
+        out = []
+        if self._n[0] > 1:
+            out.append(
+                f"lowest level is concurrency {self._n[0]:g}, not 1: prefill_rate_tps is taken "
+                "from a TTFT that includes other requests' interference (an underestimate)"
+            )
+        return out
+
+    def prefill_time(self, input_tokens):
+        """Prefill time of a prompt of ``input_tokens`` tokens, seconds (linear in length)."""
+        x = np.asarray(input_tokens, dtype=float)
+        if np.any(~np.isfinite(x)) or np.any(x < 0):
+            raise ValueError(f"input_tokens must be finite and >= 0; got {input_tokens!r}")
+        res = x / self.prefill_rate_tps
+        return res[()] if res.ndim == 0 else res
+
+    def service_time(self, concurrency, input_tokens=None, output_tokens=None, q: int = 50,
+                     *, extrapolate: bool = False):
+        """Time a request holds a slot at ``concurrency``, seconds.
+
+        .. math:: T = \\frac{\\text{input tokens}}{\\text{prefill rate}}
+                  + \\text{output tokens} \\times \\text{TPOT}_q(n)
+
+        Parameters
+        ----------
+        concurrency : float or array_like
+            Sequences in flight.
+        input_tokens, output_tokens : float or array_like, optional
+            Request lengths, tokens. Default: the sweep's mean lengths at that level
+            (interpolated).
+        q : {50, 95, 99}
+            TPOT percentile (50 for a typical request).
+        """
+        n = np.asarray(concurrency, dtype=float)
+        if input_tokens is None:
+            input_tokens = np.interp(n, self._n, self._table["mean_input_tokens"].to_numpy(float))
+        if output_tokens is None:
+            output_tokens = np.interp(n, self._n, self._table["mean_output_tokens"].to_numpy(float))
+        out = np.asarray(output_tokens, dtype=float)
+        if np.any(~np.isfinite(out)) or np.any(out < 0):
+            raise ValueError(f"output_tokens must be finite and >= 0; got {output_tokens!r}")
+        res = self.prefill_time(input_tokens) + out * self.tpot(n, q, extrapolate=extrapolate)
+        res = np.asarray(res, dtype=float)
+        return res[()] if res.ndim == 0 else res
+
+
+# -- choosing S ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SlotChoice:
+    """Result of :func:`choose_slots`.
+
+    Attributes
+    ----------
+    S : int
+        Slots: the highest measured concurrency meeting the limit, with every lower level
+        meeting it too (0 if even the lowest level fails).
+    reason : str
+        Why the search stopped there.
+    limit_s : float
+        The TPOT the chosen percentile had to stay within: ``target × (1 − margin)``, seconds.
+    tpot_at_S : float
+        Chosen-percentile TPOT at S, seconds (NaN when S = 0).
+    next_level : float or None
+        The first level that failed (None if the sweep ended first).
+    table : pandas.DataFrame
+        Per-level TPOT, limit and pass/fail.
+    """
+
+    S: int
+    reason: str
+    tpot_target_s: float
+    q: int
+    margin: float
+    limit_s: float
+    tpot_at_S: float
+    next_level: float | None
+    table: pd.DataFrame = field(repr=False)
+
+    def __int__(self) -> int:
+        return self.S
+
+
+def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float = 0.10,
+                 *, ttft_target_s: float | None = None, ttft_q: int = 95) -> SlotChoice:
+    """Choose S: the highest measured concurrency whose TPOT meets the target with margin.
+
+    Levels are scanned upwards; the first level whose ``q``-th percentile TPOT exceeds
+    ``tpot_target_s × (1 − margin)`` (or whose TTFT percentile exceeds ``ttft_target_s``, if
+    given) stops the scan, and S is the level before it. Only measured levels qualify: a level
+    between two measurements has not been observed.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    tpot_target_s : float
+        TPOT objective, seconds (> 0).
+    q : {50, 95, 99}
+        TPOT percentile the objective applies to.
+    margin : float
+        Share of the target kept in reserve, in [0, 1) (0.10 keeps 10 % for noisy neighbours
+        and long prompts).
+    ttft_target_s : float, optional
+        Also require TTFT percentile ``ttft_q`` within this, seconds.
+    ttft_q : {50, 95, 99}
+
+    Returns
+    -------
+    SlotChoice
+    """
+    if not isinstance(sweep, Sweep):
+        raise TypeError(f"sweep must be a Sweep, not {type(sweep).__name__}")
+    if not np.isfinite(tpot_target_s) or tpot_target_s <= 0:
+        raise ValueError(f"tpot_target_s={tpot_target_s!r} must be a positive number of seconds")
+    if not (0 <= margin < 1):
+        raise ValueError(f"margin={margin!r} must be in [0, 1)")
+    q = _check_q(q)
+    if ttft_target_s is not None and (not np.isfinite(ttft_target_s) or ttft_target_s <= 0):
+        raise ValueError(f"ttft_target_s={ttft_target_s!r} must be a positive number of seconds")
+    limit = tpot_target_s * (1 - margin)
+    n = sweep.concurrency
+    tp = np.asarray(sweep.tpot(n, q), float)
+    ok = tp <= limit
+    tt = None
+    if ttft_target_s is not None:
+        tt = np.asarray(sweep.ttft(n, _check_q(ttft_q)), float)
+        ok_ttft = tt <= ttft_target_s
+    else:
+        ok_ttft = np.ones_like(ok)
+    passed = ok & ok_ttft
+    table = pd.DataFrame({"concurrency": n, f"tpot_p{q}_s": tp, "tpot_limit_s": limit,
+                          "tpot_ok": ok})
+    if tt is not None:
+        table[f"ttft_p{ttft_q}_s"] = tt
+        table["ttft_ok"] = ok_ttft
+    table["ok"] = passed
+    fails = np.flatnonzero(~passed)
+    lim_txt = f"{limit * 1e3:.1f} ms (target {tpot_target_s * 1e3:g} ms less {margin:.0%} margin)"
+    if len(fails) == 0:
+        i = len(n) - 1
+        S, nxt = int(n[i]), None
+        reason = (f"every measured level meets p{q} TPOT <= {lim_txt}; the sweep ends at "
+                  f"{int(n[i])}: measure higher concurrency to know whether more slots fit")
+    else:
+        f = fails[0]
+        nxt = float(n[f])
+        why = []
+        if not ok[f]:
+            why.append(f"p{q} TPOT {tp[f] * 1e3:.1f} ms exceeds {lim_txt}")
+        if tt is not None and not ok_ttft[f]:
+            why.append(f"p{ttft_q} TTFT {tt[f]:.3g} s exceeds the {ttft_target_s:g} s target")
+        if f == 0:
+            S = 0
+            reason = (f"the lowest level ({int(n[0])}) already fails: " + "; ".join(why)
+                      + ": this configuration cannot meet the target")
+        else:
+            S = int(n[f - 1])
+            reason = f"at the next level ({int(n[f])}) " + "; ".join(why)
+    tpot_at_S = float(sweep.tpot(S, q)) if S > 0 else float("nan")
+    return SlotChoice(S=S, reason=reason, tpot_target_s=float(tpot_target_s), q=q,
+                      margin=float(margin), limit_s=float(limit), tpot_at_S=tpot_at_S,
+                      next_level=nxt, table=table)
+
+
+# -- service time, capacity ----------------------------------------------------------------------
+def service_time(sweep: Sweep, concurrency, input_tokens=None, output_tokens=None, q: int = 50):
+    """T = prefill + output tokens × TPOT(concurrency), seconds (see :meth:`Sweep.service_time`)."""
+    return sweep.service_time(concurrency, input_tokens, output_tokens, q)
+
+
+def capacity(slots, service_time_s):
+    """Requests per second one replica sustains with every slot busy: ``S / T``.
+
+    Parameters
+    ----------
+    slots : float or array_like
+        S, sequences in flight.
+    service_time_s : float or array_like
+        T, seconds a request holds a slot.
+    """
+    s = np.asarray(slots, float)
+    t = np.asarray(service_time_s, float)
+    if np.any(~np.isfinite(s)) or np.any(s < 0):
+        raise ValueError(f"slots={slots!r} must be finite and >= 0")
+    if np.any(~np.isfinite(t)) or np.any(t <= 0):
+        raise ValueError(f"service_time_s={service_time_s!r} must be finite and > 0")
+    res = s / t
+    return res[()] if res.ndim == 0 else res
+
+
+def token_cross_check(sweep: Sweep, slots: int, input_tokens: float, output_tokens: float,
+                      q: int = 50) -> dict:
+    """Compare output tokens/s from ``S / T`` with ``S / TPOT`` (every slot always decoding).
+
+    ``capacity × output_tokens`` is below ``S / TPOT`` because part of every T is prefill, when
+    the slot produces no tokens: the ratio of the two is ``1 − prefill / T``.
+
+    Returns
+    -------
+    dict
+        ``service_time_s``, ``capacity_rps``, ``output_tps`` (capacity × output tokens),
+        ``decode_only_tps`` (S / TPOT), ``prefill_share`` (prefill / T).
+    """
+    T = float(sweep.service_time(slots, input_tokens, output_tokens, q))
+    lam = float(capacity(slots, T))
+    tpot = float(sweep.tpot(slots, q))
+    return {
+        "service_time_s": T,
+        "capacity_rps": lam,
+        "output_tps": lam * output_tokens,
+        "decode_only_tps": slots / tpot,
+        "prefill_share": float(sweep.prefill_time(input_tokens)) / T,
+    }
+
+
+# -- mixed workloads -----------------------------------------------------------------------------
+def _mix_arrays(mix):
+    if isinstance(mix, pd.DataFrame):
+        need = ["share", "input_tokens", "output_tokens"]
+        miss = [c for c in need if c not in mix.columns]
+        if miss:
+            raise ValueError(f"mix DataFrame lacks column(s) {miss}; needs {need}")
+        share, inp, out = (mix[c].to_numpy(float) for c in need)
+    else:
+        rows = list(mix.values()) if isinstance(mix, Mapping) else list(mix)
+        if not rows:
+            raise ValueError("mix is empty")
+        try:
+            share, inp, out = (np.asarray(c, float) for c in zip(*rows))
+        except (TypeError, ValueError):
+            raise ValueError("mix must hold (share, input_tokens, output_tokens) triples") from None
+    if np.any(~np.isfinite(share)) or np.any(share < 0):
+        raise ValueError("mix shares must be finite and >= 0")
+    if not np.isclose(share.sum(), 1.0, rtol=0, atol=1e-9):
+        raise ValueError(f"mix shares must sum to 1; they sum to {share.sum():.12g}")
+    return share, inp, out
+
+
+def blended_service_time(sweep: Sweep, mix, concurrency, q: int = 50) -> float:
+    """Share-weighted mean service time of a workload mix at ``concurrency``, seconds.
+
+    Each class's T uses its own prefill (its input length at the sweep's prefill rate) and the
+    TPOT the sweep measured at ``concurrency``. **Caveat:** the sweep's TPOT was measured with
+    its own mix. Long prompts stall every decode step while they prefill and their KV cache can
+    lower S, so re-run the sweep at the blended mix before trusting this number.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    mix : sequence, mapping or DataFrame
+        ``(share, input_tokens, output_tokens)`` per class (a mapping's values, or a DataFrame
+        with those columns); shares sum to 1.
+    concurrency : float
+        Slots in use (usually S).
+    """
+    share, inp, out = _mix_arrays(mix)
+    T = sweep.service_time(concurrency, inp, out, q)
+    return float(np.sum(share * np.asarray(T, float)))
+
+
+def blended_capacity(sweep: Sweep, mix, slots, q: int = 50) -> float:
+    """Requests per second of one replica on a mix: ``S / blended T``."""
+    return float(capacity(slots, blended_service_time(sweep, mix, slots, q)))
+
+
+def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Sequence[float],
+                           shares: Iterable[float] | None = None, q: int = 50) -> pd.DataFrame:
+    """Capacity of one replica as the share of long requests grows (linear-mix estimate).
+
+    Parameters
+    ----------
+    sweep : Sweep
+    slots : float
+        S used for both classes.
+    short, long : (input_tokens, output_tokens)
+        Lengths of the two request classes, tokens.
+    shares : iterable of float, optional
+        Shares of long requests in [0, 1] (default 0, 0.05, …, 1).
+    q : {50, 95, 99}
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``long_share, service_time_s, capacity_rps, output_tps, input_tps``.
+    """
+    if shares is None:
+        shares = np.round(np.linspace(0, 1, 21), 10)
+    p = np.asarray(list(shares), float)
+    if np.any((p < 0) | (p > 1)):
+        raise ValueError("shares must lie in [0, 1]")
+    t_short = float(sweep.service_time(slots, short[0], short[1], q))
+    t_long = float(sweep.service_time(slots, long[0], long[1], q))
+    T = (1 - p) * t_short + p * t_long
+    lam = slots / T
+    return pd.DataFrame({
+        "long_share": p,
+        "service_time_s": T,
+        "capacity_rps": lam,
+        "output_tps": lam * ((1 - p) * short[1] + p * long[1]),
+        "input_tps": lam * ((1 - p) * short[0] + p * long[0]),
+    })
+
+
+# -- sample sweeps -------------------------------------------------------------------------------
+def list_sample_sweeps() -> list[str]:
+    """Names of the book's sample sweeps (files ``data/sweeps/<name>.csv``), sorted."""
+    return sorted(p.stem for p in SAMPLE_DIR.glob("*.csv"))
+
+
+def load_sample_sweep(name: str = "illustrative_chat") -> Sweep:
+    """Load one of the book's modelled sample sweeps by name (see ``data/README.md``)."""
+    names = list_sample_sweeps()
+    if name not in names:
+        raise ValueError(f"unknown sample sweep {name!r}; available: {names}")
+    return Sweep.from_csv(SAMPLE_DIR / f"{name}.csv", name=name)
