@@ -1,0 +1,217 @@
+"""Open-loop arrival processes for the simulator: Poisson, renewal with a chosen Ca², trace replay.
+
+Every process has ``generate(rng, n_requests=None, duration_s=None)`` returning an
+:class:`ArrivalStream`: arrival times in seconds from the start of the run, plus, for a replayed
+trace, the token counts and tier of each request. Arrivals are open-loop: they do not depend on
+how the fleet is doing (retries, which do, are added by the simulator).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from .distributions import Gamma
+
+__all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals"]
+
+
+@dataclass
+class ArrivalStream:
+    """Arrival times (seconds, sorted, from 0) and optional per-request attributes.
+
+    ``input_tokens``/``output_tokens`` are integer arrays (tokens) or ``None`` when the process
+    does not carry tokens; ``tier`` is an array of class names or ``None``.
+    """
+
+    times: np.ndarray
+    input_tokens: np.ndarray | None = None
+    output_tokens: np.ndarray | None = None
+    tier: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.times.size)
+
+
+def _check_horizon(n_requests, duration_s):
+    if n_requests is None and duration_s is None:
+        raise ValueError("give n_requests or duration_s (or both)")
+    if n_requests is not None:
+        if int(n_requests) != n_requests or n_requests < 1:
+            raise ValueError(f"n_requests must be a positive integer, got {n_requests!r}")
+        n_requests = int(n_requests)
+    if duration_s is not None:
+        duration_s = float(duration_s)
+        if not math.isfinite(duration_s) or duration_s <= 0:
+            raise ValueError(f"duration_s must be positive and finite, got {duration_s!r}")
+    return n_requests, duration_s
+
+
+class RenewalArrivals:
+    """Renewal arrivals: i.i.d. gamma inter-arrival times with a chosen Ca².
+
+    ``ca2 = 1`` is Poisson; ``ca2 > 1`` is burstier than Poisson, ``ca2 < 1`` more regular.
+
+    Parameters
+    ----------
+    rate : float
+        Mean arrival rate, requests per second.
+    ca2 : float, optional
+        Squared coefficient of variation of the inter-arrival times (default 1).
+    """
+
+    def __init__(self, rate: float, ca2: float = 1.0):
+        rate = float(rate)
+        if not math.isfinite(rate) or rate <= 0:
+            raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
+        ca2 = float(ca2)
+        if not math.isfinite(ca2) or ca2 <= 0:
+            raise ValueError(f"ca2 must be positive, got {ca2!r}")
+        self.rate = rate
+        self.ca2 = ca2
+        self.interarrival = Gamma(1.0 / rate, ca2)
+
+    def _draw(self, rng, size):
+        if self.ca2 == 1.0:
+            return rng.exponential(1.0 / self.rate, size)
+        return self.interarrival.sample(rng, size)
+
+    def generate(self, rng: np.random.Generator, n_requests: int | None = None,
+                 duration_s: float | None = None) -> ArrivalStream:
+        """Draw arrival times (seconds from 0) for ``n_requests`` or up to ``duration_s``."""
+        n_requests, duration_s = _check_horizon(n_requests, duration_s)
+        if n_requests is not None:
+            times = np.cumsum(self._draw(rng, n_requests))
+            if duration_s is not None:
+                times = times[times < duration_s]
+            return ArrivalStream(times)
+        chunks, t0 = [], 0.0
+        block = int(self.rate * duration_s * 1.1 + 10 * math.sqrt(self.rate * duration_s) + 16)
+        while True:
+            t = t0 + np.cumsum(self._draw(rng, block))
+            chunks.append(t[t < duration_s])
+            if t[-1] >= duration_s:
+                break
+            t0 = t[-1]
+        return ArrivalStream(np.concatenate(chunks))
+
+    def __repr__(self):
+        return f"{type(self).__name__}(rate={self.rate:g}, ca2={self.ca2:g})"
+
+
+class PoissonArrivals(RenewalArrivals):
+    """Poisson arrivals at ``rate`` requests per second (exponential gaps, Ca² = 1)."""
+
+    def __init__(self, rate: float):
+        super().__init__(rate, 1.0)
+
+    def __repr__(self):
+        return f"PoissonArrivals(rate={self.rate:g})"
+
+
+_TRACE_COLUMNS = ("arrival_time", "input_tokens", "output_tokens")
+
+
+class TraceArrivals:
+    """Replay a request log (arrival times and token counts), optionally time-scaled.
+
+    Parameters
+    ----------
+    log : pandas.DataFrame or object with ``to_pandas()``
+        The canonical request log: ``arrival_time`` (UTC datetimes, or numbers of seconds),
+        ``input_tokens``, ``output_tokens`` and optionally ``tier`` and ``status``. Every row is
+        replayed, whatever its status: a log that records rejected requests records demand.
+    rate : float, optional
+        Target mean arrival rate, requests per second: the gaps are scaled by one factor so the
+        replayed log's mean rate ``(n - 1) / span`` equals ``rate``; the shape of the bursts is
+        kept. ``None`` replays at the recorded speed.
+    speedup : float, optional
+        Alternatively, divide all gaps by this factor (2 = twice the recorded rate).
+
+    Notes
+    -----
+    ``generate`` replays the rows in time order from the first arrival (time 0); with
+    ``n_requests`` smaller than the log it takes the first ``n_requests``; with a larger one it
+    raises rather than invent requests.
+    """
+
+    def __init__(self, log, rate: float | None = None, speedup: float | None = None):
+        if hasattr(log, "to_pandas") and not isinstance(log, pd.DataFrame):
+            log = log.to_pandas()
+        if not isinstance(log, pd.DataFrame):
+            raise TypeError(f"log must be a pandas DataFrame or have to_pandas(), got {type(log).__name__}")
+        if len(log) == 0:
+            raise ValueError("the request log (trace) has no rows: nothing to replay")
+        missing = [c for c in _TRACE_COLUMNS if c not in log.columns]
+        if missing:
+            raise ValueError(f"the request log lacks column(s) {missing}; it needs {list(_TRACE_COLUMNS)}")
+        if rate is not None and speedup is not None:
+            raise ValueError("give rate or speedup, not both")
+        t = log["arrival_time"]
+        if pd.api.types.is_datetime64_any_dtype(t):
+            if t.isna().any():
+                raise ValueError(f"arrival_time is missing in row {int(np.flatnonzero(t.isna().to_numpy())[0])}")
+            secs = (t - t.min()).dt.total_seconds().to_numpy(dtype=float)
+        else:
+            secs = pd.to_numeric(t, errors="coerce").to_numpy(dtype=float)
+            bad = ~np.isfinite(secs)
+            if bad.any():
+                raise ValueError(f"arrival_time is not a finite time in row {int(np.flatnonzero(bad)[0])}")
+            secs = secs - secs.min()
+        tokens = {}
+        for col in ("input_tokens", "output_tokens"):
+            v = pd.to_numeric(log[col], errors="coerce").to_numpy(dtype=float)
+            bad = ~np.isfinite(v) | (v < 0) | (v != np.round(v))
+            if bad.any():
+                row = int(np.flatnonzero(bad)[0])
+                raise ValueError(f"{col} must be a non-negative whole number of tokens; row {row} has {log[col].iloc[row]!r}")
+            tokens[col] = v.astype(np.int64)
+        order = np.argsort(secs, kind="stable")
+        self.times = secs[order]
+        self.input_tokens = tokens["input_tokens"][order]
+        self.output_tokens = tokens["output_tokens"][order]
+        self.tier = log["tier"].astype(str).to_numpy()[order] if "tier" in log.columns else None
+        span = float(self.times[-1])
+        self.recorded_rate = (len(self.times) - 1) / span if span > 0 else math.inf
+        if rate is not None:
+            rate = float(rate)
+            if not math.isfinite(rate) or rate <= 0:
+                raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
+            if span <= 0:
+                raise ValueError("cannot time-scale a trace whose arrivals all share one timestamp")
+            self.scale = self.recorded_rate / rate
+        elif speedup is not None:
+            speedup = float(speedup)
+            if not math.isfinite(speedup) or speedup <= 0:
+                raise ValueError(f"speedup must be positive, got {speedup!r}")
+            self.scale = 1.0 / speedup
+        else:
+            self.scale = 1.0
+        self.rate = self.recorded_rate / self.scale
+
+    def __len__(self):
+        return int(self.times.size)
+
+    def generate(self, rng: np.random.Generator | None = None, n_requests: int | None = None,
+                 duration_s: float | None = None) -> ArrivalStream:
+        """Return the (scaled) recorded arrivals; ``rng`` is unused (a replay is deterministic)."""
+        times = self.times * self.scale
+        keep = np.ones(times.size, dtype=bool)
+        if duration_s is not None:
+            _check_horizon(None, duration_s)
+            keep &= times < duration_s
+        idx = np.flatnonzero(keep)
+        if n_requests is not None:
+            n_requests, _ = _check_horizon(n_requests, None)
+            if n_requests > idx.size:
+                raise ValueError(f"n_requests={n_requests} exceeds the {idx.size} requests in the trace")
+            idx = idx[:n_requests]
+        if idx.size == 0:
+            raise ValueError("no trace arrivals fall inside duration_s")
+        return ArrivalStream(times[idx], self.input_tokens[idx], self.output_tokens[idx],
+                             None if self.tier is None else self.tier[idx])
+
+    def __repr__(self):
+        return f"TraceArrivals(n={len(self)}, rate={self.rate:g})"

@@ -1,0 +1,1226 @@
+r"""Discrete-event simulator of an LLM serving fleet.
+
+Three steps, as in Ciw: describe the fleet, create a simulation, run it.
+
+>>> from capbook.sim import Fleet, FixedService, Simulation
+>>> from capbook.arrivals import PoissonArrivals
+>>> from capbook.distributions import Exponential
+>>> fleet = Fleet(replicas=4, slots=8, service=FixedService(Exponential(1.0)))
+>>> result = Simulation(fleet, PoissonArrivals(28.0), n_requests=20_000, seed=1).run()
+>>> result.records.columns[:6].tolist()
+['request_id', 'attempt', 'class', 'arrival', 'start', 'first_token']
+
+The fleet
+---------
+``replicas`` replicas with ``slots`` slots each (a slot is one sequence in flight). A request
+holds a slot from *start* to *end*. Two service models:
+
+* :class:`FixedService` — the holding time is drawn independently of load (exponential,
+  deterministic, lognormal, …). The first token is counted at the start of service, so TTFT
+  equals the queue wait. This is the M/G/c model the closed forms of :mod:`capbook.queueing`
+  describe, and the mode used to check the simulator against theory.
+* :class:`ContinuousBatching` — service from tokens. A request first prefills its prompt
+  (``input_tokens / prefill_rate_tps`` seconds; the first token appears at the end of prefill),
+  then decodes its remaining ``output_tokens - 1`` tokens. Every decoding sequence on a replica
+  advances at the same rate, one token per ``TPOT(n)`` seconds, where ``n`` is the number of
+  sequences on that replica at that moment (prefilling and decoding). When ``n`` changes, every
+  sequence on the replica speeds up or slows down. The engine keeps, per replica, a *virtual
+  token clock* :math:`V(t)` with :math:`dV/dt = 1/\mathrm{TPOT}(n(t))`; a sequence that enters
+  decode at clock value :math:`V_0` with :math:`k` tokens to go finishes when
+  :math:`V = V_0 + k`. So there are no per-token events: a few events per request, whatever its
+  length (a fluid model of token progress, exact for the piecewise-constant rate).
+
+Routing (``Fleet.routing``): ``"shared"`` (one queue for the whole fleet; a free slot takes the
+head of the queue; an arrival that finds free slots goes to the replica with the most free
+slots), ``"jsq"`` (join the replica with the fewest outstanding requests, i.e. the most free
+slots or the shortest queue), ``"p2c"`` (power of two choices: the less loaded of two replicas
+picked at random), ``"round_robin"`` and ``"random"``. All but ``"shared"`` keep one queue per
+replica, fixed at arrival.
+
+Admission control (:class:`Admission`) rejects an arrival with a 429 and a ``Retry-After``
+hint when it would have to queue and the queue ahead of it, or the wait estimated from it,
+exceeds a budget. Clients (:class:`RetryPolicy`) retry rejections with jittered exponential
+backoff honouring the hint, or immediately (retry storms), and may time out and re-send while
+the abandoned attempt still holds its place (the server does not know the client left).
+Priority classes are served strictly in order (non-preemptive).
+
+Performance
+-----------
+FCFS runs with fixed service, no admission control and no retries take a fast path: the
+c-server FCFS recursion with a heap of slot-free times (shared queue), per replica for the
+state-independent routings (round-robin, random). Everything else runs in an event loop over a
+binary heap. ``Simulation.run(engine="event")`` forces the event loop (tests use it to check
+that both agree exactly on the same draws).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
+from .distributions import Distribution, as_distribution
+
+__all__ = [
+    "ROUTINGS",
+    "FixedService",
+    "ContinuousBatching",
+    "StepTimeModel",
+    "fit_step_time",
+    "Admission",
+    "RetryPolicy",
+    "Fleet",
+    "Simulation",
+    "SimResult",
+    "simulate",
+]
+
+#: Routing policies understood by :class:`Fleet`.
+ROUTINGS = ("shared", "jsq", "p2c", "round_robin", "random")
+
+_NAN = math.nan
+_INF = math.inf
+
+
+# --------------------------------------------------------------------------- service models
+
+
+class FixedService:
+    """Holding times drawn independently of load (the M/G/c model of the closed forms).
+
+    Parameters
+    ----------
+    distribution : Distribution, float or array_like
+        Holding time per request, seconds: a distribution object from
+        :mod:`capbook.distributions`, a constant, or an explicit array of holding times used in
+        request order (for replaying the same draws in another simulator).
+
+    Notes
+    -----
+    With fixed service the first token is counted at the start of service: TTFT = wait, and
+    TPOT is not defined (``NaN`` in the records).
+    """
+
+    def __init__(self, distribution):
+        if isinstance(distribution, (list, tuple, np.ndarray)):
+            times = np.asarray(distribution, dtype=float).ravel()
+            if times.size == 0:
+                raise ValueError("the array of service times is empty")
+            if not np.all(np.isfinite(times)) or np.any(times < 0):
+                raise ValueError("service times must be finite and non-negative (seconds)")
+            self.times = times
+            self.distribution = None
+            self.mean_s = float(times.mean())
+        else:
+            self.distribution = as_distribution(distribution, "distribution")
+            self.times = None
+            self.mean_s = float(self.distribution.mean)
+
+    def _draw(self, rng, n):
+        if self.times is not None:
+            if self.times.size < n:
+                raise ValueError(f"FixedService has {self.times.size} service times but the run has {n} requests")
+            return self.times[:n].copy()
+        return np.asarray(self.distribution.sample(rng, n), dtype=float)
+
+    def __repr__(self):
+        inner = self.distribution if self.distribution is not None else f"times[{self.times.size}]"
+        return f"FixedService({inner!r})"
+
+
+class StepTimeModel:
+    r"""Engine step time: :math:`\text{step} = \beta_0 + \beta_1 \cdot \text{prefill tokens} + \beta_2 \cdot \text{decode sequences}`.
+
+    Parameters
+    ----------
+    beta0 : float
+        Fixed cost of a step, seconds.
+    beta1 : float
+        Seconds per prefill token in a step (``1 / beta1`` is the prefill rate, tokens/s).
+    beta2 : float
+        Seconds per decoding sequence in a step.
+    mix_ratio : float, optional
+        Mean input tokens per output token of the workload. A sequence brings its prompt once
+        per ``output_tokens`` steps, so on average a step with ``n`` sequences carries
+        ``n * mix_ratio`` prefill tokens; ``tpot(n)`` includes that interference. 0 (default)
+        gives the decode-only step.
+
+    Notes
+    -----
+    ``tpot(n) = beta0 + (beta2 + beta1 * mix_ratio) * n`` seconds per output token;
+    ``prefill_time(i) = beta0 + beta1 * i`` seconds for a prompt of ``i`` tokens.
+    """
+
+    def __init__(self, beta0: float, beta1: float, beta2: float, mix_ratio: float = 0.0):
+        for name, v in (("beta0", beta0), ("beta1", beta1), ("beta2", beta2), ("mix_ratio", mix_ratio)):
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be finite and non-negative, got {v!r}")
+        if beta0 + beta2 <= 0:
+            raise ValueError("beta0 + beta2 must be positive: a decode step cannot take no time")
+        self.beta0, self.beta1, self.beta2, self.mix_ratio = float(beta0), float(beta1), float(beta2), float(mix_ratio)
+
+    @property
+    def prefill_rate_tps(self) -> float:
+        """Prefill tokens per second, ``1 / beta1`` (``inf`` when ``beta1 = 0``)."""
+        return math.inf if self.beta1 == 0 else 1.0 / self.beta1
+
+    def tpot(self, concurrency, q=50):
+        """Seconds per output token with ``concurrency`` sequences running (vectorised)."""
+        n = np.asarray(concurrency, dtype=float)
+        return self.beta0 + (self.beta2 + self.beta1 * self.mix_ratio) * n
+
+    def prefill_time(self, input_tokens):
+        """Seconds to prefill prompts of ``input_tokens`` tokens (vectorised)."""
+        return self.beta0 + self.beta1 * np.asarray(input_tokens, dtype=float)
+
+    def __repr__(self):
+        return (f"StepTimeModel(beta0={self.beta0:.4g}, beta1={self.beta1:.4g}, "
+                f"beta2={self.beta2:.4g}, mix_ratio={self.mix_ratio:.4g})")
+
+
+_FIT_COLUMNS = ("concurrency", "tpot_p50_s", "ttft_p50_s", "mean_input_tokens", "mean_output_tokens")
+
+
+def fit_step_time(table: pd.DataFrame) -> StepTimeModel:
+    r"""Fit a :class:`StepTimeModel` to a concurrency sweep by non-negative least squares.
+
+    At concurrency :math:`n` with mean prompt :math:`I` and mean output :math:`O` tokens, a
+    decode step carries :math:`n` sequences and on average :math:`nI/O` prefill tokens, and a
+    request's first token comes from a step with its own prompt and the other sequences:
+
+    .. math::  \mathrm{TPOT}(n) = \beta_0 + \beta_1 nI/O + \beta_2 n, \qquad
+               \mathrm{TTFT}(n) = \beta_0 + \beta_1 I + \beta_2 n.
+
+    Both sets of rows are fitted jointly with :func:`scipy.optimize.nnls`, each equation
+    weighted by the inverse of its observed value (relative errors).
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per concurrency level with columns ``concurrency``, ``tpot_p50_s``,
+        ``ttft_p50_s`` (seconds), ``mean_input_tokens`` and ``mean_output_tokens`` (tokens).
+
+    Returns
+    -------
+    StepTimeModel
+        With ``mix_ratio`` set to the sweep's mean ``I/O``.
+    """
+    from scipy.optimize import nnls
+
+    if not isinstance(table, pd.DataFrame):
+        raise TypeError("table must be a pandas DataFrame")
+    missing = [c for c in _FIT_COLUMNS if c not in table.columns]
+    if missing:
+        raise ValueError(f"the sweep table lacks column(s) {missing}; it needs {list(_FIT_COLUMNS)}")
+    if len(table) < 2:
+        raise ValueError("the sweep table needs at least two concurrency levels to fit a step-time model")
+    vals = {c: table[c].to_numpy(dtype=float) for c in _FIT_COLUMNS}
+    for c, v in vals.items():
+        bad = ~np.isfinite(v) | (v <= 0)
+        if bad.any():
+            raise ValueError(f"column {c} must be positive and finite; row {int(np.flatnonzero(bad)[0])} is {v[bad][0]!r}")
+    n, I, O = vals["concurrency"], vals["mean_input_tokens"], vals["mean_output_tokens"]
+    A = np.vstack([
+        np.column_stack([np.ones_like(n), n * I / O, n]) / vals["tpot_p50_s"][:, None],
+        np.column_stack([np.ones_like(n), I, n]) / vals["ttft_p50_s"][:, None],
+    ])
+    b = np.ones(2 * n.size)
+    beta, _ = nnls(A, b)
+    return StepTimeModel(beta[0], beta[1], beta[2], mix_ratio=float(np.mean(I / O)))
+
+
+class ContinuousBatching:
+    """Service from tokens with continuous batching (load-dependent decode speed).
+
+    Parameters
+    ----------
+    tpot : Sweep, StepTimeModel, callable, float or array_like
+        Seconds per output token as a function of the number of sequences running on the
+        replica: an object with a vectorised ``tpot(concurrency)`` method (a
+        :class:`capbook.sweep.Sweep` or a :class:`StepTimeModel`), a callable ``f(n)``, a
+        constant, or a table whose entry ``i`` is the TPOT at concurrency ``i + 1``.
+    prefill_rate_tps : float, optional
+        Prefill speed, input tokens per second (``inf`` for instant prefill). Defaults to the
+        ``prefill_rate_tps`` attribute of ``tpot`` (a sweep or step model). A ``tpot`` object
+        with a ``prefill_time(input_tokens)`` method is used for prefill instead.
+    input_tokens, output_tokens : Distribution, float or array_like, optional
+        Token counts for synthetic arrivals (a distribution, a constant, or observed values to
+        resample). Ignored for a replayed trace, which brings its own. Draws are rounded to
+        whole tokens; output tokens are at least 1.
+    max_output_tokens : int, optional
+        Cap on output tokens (a gateway ``max_tokens``): longer requests are cut to the cap.
+    """
+
+    def __init__(self, tpot, prefill_rate_tps: float | None = None, input_tokens=None,
+                 output_tokens=None, max_output_tokens: int | None = None):
+        self.tpot_source = tpot
+        if prefill_rate_tps is None:
+            prefill_rate_tps = getattr(tpot, "prefill_rate_tps", None)
+        if prefill_rate_tps is None and not hasattr(tpot, "prefill_time"):
+            raise ValueError("prefill_rate_tps (input tokens per second) is required when tpot does not carry it")
+        if prefill_rate_tps is not None:
+            prefill_rate_tps = float(prefill_rate_tps)
+            if math.isnan(prefill_rate_tps) or prefill_rate_tps <= 0:
+                raise ValueError(f"prefill_rate_tps must be positive (tokens/s), got {prefill_rate_tps!r}")
+        self.prefill_rate_tps = prefill_rate_tps
+        self.input_tokens = None if input_tokens is None else _token_dist(input_tokens, "input_tokens")
+        self.output_tokens = None if output_tokens is None else _token_dist(output_tokens, "output_tokens")
+        if max_output_tokens is not None:
+            if int(max_output_tokens) != max_output_tokens or max_output_tokens < 1:
+                raise ValueError(f"max_output_tokens must be a positive integer, got {max_output_tokens!r}")
+            max_output_tokens = int(max_output_tokens)
+        self.max_output_tokens = max_output_tokens
+
+    def tpot_table(self, slots: int) -> np.ndarray:
+        """TPOT (seconds) at concurrency ``0..slots`` (entry 0 repeats entry 1)."""
+        n = np.arange(1, slots + 1)
+        src = self.tpot_source
+        if hasattr(src, "tpot"):
+            vals = np.asarray(src.tpot(n), dtype=float)
+        elif callable(src):
+            vals = np.asarray(src(n), dtype=float)
+        else:
+            arr = np.asarray(src, dtype=float)
+            if arr.ndim == 0:
+                vals = np.full(slots, float(arr))
+            else:
+                arr = arr.ravel()
+                if arr.size < slots:
+                    raise ValueError(f"the tpot table covers concurrency 1..{arr.size} but replicas have {slots} slots")
+                vals = arr[:slots]
+        vals = np.broadcast_to(vals, (slots,)).astype(float)
+        bad = ~np.isfinite(vals) | (vals <= 0)
+        if bad.any():
+            raise ValueError(f"tpot must be positive and finite; at concurrency {int(np.flatnonzero(bad)[0]) + 1} it is {vals[bad][0]!r}")
+        return np.concatenate([vals[:1], vals])
+
+    def prefill_times(self, input_tokens: np.ndarray) -> np.ndarray:
+        """Prefill duration in seconds for each prompt."""
+        if hasattr(self.tpot_source, "prefill_time"):
+            out = np.asarray(self.tpot_source.prefill_time(input_tokens), dtype=float)
+        else:
+            out = np.asarray(input_tokens, dtype=float) / self.prefill_rate_tps
+        return np.broadcast_to(out, np.shape(input_tokens)).astype(float)
+
+    def __repr__(self):
+        return f"ContinuousBatching(tpot={self.tpot_source!r}, prefill_rate_tps={self.prefill_rate_tps})"
+
+
+def _token_dist(value, name):
+    if isinstance(value, (list, tuple, np.ndarray)):
+        from .distributions import Empirical
+
+        return Empirical(value)
+    return as_distribution(value, name)
+
+
+# --------------------------------------------------------------------------- policies
+
+
+@dataclass
+class Admission:
+    """Reject (429) arrivals that would wait too long.
+
+    An arrival that finds a free slot is always admitted. Otherwise, with ``ahead`` requests of
+    the same or higher priority already waiting in the queue it would join (the fleet's queue
+    under shared routing, the chosen replica's queue otherwise), it is rejected when
+    ``ahead >= max_queue`` or when the estimated wait ``(ahead + 1) * service_time_s / c``
+    exceeds ``max_wait_s`` (``c`` = slots behind that queue).
+
+    Parameters
+    ----------
+    max_queue : int, optional
+        Largest number of requests allowed to wait ahead.
+    max_wait_s : float or dict, optional
+        Wait budget, seconds; a dict maps class names to budgets (classes not in it have none),
+        so batch can be shed before interactive.
+    service_time_s : float, optional
+        Mean slot holding time used for the estimate, seconds. Default: the workload's mean
+        holding time (fixed service) or mean prefill + (mean output - 1) x TPOT(slots)
+        (continuous batching).
+    retry_after_s : float, optional
+        Fixed ``Retry-After`` hint, seconds. Default: the estimated wait in excess of the
+        budget (at least 0.1 s).
+    """
+
+    max_queue: int | None = None
+    max_wait_s: float | dict | None = None
+    service_time_s: float | None = None
+    retry_after_s: float | None = None
+
+    def __post_init__(self):
+        if self.max_queue is None and self.max_wait_s is None:
+            raise ValueError("Admission needs max_queue or max_wait_s")
+        if self.max_queue is not None and (int(self.max_queue) != self.max_queue or self.max_queue < 0):
+            raise ValueError(f"max_queue must be a non-negative integer, got {self.max_queue!r}")
+        budgets = self.max_wait_s.values() if isinstance(self.max_wait_s, dict) else [self.max_wait_s]
+        for b in budgets:
+            if b is not None and (not math.isfinite(b) or b < 0):
+                raise ValueError(f"max_wait_s must be a non-negative number of seconds, got {b!r}")
+        for name in ("service_time_s", "retry_after_s"):
+            v = getattr(self, name)
+            if v is not None and (not math.isfinite(v) or v <= 0):
+                raise ValueError(f"{name} must be positive seconds, got {v!r}")
+
+
+@dataclass
+class RetryPolicy:
+    """How clients react to a 429 or to a slow response.
+
+    Parameters
+    ----------
+    max_retries : int
+        Retries per request after the first attempt.
+    backoff : {"jittered", "none"}
+        ``"jittered"``: wait ``max(hint, U(0, min(cap_s, base_s * 2**attempt)))`` before
+        retrying (full jitter; the ``Retry-After`` hint is honoured when
+        ``honour_retry_after``). ``"none"``: retry after ``base_s`` (0 = at once), ignoring the
+        hint — the retry storm.
+    base_s, cap_s : float
+        Backoff base and cap, seconds.
+    honour_retry_after : bool
+        Whether jittered clients wait at least the server's hint.
+    timeout_s : float, optional
+        Client timeout on the first token, seconds: an attempt without a first token by then is
+        abandoned and re-sent (if retries remain). The server keeps the abandoned attempt: it
+        still waits and is still served, as with a gateway that cannot cancel.
+    """
+
+    max_retries: int = 3
+    backoff: str = "jittered"
+    base_s: float = 1.0
+    cap_s: float = 60.0
+    honour_retry_after: bool = True
+    timeout_s: float | None = None
+
+    def __post_init__(self):
+        if int(self.max_retries) != self.max_retries or self.max_retries < 0:
+            raise ValueError(f"max_retries must be a non-negative integer, got {self.max_retries!r}")
+        if self.backoff not in ("jittered", "none"):
+            raise ValueError(f"backoff must be 'jittered' or 'none', got {self.backoff!r}")
+        for name in ("base_s", "cap_s"):
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < 0:
+                raise ValueError(f"{name} must be non-negative seconds, got {v!r}")
+        if self.timeout_s is not None and (not math.isfinite(self.timeout_s) or self.timeout_s <= 0):
+            raise ValueError(f"timeout_s must be positive seconds, got {self.timeout_s!r}")
+
+
+@dataclass
+class Fleet:
+    """A fleet of identical replicas.
+
+    Parameters
+    ----------
+    replicas : int
+        Number of replicas (>= 1).
+    slots : int
+        Slots per replica: sequences it runs at once (>= 1).
+    service : FixedService or ContinuousBatching
+        How long a request holds a slot.
+    routing : str
+        One of :data:`ROUTINGS`.
+    admission : Admission, optional
+        Reject arrivals over a queue or wait budget (default: everyone waits).
+    priority : sequence of str, optional
+        Class names, highest priority first; waiting requests are served in this order (FCFS
+        within a class). Classes not listed come after, together. Default: FCFS for all.
+    """
+
+    replicas: int
+    slots: int
+    service: FixedService | ContinuousBatching
+    routing: str = "shared"
+    admission: Admission | None = None
+    priority: tuple | list | None = None
+
+    def __post_init__(self):
+        for name in ("replicas", "slots"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                what = "no replicas" if name == "replicas" else "zero slots"
+                raise ValueError(f"{name} must be a positive integer (a fleet with {what} serves nothing), got {v!r}")
+            setattr(self, name, int(v))
+        if self.routing not in ROUTINGS:
+            raise ValueError(f"unknown routing {self.routing!r}; choose one of {ROUTINGS}")
+        if not isinstance(self.service, (FixedService, ContinuousBatching)):
+            raise TypeError("service must be a FixedService or a ContinuousBatching")
+        if self.admission is not None and not isinstance(self.admission, Admission):
+            raise TypeError("admission must be an Admission or None")
+        if self.priority is not None:
+            self.priority = tuple(str(p) for p in self.priority)
+            if len(set(self.priority)) != len(self.priority):
+                raise ValueError("priority lists a class twice")
+
+    @property
+    def total_slots(self) -> int:
+        """Slots in the fleet, ``replicas * slots``."""
+        return self.replicas * self.slots
+
+
+# --------------------------------------------------------------------------- workload
+
+
+@dataclass
+class _Workload:
+    times: np.ndarray
+    cls_names: list
+    cls: np.ndarray          # class index per request
+    pri: np.ndarray          # priority level per request (0 = highest)
+    n_levels: int
+    svc: np.ndarray | None   # fixed holding times
+    inp: np.ndarray | None
+    out: np.ndarray | None
+    prefill: np.ndarray | None
+    truncated: np.ndarray | None
+
+
+def _draw_tokens(dist, rng, n, minimum):
+    v = np.rint(np.asarray(dist.sample(rng, n), dtype=float))
+    return np.maximum(v, minimum).astype(np.int64)
+
+
+# --------------------------------------------------------------------------- simulation
+
+
+class Simulation:
+    """A run of a :class:`Fleet` under an arrival process.
+
+    Parameters
+    ----------
+    fleet : Fleet
+    arrivals : PoissonArrivals, RenewalArrivals, TraceArrivals, ArrivalStream or array_like
+        The open-loop arrival process, or explicit arrival times in seconds (sorted).
+    n_requests : int, optional
+        Number of (first-attempt) arrivals. With a trace, the first ``n_requests`` rows.
+    duration_s : float, optional
+        Stop arrivals at this time, seconds (the fleet then drains).
+    warmup_s : float
+        Requests arriving before this time are simulated but excluded from :meth:`SimResult.summary`.
+    classes : dict, optional
+        Class name → share of arrivals for synthetic arrivals (a trace uses its ``tier``).
+    retry : RetryPolicy, optional
+        Client behaviour on 429 and timeouts (default: no retries).
+    seed : int, optional
+    rng : numpy.random.Generator, optional
+        Source of randomness (give one of ``seed``/``rng``; default ``seed=0``).
+    """
+
+    def __init__(self, fleet: Fleet, arrivals, n_requests: int | None = None,
+                 duration_s: float | None = None, warmup_s: float = 0.0, classes: dict | None = None,
+                 retry: RetryPolicy | None = None, seed: int | None = None,
+                 rng: np.random.Generator | None = None):
+        if not isinstance(fleet, Fleet):
+            raise TypeError("fleet must be a capbook.sim.Fleet")
+        if rng is not None and seed is not None:
+            raise ValueError("give seed or rng, not both")
+        if rng is None:
+            rng = np.random.default_rng(0 if seed is None else seed)
+        self.rng = rng
+        self.fleet = fleet
+        self.arrivals = arrivals
+        self.n_requests = n_requests
+        self.duration_s = duration_s
+        warmup_s = float(warmup_s)
+        if not math.isfinite(warmup_s) or warmup_s < 0:
+            raise ValueError(f"warmup_s must be non-negative seconds, got {warmup_s!r}")
+        self.warmup_s = warmup_s
+        if classes is not None:
+            if not classes or any((not math.isfinite(v)) or v < 0 for v in classes.values()) or sum(classes.values()) <= 0:
+                raise ValueError("classes must map class names to non-negative shares that sum to a positive number")
+        self.classes = classes
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise TypeError("retry must be a RetryPolicy or None")
+        self.retry = retry
+
+    # ---------------------------------------------------------------- workload
+    def _stream(self) -> ArrivalStream:
+        a = self.arrivals
+        if isinstance(a, ArrivalStream):
+            stream = a
+        elif isinstance(a, (PoissonArrivals, RenewalArrivals, TraceArrivals)) or hasattr(a, "generate"):
+            if isinstance(a, TraceArrivals) and self.n_requests is None and self.duration_s is None:
+                stream = a.generate(self.rng)
+            else:
+                stream = a.generate(self.rng, self.n_requests, self.duration_s)
+        elif isinstance(a, pd.DataFrame) or hasattr(a, "to_pandas"):
+            stream = TraceArrivals(a).generate(self.rng, self.n_requests, self.duration_s)
+        else:
+            times = np.asarray(a, dtype=float).ravel()
+            stream = ArrivalStream(times)
+        t = np.asarray(stream.times, dtype=float)
+        if isinstance(a, (np.ndarray, list, tuple, ArrivalStream)):
+            if self.n_requests is not None:
+                t = t[: int(self.n_requests)]
+            if self.duration_s is not None:
+                t = t[t < self.duration_s]
+            m = t.size
+            stream = ArrivalStream(t, *(None if x is None else np.asarray(x)[:m]
+                                         for x in (stream.input_tokens, stream.output_tokens, stream.tier)))
+        if t.size == 0:
+            raise ValueError("the arrivals hold no requests: nothing to simulate")
+        if not np.all(np.isfinite(t)) or t[0] < 0 or np.any(np.diff(t) < 0):
+            raise ValueError("arrival times must be finite, non-negative seconds in increasing order")
+        return stream
+
+    def _workload(self) -> _Workload:
+        fleet, rng = self.fleet, self.rng
+        stream = self._stream()
+        n = len(stream)
+        svc = inp = out = pre = trunc = None
+        service = fleet.service
+        if isinstance(service, FixedService):
+            svc = service._draw(rng, n)
+            inp = None if stream.input_tokens is None else np.asarray(stream.input_tokens, dtype=np.int64)
+            out = None if stream.output_tokens is None else np.asarray(stream.output_tokens, dtype=np.int64)
+        else:
+            if stream.input_tokens is not None:
+                inp = np.asarray(stream.input_tokens, dtype=np.int64)
+            elif service.input_tokens is not None:
+                inp = _draw_tokens(service.input_tokens, rng, n, 0)
+            else:
+                raise ValueError("continuous batching needs input token counts: give ContinuousBatching(input_tokens=...) or replay a trace")
+            if stream.output_tokens is not None:
+                out = np.asarray(stream.output_tokens, dtype=np.int64)
+            elif service.output_tokens is not None:
+                out = _draw_tokens(service.output_tokens, rng, n, 1)
+            else:
+                raise ValueError("continuous batching needs output token counts: give ContinuousBatching(output_tokens=...) or replay a trace")
+            out = np.maximum(out, 1)
+            if service.max_output_tokens is not None:
+                trunc = out > service.max_output_tokens
+                out = np.minimum(out, service.max_output_tokens)
+            else:
+                trunc = np.zeros(n, dtype=bool)
+            pre = service.prefill_times(inp)
+        # classes
+        if stream.tier is not None:
+            names, cls = np.unique(np.asarray(stream.tier, dtype=str), return_inverse=True)
+            names = list(names)
+        elif self.classes is not None:
+            names = list(self.classes)
+            p = np.array([self.classes[k] for k in names], dtype=float)
+            cls = rng.choice(len(names), size=n, p=p / p.sum()) if len(names) > 1 else np.zeros(n, dtype=np.int64)
+        else:
+            names, cls = ["default"], np.zeros(n, dtype=np.int64)
+        if fleet.priority is None:
+            level_of = np.zeros(len(names), dtype=np.int64)
+            n_levels = 1
+        else:
+            order = {c: i for i, c in enumerate(fleet.priority)}
+            level_of = np.array([order.get(c, len(order)) for c in names], dtype=np.int64)
+            n_levels = len(order) + 1
+        return _Workload(np.asarray(stream.times, dtype=float), names, np.asarray(cls, dtype=np.int64),
+                         level_of[cls], n_levels, svc, inp, out, pre, trunc)
+
+    # ---------------------------------------------------------------- run
+    def run(self, progress: bool = False, engine: str = "auto") -> "SimResult":
+        """Simulate and return a :class:`SimResult`.
+
+        Parameters
+        ----------
+        progress : bool
+            Show a tqdm progress bar (off by default).
+        engine : {"auto", "event"}
+            ``"auto"`` takes the FCFS fast path when it applies; ``"event"`` forces the general
+            event loop.
+        """
+        if engine not in ("auto", "event"):
+            raise ValueError(f"engine must be 'auto' or 'event', got {engine!r}")
+        wl = self._workload()
+        fleet = self.fleet
+        fast = (engine == "auto" and isinstance(fleet.service, FixedService) and fleet.admission is None
+                and (self.retry is None or (self.retry.max_retries == 0))
+                and wl.n_levels == 1 and fleet.routing in ("shared", "round_robin", "random"))
+        if fast:
+            cols = _fast_fcfs(wl, fleet, self.rng)
+        else:
+            cols = _event_engine(wl, fleet, self.retry, self.rng, progress)
+        return SimResult(cols, wl, fleet, self.warmup_s)
+
+
+def simulate(fleet: Fleet, arrivals, n_requests=None, duration_s=None, warmup_s=0.0, classes=None,
+             retry=None, seed=None, rng=None, progress=False) -> "SimResult":
+    """Create a :class:`Simulation` and run it (one call)."""
+    return Simulation(fleet, arrivals, n_requests=n_requests, duration_s=duration_s, warmup_s=warmup_s,
+                      classes=classes, retry=retry, seed=seed, rng=rng).run(progress=progress)
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _fcfs_recursion(times, svc, c):
+    """Start times and slot indices of a c-server FCFS queue (heap of slot-free times)."""
+    heap = [(0.0, j) for j in range(c)]
+    replace = heapq.heapreplace
+    start = [0.0] * len(times)
+    slot = [0] * len(times)
+    i = 0
+    for a, s in zip(times.tolist(), svc.tolist()):
+        f, j = heap[0]
+        b = a if a > f else f
+        replace(heap, (b + s, j))
+        start[i] = b
+        slot[i] = j
+        i += 1
+    return np.array(start), np.array(slot, dtype=np.int64)
+
+
+def _routing_draws(rng, routing, R, n):
+    if routing == "random":
+        return rng.integers(R, size=n)
+    if routing == "p2c":
+        first = rng.integers(R, size=n)
+        if R == 1:
+            return np.column_stack([first, first])
+        second = (first + rng.integers(1, R, size=n)) % R
+        return np.column_stack([first, second])
+    return None
+
+
+def _fast_fcfs(wl, fleet, rng):
+    n, R, S = wl.times.size, fleet.replicas, fleet.slots
+    if fleet.routing == "shared":
+        start, slot = _fcfs_recursion(wl.times, wl.svc, R * S)
+        replica = slot // S
+    else:
+        if fleet.routing == "random":
+            replica = _routing_draws(rng, "random", R, n)
+        else:
+            replica = np.arange(n) % R
+        start = np.empty(n)
+        for r in range(R):
+            idx = np.flatnonzero(replica == r)
+            if idx.size:
+                start[idx], _ = _fcfs_recursion(wl.times[idx], wl.svc[idx], S)
+    end = start + wl.svc
+    return dict(request_id=np.arange(n), attempt=np.zeros(n, dtype=np.int64), src=np.arange(n),
+                arrival=wl.times.copy(), start=start, first_token=start.copy(), end=end,
+                replica=np.asarray(replica, dtype=np.int64), rejected=np.zeros(n, dtype=bool),
+                retry_after=np.full(n, np.nan), abandoned=np.zeros(n, dtype=bool))
+
+
+def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight loop on purpose
+    R, S = fleet.replicas, fleet.slots
+    routing = fleet.routing
+    shared = routing == "shared"
+    fixed = wl.svc is not None
+    n = wl.times.size
+    P = wl.n_levels
+    heappush, heappop = heapq.heappush, heapq.heappop
+
+    # per-attempt columns (primary attempts are 0..n-1; retries are appended)
+    a_arr = wl.times.tolist()
+    a_src = list(range(n))                 # index of the logical request
+    a_att = [0] * n
+    a_pri = wl.pri.tolist()
+    a_start = [_NAN] * n
+    a_first = [_NAN] * n
+    a_end = [_NAN] * n
+    a_rep = [-1] * n
+    a_rej = [False] * n
+    a_hint = [_NAN] * n
+    a_aband = [False] * n
+    svc = wl.svc.tolist() if fixed else None
+    pre = wl.prefill.tolist() if not fixed else None
+    outn = wl.out.tolist() if not fixed else None
+
+    # admission
+    adm = fleet.admission
+    if adm is not None:
+        max_q = adm.max_queue
+        if isinstance(adm.max_wait_s, dict):
+            budget_cls = [adm.max_wait_s.get(c) for c in wl.cls_names]
+        else:
+            budget_cls = [adm.max_wait_s] * len(wl.cls_names)
+        a_cls = wl.cls.tolist()
+        if adm.service_time_s is not None:
+            est = adm.service_time_s
+        elif fixed:
+            est = float(np.mean(wl.svc))
+        else:
+            tp_S = fleet.service.tpot_table(S)[S]
+            est = float(np.mean(wl.prefill) + np.mean(wl.out - 1) * tp_S)
+        c_dest = R * S if shared else S
+        per_slot = est / c_dest
+        fixed_hint = adm.retry_after_s
+    # retries
+    max_retries = 0 if retry is None else retry.max_retries
+    timeout = None if retry is None else retry.timeout_s
+    jitter = retry is not None and retry.backoff == "jittered"
+    if retry is not None:
+        base, cap, honour = retry.base_s, retry.cap_s, retry.honour_retry_after
+    u_pool = rng.random(65536) if retry is not None else None
+    u_i = 0
+
+    # routing state
+    draws = _routing_draws(rng, routing, R, n)
+    draws = draws.tolist() if draws is not None else None
+    rr = 0
+
+    running = [0] * R
+    outst = [0] * R          # running + queued, per replica
+    free_total = R * S
+    if shared:
+        queue = [deque() for _ in range(P)]
+    else:
+        rqueue = [[deque() for _ in range(P)] for _ in range(R)]
+    qlen = [0] * (R if not shared else 1)
+
+    # continuous batching state
+    if not fixed:
+        tp = fleet.service.tpot_table(S).tolist()
+        V = [0.0] * R
+        tl = [0.0] * R
+        ver = [0] * R
+        hv = [[] for _ in range(R)]
+
+    heap = []
+    seq = 0
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=n, unit="req", desc="simulating")
+    tick = 0
+
+    def new_attempt(k, t_new):
+        nonlocal seq
+        j = len(a_arr)
+        a_arr.append(t_new)
+        a_src.append(a_src[k])
+        a_att.append(a_att[k] + 1)
+        a_pri.append(a_pri[k])
+        a_start.append(_NAN)
+        a_first.append(_NAN)
+        a_end.append(_NAN)
+        a_rep.append(-1)
+        a_rej.append(False)
+        a_hint.append(_NAN)
+        a_aband.append(False)
+        if adm is not None:
+            a_cls.append(a_cls[k])
+        if fixed:
+            svc.append(svc[k])
+        else:
+            pre.append(pre[k])
+            outn.append(outn[k])
+        seq += 1
+        heappush(heap, (t_new, seq, 3, j, 0))
+
+    def uniform():
+        nonlocal u_i, u_pool
+        if u_i >= u_pool.size:
+            u_pool = rng.random(65536)
+            u_i = 0
+        u_i += 1
+        return float(u_pool[u_i - 1])
+
+    def retry_delay(k, hint):
+        att = a_att[k]
+        if jitter:
+            d = uniform() * min(cap, base * 2.0**att)
+            if honour and hint == hint and hint > d:
+                d = hint
+            return d
+        return base
+
+    def start(k, r, t):
+        # caller has advanced replica r's clock to t (continuous batching) and reschedules after
+        nonlocal seq, free_total
+        running[r] += 1
+        free_total -= 1
+        a_start[k] = t
+        a_rep[k] = r
+        seq += 1
+        if fixed:
+            a_first[k] = t
+            heappush(heap, (t + svc[k], seq, 0, k, r))
+        else:
+            heappush(heap, (t + pre[k], seq, 1, k, r))
+
+    def advance(r, t):
+        nr = running[r]
+        if nr:
+            V[r] += (t - tl[r]) / tp[nr]
+        tl[r] = t
+
+    def resched(r, t):
+        nonlocal seq
+        ver[r] += 1
+        h = hv[r]
+        if h:
+            seq += 1
+            heappush(heap, (t + (h[0][0] - V[r]) * tp[running[r]], seq, 2, r, ver[r]))
+
+    def take(r):
+        """Pop the next waiting attempt for a free slot on replica r, or -1."""
+        if shared:
+            if qlen[0]:
+                for q in queue:
+                    if q:
+                        qlen[0] -= 1
+                        return q.popleft()
+        else:
+            if qlen[r]:
+                for q in rqueue[r]:
+                    if q:
+                        qlen[r] -= 1
+                        outst[r] -= 1
+                        return q.popleft()
+        return -1
+
+    def finish(k, r, t):
+        nonlocal free_total
+        a_end[k] = t
+        running[r] -= 1
+        outst[r] -= 1
+        free_total += 1
+        while running[r] < S:
+            j = take(r)
+            if j < 0:
+                break
+            outst[r] += 1
+            start(j, r, t)
+
+    def reject(k, t, ahead, budget):
+        a_rej[k] = True
+        if fixed_hint is not None:
+            hint = fixed_hint
+        else:
+            excess = (ahead + 1) * per_slot - (budget if budget is not None else 0.0)
+            hint = excess if excess > 0.1 else 0.1
+        a_hint[k] = hint
+        if a_att[k] < max_retries:
+            new_attempt(k, t + retry_delay(k, hint))
+
+    def arrive(k, t):
+        nonlocal rr, seq
+        p = a_pri[k]
+        if timeout is not None:
+            seq += 1
+            heappush(heap, (t + timeout, seq, 4, k, 0))
+        if shared:
+            if free_total > 0:
+                m = min(running)
+                r = running.index(m)
+                if not fixed:
+                    advance(r, t)
+                outst[r] += 1
+                start(k, r, t)
+                if not fixed:
+                    resched(r, t)
+                return
+            q = queue
+            ql = qlen[0]
+        else:
+            if routing == "jsq":
+                m = min(outst)
+                try:
+                    r = outst.index(m, rr)
+                except ValueError:
+                    r = outst.index(m)
+                rr = rr + 1 if rr + 1 < R else 0
+            elif routing == "round_robin":
+                r = rr
+                rr = rr + 1 if rr + 1 < R else 0
+            elif routing == "random":
+                r = draws[k] if k < n else int(rng.integers(R))
+            else:  # p2c
+                if k < n:
+                    r1, r2 = draws[k]
+                else:
+                    r1 = int(rng.integers(R))
+                    r2 = (r1 + int(rng.integers(1, R))) % R if R > 1 else r1
+                r = r1 if outst[r1] <= outst[r2] else r2
+            if running[r] < S:
+                if not fixed:
+                    advance(r, t)
+                outst[r] += 1
+                start(k, r, t)
+                if not fixed:
+                    resched(r, t)
+                return
+            q = rqueue[r]
+            ql = qlen[r]
+        if adm is not None:
+            ahead = ql if p == P - 1 else sum(len(q[i]) for i in range(p + 1))
+            budget = budget_cls[a_cls[k]]
+            if (max_q is not None and ahead >= max_q) or (budget is not None and (ahead + 1) * per_slot > budget):
+                reject(k, t, ahead, budget)
+                return
+        q[p].append(k)
+        if shared:
+            qlen[0] += 1
+        else:
+            qlen[r] += 1
+            outst[r] += 1
+
+    times = a_arr  # primaries are a_arr[0:n]; retries appended later are never read through i
+    i = 0
+    while True:
+        if heap and (i >= n or heap[0][0] <= times[i]):
+            t, _, kind, x, y = heappop(heap)
+            if kind == 0:                       # fixed-service completion
+                finish(x, y, t)
+            elif kind == 2:                     # next decode completion on replica x
+                if y != ver[x]:
+                    continue
+                advance(x, t)
+                h = hv[x]
+                if V[x] < h[0][0]:
+                    V[x] = h[0][0]
+                vx = V[x]
+                while h and h[0][0] <= vx:
+                    _, k = heappop(h)
+                    finish(k, x, t)
+                resched(x, t)
+            elif kind == 1:                     # prefill done: first token
+                advance(y, t)
+                a_first[x] = t
+                rem = outn[x] - 1
+                if rem <= 0:
+                    finish(x, y, t)
+                    resched(y, t)
+                else:
+                    h = hv[y]
+                    heappush(h, (V[y] + rem, x))
+                    if h[0][1] == x:
+                        resched(y, t)
+            elif kind == 3:                     # a retry arrives
+                arrive(x, t)
+            else:                               # client timeout
+                if a_first[x] != a_first[x] and not a_rej[x]:
+                    a_aband[x] = True
+                    if a_att[x] < max_retries:
+                        new_attempt(x, t + retry_delay(x, _NAN))
+        elif i < n:
+            arrive(i, times[i])
+            i += 1
+            if bar is not None:
+                tick += 1
+                if tick == 8192:
+                    bar.update(tick)
+                    tick = 0
+        else:
+            break
+    if bar is not None:
+        bar.update(tick)
+        bar.close()
+
+    src = np.asarray(a_src, dtype=np.int64)
+    return dict(request_id=src, attempt=np.asarray(a_att, dtype=np.int64), src=src,
+                arrival=np.asarray(a_arr, dtype=float), start=np.asarray(a_start, dtype=float),
+                first_token=np.asarray(a_first, dtype=float), end=np.asarray(a_end, dtype=float),
+                replica=np.asarray(a_rep, dtype=np.int64), rejected=np.asarray(a_rej, dtype=bool),
+                retry_after=np.asarray(a_hint, dtype=float), abandoned=np.asarray(a_aband, dtype=bool))
+
+
+# --------------------------------------------------------------------------- results
+
+
+class SimResult:
+    """Per-attempt records of a run and their summaries.
+
+    Attributes
+    ----------
+    arrival, start, first_token, end : numpy.ndarray
+        Seconds from the start of the run, one entry per attempt (``NaN`` where an attempt was
+        rejected and so never started).
+    wait, ttft, tpot : numpy.ndarray
+        ``start - arrival``, ``first_token - arrival`` and ``(end - first_token) /
+        (output_tokens - 1)`` in seconds (TPOT is ``NaN`` for fixed service and one-token
+        outputs).
+    replica : numpy.ndarray
+        Replica index, -1 when rejected.
+    """
+
+    def __init__(self, cols, wl, fleet, warmup_s):
+        self.fleet = fleet
+        self.warmup_s = warmup_s
+        self._wl = wl
+        for k, v in cols.items():
+            setattr(self, k, v)
+        src = cols["src"]
+        self.cls = wl.cls[src]
+        self.wait = self.start - self.arrival
+        self.ttft = self.first_token - self.arrival
+        self.request_arrival = wl.times[src]
+        if wl.out is not None:
+            self.output_tokens = wl.out[src]
+            self.input_tokens = wl.inp[src]
+        else:
+            self.output_tokens = self.input_tokens = None
+        if wl.svc is None:
+            dec = self.output_tokens - 1
+            with np.errstate(invalid="ignore", divide="ignore"):
+                self.tpot = np.where(dec > 0, (self.end - self.first_token) / np.maximum(dec, 1), np.nan)
+        else:
+            self.tpot = np.full(self.arrival.size, np.nan)
+        self.horizon_s = float(wl.times[-1])
+
+    @property
+    def n_requests(self) -> int:
+        """Number of logical requests (first attempts)."""
+        return int(self._wl.times.size)
+
+    @property
+    def records(self) -> pd.DataFrame:
+        """One row per attempt: ids, class, times (s), replica, wait/TTFT/TPOT (s), flags."""
+        names = np.asarray(self._wl.cls_names, dtype=object)
+        df = pd.DataFrame({
+            "request_id": self.request_id,
+            "attempt": self.attempt,
+            "class": names[self.cls],
+            "arrival": self.arrival,
+            "start": self.start,
+            "first_token": self.first_token,
+            "end": self.end,
+            "replica": self.replica,
+            "wait": self.wait,
+            "ttft": self.ttft,
+            "tpot": self.tpot,
+            "rejected": self.rejected,
+            "retry_after": self.retry_after,
+            "abandoned": self.abandoned,
+            "retries": self.attempt,
+            "warmup": self.request_arrival < self.warmup_s,
+        })
+        if self.output_tokens is not None:
+            df["input_tokens"] = self.input_tokens
+            df["output_tokens"] = self.output_tokens
+            if self._wl.truncated is not None:
+                df["truncated"] = self._wl.truncated[self.src]
+        return df
+
+    def _window(self, warmup_s):
+        w = self.warmup_s if warmup_s is None else float(warmup_s)
+        if w >= self.horizon_s:
+            raise ValueError(f"warmup_s={w} leaves no arrivals to measure (last arrival at {self.horizon_s:.3g} s)")
+        return w, self.request_arrival >= w
+
+    def summary(self, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None,
+                warmup_s: float | None = None, by_class: bool = False):
+        """Latency percentiles, throughput, goodput and rejections after the warm-up.
+
+        Parameters
+        ----------
+        ttft_slo_s, tpot_slo_s : float, optional
+            Targets for goodput, seconds. A request is *good* when an attempt of it was served,
+            its client was still waiting, its first token came within ``ttft_slo_s`` of the
+            request's *first* arrival (retries count against it) and its TPOT was within
+            ``tpot_slo_s``. Without targets goodput equals served requests.
+        warmup_s : float, optional
+            Override the simulation's warm-up.
+        by_class : bool
+            Return a DataFrame with one row per class (plus ``"all"``).
+
+        Returns
+        -------
+        dict
+            ``requests``, ``attempts``, ``served``, ``rejected_attempts``, ``rejected_share``,
+            ``p_wait`` (share of served attempts that waited), ``mean_wait_s``, ``ttft_p50_s``,
+            ``ttft_p95_s``, ``ttft_p99_s``, ``tpot_p50_s``, ``tpot_p95_s``, ``tpot_p99_s``,
+            ``throughput_rps`` (attempts completed per second inside the window from the warm-up
+            to the last arrival), ``goodput_rps`` (good requests of the window completed inside
+            it, per second), ``goodput_share`` (good / requests), ``utilisation`` (busy
+            slot-seconds of every served attempt inside the window / slot-seconds).
+        """
+        if by_class:
+            rows = {"all": self.summary(ttft_slo_s, tpot_slo_s, warmup_s)}
+            names = self._wl.cls_names
+            for i, name in enumerate(names):
+                rows[name] = self._summary(ttft_slo_s, tpot_slo_s, warmup_s, self.cls == i)
+            return pd.DataFrame(rows).T
+        return self._summary(ttft_slo_s, tpot_slo_s, warmup_s, None)
+
+    def _summary(self, ttft_slo_s, tpot_slo_s, warmup_s, mask):
+        for name, v in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
+            if v is not None and (not math.isfinite(v) or v <= 0):
+                raise ValueError(f"{name} must be positive seconds, got {v!r}")
+        if tpot_slo_s is not None and self._wl.svc is not None:
+            raise ValueError("tpot_slo_s needs a token-based service model (ContinuousBatching); fixed service has no TPOT")
+        w, m = self._window(warmup_s)
+        if mask is not None:
+            m = m & mask
+        window = self.horizon_s - w
+        served = m & ~self.rejected
+        first = m & (self.attempt == 0)
+        n_req = int(first.sum())
+        wait = self.wait[served]
+        ttft = self.ttft[served]
+        tpot = self.tpot[served]
+        tpot = tpot[np.isfinite(tpot)]
+
+        def pct(x, q):
+            return float(np.percentile(x, q)) if x.size else math.nan
+
+        good = served & ~self.abandoned
+        if ttft_slo_s is not None:
+            good &= (self.first_token - self.request_arrival) <= ttft_slo_s
+        if tpot_slo_s is not None:
+            good &= ~(self.tpot > tpot_slo_s)          # NaN (one-token output) meets it
+        n_good = int(np.unique(self.src[good]).size)
+        # rates count completions inside the window [w, last arrival]
+        t1 = self.horizon_s
+        done_in = ~self.rejected & (self.end >= w) & (self.end <= t1)
+        if mask is not None:
+            done_in &= mask
+        good_in = good & (self.end <= t1)
+        n_good_in = int(np.unique(self.src[good_in]).size)
+        every = ~self.rejected if mask is None else (~self.rejected & mask)
+        busy = _busy_slot_seconds(self.start[every], self.end[every], w, t1)
+        return {
+            "requests": n_req,
+            "attempts": int(m.sum()),
+            "served": int(served.sum()),
+            "rejected_attempts": int((m & self.rejected).sum()),
+            "rejected_share": float((m & self.rejected).sum() / max(m.sum(), 1)),
+            "abandoned_attempts": int((m & self.abandoned).sum()),
+            "p_wait": float(np.mean(wait > 0)) if wait.size else math.nan,
+            "mean_wait_s": float(wait.mean()) if wait.size else math.nan,
+            "ttft_p50_s": pct(ttft, 50), "ttft_p95_s": pct(ttft, 95), "ttft_p99_s": pct(ttft, 99),
+            "tpot_p50_s": pct(tpot, 50), "tpot_p95_s": pct(tpot, 95), "tpot_p99_s": pct(tpot, 99),
+            "throughput_rps": float(done_in.sum() / window),
+            "goodput_rps": n_good_in / window,
+            "goodput_share": n_good / n_req if n_req else math.nan,
+            "utilisation": busy / (self.fleet.total_slots * window),
+        }
+
+    def slot_utilisation(self, bin_s: float = 60.0) -> pd.DataFrame:
+        """Busy slots / total slots over time, averaged in bins of ``bin_s`` seconds.
+
+        Returns a DataFrame with ``time_s`` (bin start), ``utilisation`` (0–1) and
+        ``waiting`` (mean number of attempts queued in the bin).
+        """
+        if not math.isfinite(bin_s) or bin_s <= 0:
+            raise ValueError(f"bin_s must be positive seconds, got {bin_s!r}")
+        served = ~self.rejected
+        t_end = float(np.nanmax(self.end[served])) if served.any() else self.horizon_s
+        edges = np.arange(0.0, t_end + bin_s, bin_s)
+        busy = _integrate_intervals(self.start[served], self.end[served], edges)
+        waiting = _integrate_intervals(self.arrival[served], self.start[served], edges)
+        return pd.DataFrame({"time_s": edges[:-1], "utilisation": busy / (bin_s * self.fleet.total_slots),
+                             "waiting": waiting / bin_s})
+
+
+def _integrate_intervals(a, b, edges):
+    """Total length of intervals [a, b) inside each bin given by ``edges``."""
+    def cum(x):
+        # integral over [0, edge] of #intervals active = sum(clip(edge - a) - clip(edge - b))
+        xs = np.sort(x)
+        cs = np.concatenate([[0.0], np.cumsum(xs)])
+        k = np.searchsorted(xs, edges, side="right")
+        return k * edges - cs[k]
+    total = cum(a) - cum(b)
+    return np.diff(total)
+
+
+def _busy_slot_seconds(start, end, t0, t1):
+    s = np.clip(start, t0, t1)
+    e = np.clip(end, t0, t1)
+    return float(np.sum(e - s))
