@@ -633,10 +633,12 @@ def wait_quantile(q, c, arrival_rate, service_time):
 # Solvers
 # ---------------------------------------------------------------------------
 
-def _log_tail(c: float, a: float, t: float, service_time: float) -> float:
+def _tail(t: float, c: float, arrival_rate: float, service_time: float) -> float:
+    """P(wait > t) for scalars, with exactly the arithmetic of :func:`prob_wait_exceeds`."""
+    a = arrival_rate * service_time
     if a >= c:
-        return 0.0
-    return float(_log_erlang_c_kernel(np.array(c), np.array(a))) - (c - a) * t / service_time
+        return 1.0
+    return float(np.exp(_log_erlang_c_kernel(np.array(float(c)), np.array(a)) - (c - a) * t / service_time))
 
 
 def max_arrival_rate(c, service_time, t, target):
@@ -671,21 +673,22 @@ def max_arrival_rate(c, service_time, t, target):
     log_p = math.log(p)
 
     def f(a: float) -> float:
-        return _log_tail(cc, a, tt, ts) - log_p
+        # log P(wait > t) - log target, as a function of the offered load a
+        if a >= cc:
+            return -log_p
+        return float(_log_erlang_c_kernel(np.array(float(cc)), np.array(a))) - (cc - a) * tt / ts - log_p
 
-    lo = 0.0
-    if f(lo) > 0:  # cannot happen (tail at a=0 is 0) but keep the solver honest
-        return 0.0
-    hi = float(cc)
-    # shrink hi until strictly below saturation with a positive f
-    hi_eff = cc * (1 - 1e-15)
-    if f(hi_eff) <= 0:  # pragma: no cover - only if t is so large the tail vanishes at a -> c
-        return hi_eff / ts
-    a_star = optimize.brentq(f, lo, hi_eff, xtol=1e-14 * max(1.0, cc), rtol=4 * np.finfo(float).eps, maxiter=500)
-    # ensure the returned point satisfies the SLO (root within floating tolerance)
-    while f(a_star) > 0:
-        a_star = np.nextafter(a_star, 0.0)
-    return float(a_star / ts)
+    hi = cc * (1 - 1e-15)  # strictly below saturation
+    if f(hi) <= 0:  # pragma: no cover - only if t is so large the tail vanishes as a -> c
+        lam = hi / ts
+    else:
+        a_star = optimize.brentq(f, 0.0, hi, xtol=1e-14 * max(1.0, cc), rtol=4 * np.finfo(float).eps, maxiter=500)
+        lam = a_star / ts
+    # the root is exact only to floating tolerance: step down until the SLO holds as
+    # prob_wait_exceeds computes it
+    while lam > 0 and _tail(tt, cc, lam, ts) > p:
+        lam = float(np.nextafter(lam, 0.0))
+    return float(lam)
 
 
 def max_utilisation(c, service_time, t, target):
@@ -764,10 +767,8 @@ def replicas_pooled(arrival_rate, slots, service_time, t, target):
     17
     """
     lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time, t, target)
-    a = lam * ts
-    n0 = max(1, math.floor(a / s) + 1)  # smallest n strictly above saturation
-    log_p = math.log(p)
-    return _smallest_n(lambda n: _log_tail(n * s, a, tt, ts) <= log_p, n0, "pool size")
+    n0 = max(1, math.floor(lam * ts / s) + 1)  # smallest n strictly above saturation
+    return _smallest_n(lambda n: _tail(tt, n * s, lam, ts) <= p, n0, "pool size")
 
 
 def replicas_isolated(arrival_rate, slots, service_time, t, target):
@@ -792,10 +793,8 @@ def replicas_isolated(arrival_rate, slots, service_time, t, target):
     24
     """
     lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time, t, target)
-    a = lam * ts
-    n0 = max(1, math.floor(a / s) + 1)
-    log_p = math.log(p)
-    return _smallest_n(lambda n: _log_tail(s, a / n, tt, ts) <= log_p, n0, "replica count")
+    n0 = max(1, math.floor(lam * ts / s) + 1)
+    return _smallest_n(lambda n: _tail(tt, s, lam / n, ts) <= p, n0, "replica count")
 
 
 def replicas_by_mean(arrival_rate, slots, service_time):

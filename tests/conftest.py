@@ -35,3 +35,10 @@ def shared_dir() -> Path:
             "repository; set CAPBOOK_SHARED to its path to run these tests"
         )
     return path
+
+
+# Property tests run the same examples on every machine: CI must not be flaky.
+from hypothesis import settings as _hyp_settings  # noqa: E402
+
+_hyp_settings.register_profile("capbook", derandomize=True, print_blob=True)
+_hyp_settings.load_profile("capbook")
