@@ -177,7 +177,7 @@ class Sweep:
     def __repr__(self) -> str:
         c = self.config
         return (f"Sweep(name={self.name!r}, model={c['model']!r}, gpu={c['gpu']!r}, "
-                f"tp={c['tensor_parallel']!r}, levels={self._n.astype(int).tolist()})")
+                f"tp={c['tensor_parallel']!r}, levels={[float(f'{x:.3g}') if x % 1 else int(x) for x in self._n]})")
 
     def has(self, metric: str, q: int) -> bool:
         """Whether the sweep holds ``metric`` (``"ttft"`` or ``"tpot"``) at percentile ``q``."""
@@ -268,6 +268,17 @@ class Sweep:
                 f"lowest level is concurrency {self._n[0]:g}, not 1: prefill_rate_tps is taken "
                 "from a TTFT that includes other requests' interference (an underestimate)"
             )
+        if "failed_requests" in self._table:
+            f = pd.to_numeric(self._table["failed_requests"], errors="coerce").fillna(0).to_numpy()
+            if np.any(f > 0):
+                lv = [f"{n:g}: {int(k)}" for n, k in zip(self._n, f) if k > 0]
+                out.append("failed requests at some levels (concurrency: count) " + ", ".join(lv)
+                           + "; the percentiles cover successful requests only")
+        if "concurrency_source" in self._table:
+            src = set(self._table["concurrency_source"].dropna())
+            if "littles_law" in src or "measured" in src:
+                out.append("open-loop points: concurrency is the mean in flight (measured or by "
+                           "Little's law), not a level the load generator held")
         return out
 
     def prefill_time(self, input_tokens):

@@ -1,0 +1,412 @@
+"""Tests of capbook.importers on real load-generator outputs in ../shared/sweeps.
+
+Every expected number below was read by hand from the file named in the comment beside it
+(the raw JSON/CSV field, in the tool's unit); the importer must return it in seconds, tokens
+and requests per second. The tests skip when ../shared is absent (see the shared_dir fixture).
+"""
+from __future__ import annotations
+
+import json
+import math
+import shutil
+
+import numpy as np
+import pytest
+
+from capbook.importers import detect_format, read_points, read_sweep
+from capbook.sweep import METRIC_COLUMNS, Sweep, choose_slots
+
+MS = 1e-3
+
+
+@pytest.fixture(scope="module")
+def sw(shared_dir):
+    return shared_dir / "sweeps"
+
+
+ANUD = "aiperf/anud18-qwen36/results/nvfp4/h100/chatbot"
+GEMMA = "inference-benchmarker/infervisor-plow/perf-data/harness/b2-ib/vllm/results"
+SURAJ = "vllm/surajssd-llm-k8s/results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
+VSWEEP = "vllm/er0080-vllm-benchmarking/packages/api/tests/fixtures/vllm_sweep_v0.25.1"
+
+
+# -- detection ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("rel, fmt", [
+    (f"{ANUD}/c16/profile_export_aiperf.json", "aiperf"),
+    (f"{ANUD}/c16/profile_export_aiperf.csv", "aiperf-csv"),
+    ("genai-perf/wellflat-k8s-dev/commit-e17e8f5/bench/etl/profile_export_genai_perf.json", "genai-perf"),
+    (f"{SURAJ}/serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_04.json", "vllm"),
+    (f"{VSWEEP}/SERVE--max_num_seqs=4-BENCH--max_concurrency=2-num_prompts=8/summary.json", "vllm"),
+    ("guidellm/neuralmagic-guidellm/tests/unit/entrypoints/assets/benchmarks_stripped.json", "guidellm"),
+    ("guidellm/nirjhar17-guidellm-pd-disaggregation/reports/all-benchmarks.csv", "guidellm-csv"),
+    ("llmperf/raw_data/summary/anyscale_70b.json", "llmperf"),
+    ("llmperf/raw_data/individual/anyscale_70b.json", "llmperf-requests"),
+    ("inference-perf/demos/kubecon-na-2025/vllm/results/stage_3_lifecycle_metrics.json", "inference-perf"),
+    (f"{GEMMA}/google_gemma-4-12B-it_2026-07-19-04-14-11.json", "inference-benchmarker"),
+])
+def test_detect_format_from_content(sw, tmp_path, rel, fmt):
+    assert detect_format(sw / rel) == fmt
+    # the name does not matter: a copy under a neutral name is detected the same way
+    copy = tmp_path / "renamed.txt"
+    shutil.copyfile(sw / rel, copy)
+    assert detect_format(copy) == fmt
+
+
+def test_unrecognised_files_are_named(sw, tmp_path):
+    with pytest.raises(ValueError, match=r"README\.md: not a recognised"):
+        read_sweep(sw / "README.md")
+    with pytest.raises(ValueError, match=r"meta\.json: JSON with top-level .* not a recognised"):
+        read_sweep(sw / ANUD / "c16" / "meta.json")
+    bad = tmp_path / "broken.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match=r"broken\.json: not valid JSON"):
+        detect_format(bad)
+    with pytest.raises(ValueError, match="does not exist"):
+        read_sweep(tmp_path / "missing.json")
+
+
+# -- aiperf ---------------------------------------------------------------------------------------
+def test_aiperf_concurrency_sweep(sw):
+    s = read_sweep(sw / ANUD, load="concurrency")
+    assert s.concurrency.tolist() == [2, 4, 8, 16, 32]
+    row = s.table.set_index("concurrency").loc[16]
+    # c16/profile_export_aiperf.json: time_to_first_token p50/p95/p99 (ms)
+    assert row.ttft_p50_s == pytest.approx(87.8130185 * MS)
+    assert row.ttft_p95_s == pytest.approx(156.7163015 * MS)
+    assert row.ttft_p99_s == pytest.approx(162.71021869999998 * MS)
+    # inter_token_latency p50/p95/p99 (ms): aiperf's per-request (latency - TTFT)/(OSL - 1)
+    assert row.tpot_p50_s == pytest.approx(13.038704763888887 * MS)
+    assert row.tpot_p95_s == pytest.approx(14.297500853153151 * MS)
+    assert row.tpot_p99_s == pytest.approx(15.829244959444459 * MS)
+    assert row.request_throughput_rps == pytest.approx(5.155478865573389)
+    assert row.output_throughput_tps == pytest.approx(1044.5752022319584)
+    assert row.mean_input_tokens == pytest.approx(374.0729166666667)
+    assert row.mean_output_tokens == pytest.approx(202.61458333333334)
+    assert row.num_requests == 96
+    assert s.config["model"] == "qwen3.6-nvfp4"
+    assert row.load_kind == "concurrency" and row.concurrency_source == "set"
+    # every per-point CSV is skipped as a duplicate of its JSON, every meta.json as foreign
+    assert sum("same point" in why for _, why in s.skipped) == 8
+    assert sum(p.endswith("meta.json") for p, _ in s.skipped) == 8
+    # a sweep from real data drives choose_slots: TPOT p95 stays below 20 ms through 32
+    assert choose_slots(s, 0.020, q=95, margin=0).S == 32
+
+
+def test_aiperf_mixed_closed_and_open_loop(sw):
+    with pytest.raises(ValueError, match="mixes closed-loop .* load='concurrency'"):
+        read_sweep(sw / ANUD)
+    r = read_sweep(sw / ANUD, load="rate").table
+    assert r.load_kind.unique().tolist() == ["rate"]
+    assert r.request_rate_target.tolist() == [0.8, 1.0, 1.2]
+    # r0.8: Little's law, request_throughput.avg 0.8063384138345789 req/s x
+    # request_latency.avg 1394.1716964791667 ms
+    assert r.concurrency.iloc[0] == pytest.approx(0.8063384138345789 * 1.3941716964791667)
+    assert r.concurrency_source.iloc[0] == "littles_law"
+
+
+def test_aiperf_csv_matches_json(sw):
+    csv_pt = read_points(sw / ANUD / "c16" / "profile_export_aiperf.csv").iloc[0]
+    # c16/profile_export_aiperf.csv: "Time to First Token (ms)" p50 87.81, p95 156.72;
+    # "Inter Token Latency (ms)" p99 15.83; "Request Throughput (requests/sec)" 5.16
+    assert csv_pt.ttft_p50_s == pytest.approx(87.81 * MS)
+    assert csv_pt.ttft_p95_s == pytest.approx(156.72 * MS)
+    assert csv_pt.tpot_p99_s == pytest.approx(15.83 * MS)
+    assert csv_pt.request_throughput_rps == pytest.approx(5.16)
+    assert csv_pt.concurrency == 16  # from the JSON export beside it
+    js = read_points(sw / ANUD / "c16" / "profile_export_aiperf.json").iloc[0]
+    for c in ["ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "tpot_p50_s", "tpot_p95_s", "tpot_p99_s"]:
+        assert csv_pt[c] == pytest.approx(js[c], abs=0.005 * MS)  # CSV keeps 2 decimals of ms
+
+
+def test_aiperf_csv_alone_needs_the_load_point(sw, tmp_path):
+    lone = tmp_path / "profile_export_aiperf.csv"
+    shutil.copyfile(sw / ANUD / "c16" / "profile_export_aiperf.csv", lone)
+    with pytest.raises(ValueError, match=r"profile_export_aiperf\.csv: .*concurrency"):
+        read_sweep(lone)
+    assert read_sweep(lone, concurrency=16).concurrency.tolist() == [16]
+    # a CSV missing a metric row names it
+    text = lone.read_text().replace("Inter Token Latency (ms)", "Something Else (ms)")
+    lone.write_text(text)
+    with pytest.raises(ValueError, match="Inter Token Latency"):
+        read_sweep(lone, concurrency=16)
+
+
+def test_aiperf_old_schema_agentic_sweep(sw):
+    s = read_sweep(sw / "aiperf" / "InferenceMAX_Rocm_Team")
+    assert s.concurrency.tolist() == [1, 2, 4, 8, 16, 32, 40, 48, 56, 64]
+    row = s.table.set_index("concurrency").loc[16]
+    # conc16 profile_export_aiperf.json (aiperf 0.8.0): time_to_first_token p50 1539.017899 ms,
+    # inter_token_latency p50 36.98606437373737 ms / p95 118.99321789033172 ms,
+    # request_throughput 0.39851585484437557, input_sequence_length avg 95705.30811554333,
+    # request_count 727, error_request_count 1
+    assert row.ttft_p50_s == pytest.approx(1.539017899)
+    assert row.tpot_p50_s == pytest.approx(36.98606437373737 * MS)
+    assert row.tpot_p95_s == pytest.approx(118.99321789033172 * MS)
+    assert row.request_throughput_rps == pytest.approx(0.39851585484437557)
+    assert row.mean_input_tokens == pytest.approx(95705.30811554333)
+    assert row.num_requests == 727 and row.failed_requests == 1
+    assert any("failed requests" in n for n in s.notes)
+    # the README's saturation knee: TTFT p50 about 94 s at 32 and 857 s at 64
+    assert float(s.ttft(32)) == pytest.approx(94, rel=0.01)
+    assert float(s.ttft(64)) == pytest.approx(857, rel=0.01)
+
+
+# -- genai-perf ----------------------------------------------------------------------------------
+def test_genai_perf_two_schema_versions(sw):
+    base = sw / "genai-perf" / "wellflat-k8s-dev"
+    new = read_sweep(base / "commit-e17e8f5/bench/etl/profile_export_genai_perf.json")
+    old = read_sweep(base / "commit-e3e57ba/bench/etl/profile_export_genai_perf.json")
+    # e17e8f5: concurrency in input_config.perf_analyzer.stimulus; TTFT p50 1416.927935 ms,
+    # p95 2295.0372568000003 ms; inter_token_latency p50 7.6727289999999995 ms; 35 requests
+    t = new.table.iloc[0]
+    assert t.concurrency == 1
+    assert t.ttft_p50_s == pytest.approx(1.416927935)
+    assert t.ttft_p95_s == pytest.approx(2.2950372568)
+    assert t.tpot_p50_s == pytest.approx(7.6727289999999995 * MS)
+    assert t.num_requests == 35
+    assert new.config["model"] == "openai/gpt-oss-20b"
+    # e3e57ba: flat input_config.concurrency = 1; TTFT p50 2088.661403 ms, ITL p50 7.0842575 ms
+    o = old.table.iloc[0]
+    assert o.concurrency == 1
+    assert o.ttft_p50_s == pytest.approx(2.088661403)
+    assert o.tpot_p50_s == pytest.approx(7.0842575 * MS)
+    assert o.num_requests == 66
+
+
+# -- vLLM -----------------------------------------------------------------------------------------
+def test_vllm_benchmark_serving_rate_sweep(sw):
+    s = read_sweep(sw / SURAJ, load="rate")
+    t = s.table
+    assert t.request_rate_target.tolist()[:3] == [1.0, 4.0, 16.0]
+    assert math.isnan(t.request_rate_target.iloc[3])  # request_rate "inf"
+    assert t.load_kind.tolist() == ["rate", "rate", "rate", "burst"]
+    q4 = t.iloc[1]
+    # ..._qps_04.json: median_ttft_ms 49.50005649993727, p99_ttft_ms 67.56385031015722,
+    # median_tpot_ms 27.348463269617604, p99_tpot_ms 27.912823145449423,
+    # request_throughput 3.1751913448302957, output_throughput 673.9184869835061,
+    # total_input_tokens 42659, total_output_tokens 42449, completed 200
+    assert q4.ttft_p50_s == pytest.approx(49.50005649993727 * MS)
+    assert q4.ttft_p99_s == pytest.approx(67.56385031015722 * MS)
+    assert q4.tpot_p50_s == pytest.approx(27.348463269617604 * MS)
+    assert q4.tpot_p99_s == pytest.approx(27.912823145449423 * MS)
+    assert q4.request_throughput_rps == pytest.approx(3.1751913448302957)
+    assert q4.output_throughput_tps == pytest.approx(673.9184869835061)
+    assert q4.mean_input_tokens == pytest.approx(42659 / 200)
+    assert q4.mean_output_tokens == pytest.approx(42449 / 200)
+    # p95 is not in the summary; it comes from the per-request arrays
+    assert q4.p95_source == "per-request arrays"
+    assert q4.ttft_p50_s <= q4.ttft_p95_s <= q4.ttft_p99_s
+    assert q4.tpot_p50_s <= q4.tpot_p95_s <= q4.tpot_p99_s
+    # benchmark_results.json (the suite's table, not a load point) is skipped, not read
+    assert any(p.endswith("benchmark_results.json") for p, _ in s.skipped)
+
+
+def test_vllm_per_request_percentiles_reproduce_vllms_own(sw):
+    """Oracle for the p95 fill-in: the same computation reproduces vLLM's p99 and median."""
+    d = json.loads((sw / SURAJ / "serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_04.json").read_text())
+    tp = [sum(i) / (o - 1) for i, o in zip(d["itls"], d["output_lens"]) if o > 1]
+    assert np.percentile(tp, 99) * 1e3 == pytest.approx(d["p99_tpot_ms"], rel=1e-5)
+    assert np.median(tp) * 1e3 == pytest.approx(d["median_tpot_ms"], rel=1e-5)
+    assert np.percentile(d["ttfts"], 99) * 1e3 == pytest.approx(d["p99_ttft_ms"], rel=1e-9)
+
+
+def test_vllm_bench_sweep_layout(sw):
+    with pytest.raises(ValueError, match=r"several configurations \(max_num_seqs = \[4, 8\]\)"):
+        read_sweep(sw / VSWEEP)
+    with pytest.raises(ValueError, match=r"several points at concurrency \[2\.0\].*repeats='mean'"):
+        read_sweep(sw / VSWEEP, where={"max_num_seqs": 4})
+    pts = read_points(sw / VSWEEP)
+    # run=0, run=1 per server config; summary.json repeats them and is de-duplicated
+    assert len(pts) == 4
+    assert sorted(zip(pts.max_num_seqs, pts.run_number)) == [(4, 0), (4, 1), (8, 0), (8, 1)]
+    s = read_sweep(sw / VSWEEP, where={"max_num_seqs": 4}, repeats="mean")
+    row = s.table.iloc[0]
+    # max_num_seqs=4: run=0 median_tpot_ms 8.323490332986694, run=1 7.929104699966653
+    assert row.tpot_p50_s == pytest.approx((8.323490332986694 + 7.929104699966653) / 2 * MS)
+    assert row.num_requests == 16 and row.runs_averaged == 2
+    assert row.concurrency == 2 and row.load_kind == "concurrency"  # max_concurrency 2
+
+
+def test_vllm_jsonl_append_result(sw, tmp_path):
+    a = json.loads((sw / VSWEEP / "SERVE--max_num_seqs=8-BENCH--max_concurrency=2-num_prompts=8/run=0.json").read_text())
+    b = json.loads((sw / "vllm/er0080-vllm-benchmarking/packages/protocol/tests/fixtures/bench_serve_v0.25.1.json").read_text())
+    b = dict(b, max_concurrency=4)  # pretend a second level, as --append-result would collect
+    p = tmp_path / "results.jsonl"
+    p.write_text(json.dumps(a) + "\n" + json.dumps(b) + "\n")
+    assert detect_format(p) == "vllm"
+    s = read_sweep(p)
+    assert s.concurrency.tolist() == [2, 4]
+    # bench_serve_v0.25.1.json: median_ttft_ms 55.68139649994919
+    assert s.table.ttft_p50_s.iloc[1] == pytest.approx(55.68139649994919 * MS)
+    assert math.isnan(s.table.tpot_p95_s.iloc[0])  # vLLM reports no p95 by default
+    with pytest.raises(ValueError, match="tpot_p95_s"):
+        s.tpot(2, q=95)
+
+
+def test_vllm_all_failed_and_missing_field(sw, tmp_path):
+    f = sw / "vllm/er0080-vllm-benchmarking/packages/protocol/tests/fixtures/bench_serve_all_requests_failed_v0.25.1.json"
+    with pytest.raises(ValueError, match=r"all_requests_failed_v0\.25\.1\.json: field 'completed' is 0"):
+        read_sweep(f)
+    d = json.loads((sw / "vllm/er0080-vllm-benchmarking/packages/protocol/tests/fixtures/bench_serve_v0.25.1.json").read_text())
+    del d["median_tpot_ms"]
+    p = tmp_path / "cut.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"cut\.json: missing field 'median_tpot_ms'"):
+        read_sweep(p)
+
+
+# -- GuideLLM -------------------------------------------------------------------------------------
+def test_guidellm_json(sw):
+    s = read_sweep(sw / "guidellm/neuralmagic-guidellm/tests/unit/entrypoints/assets/benchmarks_stripped.json")
+    r = s.table.iloc[0]
+    # benchmarks[0]: synchronous strategy; metrics.time_to_first_token_ms.successful.median
+    # 16.38054847717285, .percentiles.p95 19.00935173034668; inter_token_latency_ms.successful
+    # .median 4.9241227427805505, .percentiles.p99 5.258346167136365;
+    # requests_per_second.successful.mean 1.5481806532737452; request_totals.successful 46
+    assert r.concurrency == 1
+    assert r.ttft_p50_s == pytest.approx(16.38054847717285 * MS)
+    assert r.ttft_p95_s == pytest.approx(19.00935173034668 * MS)
+    assert r.tpot_p50_s == pytest.approx(4.9241227427805505 * MS)
+    assert r.tpot_p99_s == pytest.approx(5.258346167136365 * MS)
+    assert r.request_throughput_rps == pytest.approx(1.5481806532737452)
+    assert r.num_requests == 46
+    # output_token_count.successful.total_sum 5888 over duration 29.997201442718506 s
+    assert r.output_throughput_tps == pytest.approx(5888 / 29.997201442718506)
+
+
+def test_guidellm_csv(sw):
+    path = sw / "guidellm/nirjhar17-guidellm-pd-disaggregation/reports/all-benchmarks.csv"
+    pts = read_points(path)
+    assert len(pts) == 16
+    r = pts.set_index("point").loc["sweep[4]"]
+    # all-benchmarks.csv row sweep[4]: constant, rate 7.0, ttft_median_ms 82.3,
+    # itl_median_ms 29.7, rps_mean 6.52, concurrency_mean 25.71, prompt 264, output 120,
+    # total_requests 391, error_requests 0; the p99 columns are "-"
+    assert r.load_kind == "rate" and r.request_rate_target == 7.0
+    assert r.concurrency == pytest.approx(25.71) and r.concurrency_source == "measured"
+    assert r.ttft_p50_s == pytest.approx(82.3 * MS)
+    assert r.tpot_p50_s == pytest.approx(29.7 * MS)
+    assert r.request_throughput_rps == pytest.approx(6.52)
+    assert r.num_requests == 391
+    assert math.isnan(r.ttft_p99_s) and math.isnan(r.tpot_p95_s)
+    # the file mixes separate runs with one sweep; choose the sweep's rows
+    with pytest.raises(ValueError, match="mixes closed-loop"):
+        read_sweep(path)
+    s = read_sweep(path, where=lambda p: p.point.str.startswith("sweep"), load="all")
+    assert len(s.concurrency) == 10 and s.concurrency[0] == 1
+    assert np.all(np.diff(s.table.tpot_p50_s) > 0)
+    with pytest.raises(ValueError, match="ttft_p99_s"):
+        s.ttft(10, q=99)
+
+
+# -- llmperf --------------------------------------------------------------------------------------
+def test_llmperf_summary(sw):
+    with pytest.raises(ValueError, match="several configurations"):
+        read_sweep(sw / "llmperf/raw_data/summary")
+    s = read_sweep(sw / "llmperf/raw_data/summary/anyscale_70b.json")
+    r = s.table.iloc[0]
+    # anyscale_70b.json: num_concurrent_requests 5; results_ttft_s_quantiles_p50
+    # 0.21282956000001718, _p95 0.3620083771999928; results_inter_token_latency_s_quantiles_p50
+    # 0.014559224685430442, _p99 0.03873539747323499; results_num_completed_requests_per_min
+    # 84.73327721639254; results_mean_output_throughput_token_per_s 207.52121071152493
+    assert r.concurrency == 5
+    assert r.ttft_p50_s == pytest.approx(0.21282956000001718)
+    assert r.ttft_p95_s == pytest.approx(0.3620083771999928)
+    assert r.tpot_p50_s == pytest.approx(0.014559224685430442)
+    assert r.tpot_p99_s == pytest.approx(0.03873539747323499)
+    assert r.request_throughput_rps == pytest.approx(84.73327721639254 / 60)
+    assert r.output_throughput_tps == pytest.approx(207.52121071152493)
+    assert r.mean_input_tokens == 550
+    assert s.config["model"] == "meta-llama/Llama-2-70b-chat-hf"
+
+
+def test_llmperf_errors_are_reported(sw):
+    s = read_sweep(sw / "llmperf/raw_data/summary/bedrock_13b.json")
+    # bedrock_13b.json: results_num_completed_requests 53, results_number_errors 97
+    assert s.table.num_requests.iloc[0] == 53 and s.table.failed_requests.iloc[0] == 97
+    assert any("failed requests" in n for n in s.notes)
+    ind = sw / "llmperf/raw_data/individual/bedrock_13b.json"
+    with pytest.raises(ValueError, match="num_concurrent_requests"):
+        read_sweep(ind)
+    r = read_sweep(ind, concurrency=5).table.iloc[0]
+    assert r.num_requests == 53 and r.failed_requests == 97  # error_code -100 on 97 of 150
+
+
+# -- inference-perf ------------------------------------------------------------------------------
+def test_inference_perf_stages(sw):
+    res = sw / "inference-perf/demos/kubecon-na-2025/vllm/results"
+    s = read_sweep(res)
+    assert len(s.concurrency) == 7  # 7 stages; the summary and Prometheus files are skipped
+    assert sum("summary over all stages" in why for _, why in s.skipped) == 1
+    assert sum("Prometheus" in why for _, why in s.skipped) == 8
+    t = s.table.sort_values("request_rate_target").reset_index(drop=True)
+    r = t.iloc[3]
+    # stage_3_lifecycle_metrics.json: requested_rate 92.19; successes.latency
+    # time_to_first_token median 0.04451845702715218 s / p95 0.08024103753268719 /
+    # p99 0.18182665726635605; time_per_output_token median 0.00741328114676181 /
+    # p95 0.00937609843072272; throughput.requests_per_sec 91.35730480202015;
+    # request_latency.mean 1.0212724370473967 s; prompt_len.mean 204.10178991140842
+    assert r.request_rate_target == 92.19
+    assert r.ttft_p50_s == pytest.approx(0.04451845702715218)
+    assert r.ttft_p95_s == pytest.approx(0.08024103753268719)
+    assert r.ttft_p99_s == pytest.approx(0.18182665726635605)
+    assert r.tpot_p50_s == pytest.approx(0.00741328114676181)
+    assert r.tpot_p95_s == pytest.approx(0.00937609843072272)
+    assert r.concurrency == pytest.approx(91.35730480202015 * 1.0212724370473967)
+    assert r.mean_input_tokens == pytest.approx(204.10178991140842)
+    # README: achieved rate flattens near 106 QPS while TTFT p99 jumps to 2.4-3.3 s
+    assert t.ttft_p99_s.iloc[-1] > 2.4 and t.ttft_p99_s.iloc[2] < 0.2
+    with pytest.raises(ValueError, match="summary over all stages"):
+        read_sweep(res / "summary_lifecycle_metrics.json")
+    with pytest.raises(ValueError, match="Prometheus"):
+        read_sweep(res / "stage_0_prometheus_metrics.json")
+
+
+# -- inference-benchmarker ----------------------------------------------------------------------
+def test_inference_benchmarker_sweep_report(sw):
+    f = sw / GEMMA / "google_gemma-4-12B-it_2026-07-19-04-14-11.json"
+    with pytest.raises(ValueError, match="mixes closed-loop"):
+        read_sweep(f)
+    s = read_sweep(f, load="rate")
+    t = s.table
+    assert len(t) == 8  # the warm-up result is not a measurement; the 64-VU point is closed loop
+    r = t.set_index("point").loc["constant@1.37req/s"]
+    # result "constant@1.37req/s": inter_token_latency_ms.p50 39.849, time_to_first_token_ms.p50
+    # 395.268, request_rate 1.3179662612900407, successful_requests 157, e2e_latency_ms.avg
+    # 5302.239, token_throughput_secs 167.68392400808003, total_tokens 19975,
+    # total_tokens_sent 628000
+    assert r.tpot_p50_s == pytest.approx(39.849 * MS)
+    assert r.ttft_p50_s == pytest.approx(395.268 * MS)
+    assert r.request_throughput_rps == pytest.approx(1.3179662612900407)
+    assert r.num_requests == 157
+    assert r.concurrency == pytest.approx(1.3179662612900407 * 5.302239)
+    assert r.output_throughput_tps == pytest.approx(167.68392400808003)
+    assert r.mean_output_tokens == pytest.approx(19975 / 157)
+    assert r.mean_input_tokens == pytest.approx(628000 / 157)
+    closed = read_sweep(f, load="concurrency").table.iloc[0]
+    assert closed.concurrency == 64 and closed.tpot_p50_s == pytest.approx(204.403 * MS)
+    # three reports together: VU 1, VU 2 and the 64-VU point form a closed-loop sweep
+    s3 = read_sweep(sorted((sw / GEMMA).glob("*.json")), load="concurrency")
+    assert s3.concurrency.tolist() == [1, 2, 64]
+
+
+# -- capbook's own layout, the book's datasets entry point ------------------------------------------
+def test_read_own_csv_round_trip(repo_root):
+    p = repo_root / "data" / "sweeps" / "llama70b_h100_tp4_chat.csv"
+    s = read_sweep(p)
+    ref = Sweep.from_csv(p)
+    assert np.allclose(s.table[METRIC_COLUMNS].to_numpy(float), ref.table[METRIC_COLUMNS].to_numpy(float))
+    assert s.config["tensor_parallel"] == 4
+
+
+def test_config_fill_and_option_errors(sw):
+    s = read_sweep(sw / ANUD, load="concurrency", config={"gpu": "H100 PCIe", "tensor_parallel": 1})
+    assert s.config["gpu"] == "H100 PCIe" and s.config["model"] == "qwen3.6-nvfp4"
+    with pytest.raises(ValueError, match="config key 'colour'"):
+        read_sweep(sw / ANUD, load="concurrency", config={"colour": "red"})
+    with pytest.raises(ValueError, match="load="):
+        read_sweep(sw / ANUD, load="closed")
+    with pytest.raises(ValueError, match="repeats="):
+        read_sweep(sw / ANUD, repeats="median")
+    with pytest.raises(ValueError, match="keeps no point"):
+        read_sweep(sw / ANUD, where={"model": "nope"})
