@@ -119,8 +119,8 @@ class TraceArrivals:
 
     Parameters
     ----------
-    log : pandas.DataFrame or object with ``to_pandas()``
-        The canonical request log: ``arrival_time`` (UTC datetimes, or numbers of seconds),
+    log : pandas.DataFrame, capbook.traces.RequestLog or ReplayArrays
+        The canonical request log (or any object with ``arrays()`` or ``to_pandas()``): ``arrival_time`` (UTC datetimes, or numbers of seconds),
         ``input_tokens``, ``output_tokens`` and optionally ``tier`` and ``status``. Every row is
         replayed, whatever its status: a log that records rejected requests records demand.
     rate : float, optional
@@ -138,7 +138,14 @@ class TraceArrivals:
     """
 
     def __init__(self, log, rate: float | None = None, speedup: float | None = None):
-        if hasattr(log, "to_pandas") and not isinstance(log, pd.DataFrame):
+        if hasattr(log, "arrays") and callable(log.arrays) and not isinstance(log, pd.DataFrame):
+            log = log.arrays()          # a capbook.traces.RequestLog: skip the DataFrame
+        if hasattr(log, "arrival_s") and not isinstance(log, pd.DataFrame):
+            # capbook.traces.ReplayArrays: seconds from the first arrival, sorted
+            log = pd.DataFrame({"arrival_time": np.asarray(log.arrival_s, dtype=float),
+                                "input_tokens": log.input_tokens, "output_tokens": log.output_tokens,
+                                "tier": log.tier})
+        elif hasattr(log, "to_pandas") and not isinstance(log, pd.DataFrame):
             log = log.to_pandas()
         if not isinstance(log, pd.DataFrame):
             raise TypeError(f"log must be a pandas DataFrame or have to_pandas(), got {type(log).__name__}")

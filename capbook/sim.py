@@ -776,7 +776,7 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
         tp = fleet.service.tpot_table(S).tolist()
         V = [0.0] * R
         tl = [0.0] * R
-        ver = [0] * R
+        nxt = [_INF] * R        # time of each replica's next decode completion
         hv = [[] for _ in range(R)]
 
     heap = []
@@ -850,12 +850,8 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
         tl[r] = t
 
     def resched(r, t):
-        nonlocal seq
-        ver[r] += 1
         h = hv[r]
-        if h:
-            seq += 1
-            heappush(heap, (t + (h[0][0] - V[r]) * tp[running[r]], seq, 2, r, ver[r]))
+        nxt[r] = t + (h[0][0] - V[r]) * tp[running[r]] if h else _INF
 
     def take(r):
         """Pop the next waiting attempt for a free slot on replica r, or -1."""
@@ -962,14 +958,15 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
 
     times = a_arr  # primaries are a_arr[0:n]; retries appended later are never read through i
     i = 0
+    ta = times[0] if n else _INF
     while True:
-        if heap and (i >= n or heap[0][0] <= times[i]):
-            t, _, kind, x, y = heappop(heap)
-            if kind == 0:                       # fixed-service completion
-                finish(x, y, t)
-            elif kind == 2:                     # next decode completion on replica x
-                if y != ver[x]:
-                    continue
+        th = heap[0][0] if heap else _INF
+        if not fixed:
+            tn = min(nxt)
+            if tn <= th and tn <= ta and tn < _INF:
+                # the next decode completion(s), on replica x
+                x = nxt.index(tn)
+                t = tn
                 advance(x, t)
                 h = hv[x]
                 if V[x] < h[0][0]:
@@ -979,6 +976,11 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
                     _, k = heappop(h)
                     finish(k, x, t)
                 resched(x, t)
+                continue
+        if th <= ta and th < _INF:
+            t, _, kind, x, y = heappop(heap)
+            if kind == 0:                       # fixed-service completion
+                finish(x, y, t)
             elif kind == 1:                     # prefill done: first token
                 advance(y, t)
                 a_first[x] = t
@@ -999,8 +1001,9 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
                     if a_att[x] < max_retries:
                         new_attempt(x, t + retry_delay(x, _NAN))
         elif i < n:
-            arrive(i, times[i])
+            arrive(i, ta)
             i += 1
+            ta = times[i] if i < n else _INF
             if bar is not None:
                 tick += 1
                 if tick == 8192:

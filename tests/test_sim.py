@@ -372,6 +372,16 @@ def test_trace_replay_time_scaling_and_tokens():
             return log
     assert len(TraceArrivals(Log(), speedup=2.0).generate()) == len(log)
 
+    # and so are replay arrays (capbook.traces.ReplayArrays: seconds from the first arrival)
+    class Arrays:
+        arrival_s = orig
+        input_tokens = log.input_tokens.to_numpy()
+        output_tokens = log.output_tokens.to_numpy()
+        tier = log.tier.to_numpy()
+    s2 = TraceArrivals(Arrays(), rate=5.0).generate()
+    np.testing.assert_allclose(s2.times, s.times)
+    np.testing.assert_array_equal(s2.tier, log.tier.to_numpy())
+
 
 def test_determinism_and_seed_sensitivity():
     fleet = Fleet(3, 4, ContinuousBatching(lambda n: 0.02 + 0.002 * n, prefill_rate_tps=4000.0,
