@@ -29,6 +29,7 @@ Scores and backtests live in :mod:`capbook.backtest`.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -58,6 +59,8 @@ __all__ = [
     "remove_overlays",
     "read_token_csv",
     "sample_token_path",
+    "load_sample_series",
+    "trim_to_whole_weeks",
     "read_servegen_hourly",
     "quantile_name",
 ]
@@ -755,6 +758,8 @@ def synthetic_token_series(weeks: int = 20, *, growth: float = 0.035, noise: flo
         Labels of the rows.
     events : pandas.DataFrame, optional
         Event calendar (timestamps only) whose multipliers are applied to the true demand.
+        Events on ``"all"`` (or ``"requests"``) change the number of requests; events on one
+        token column change that column's tokens per request.
     seed : int or numpy.random.Generator
 
     Returns
@@ -781,12 +786,17 @@ def synthetic_token_series(weeks: int = 20, *, growth: float = 0.035, noise: flo
     mean_out = output_tokens_per_week * np.tile(shape, weeks) * np.exp(np.log1p(growth) * t / HOURS_PER_WEEK)
     z1 = rng.standard_normal(n)
     z2 = noise_correlation * z1 + np.sqrt(1 - noise_correlation ** 2) * rng.standard_normal(n)
-    out = mean_out * np.exp(noise * z1)
+    base_out = mean_out * np.exp(noise * z1)
+    out = base_out
     inp = input_per_output * mean_out * np.exp(noise * z2)
+    per_request = np.full(n, output_tokens_per_request)
     if events is not None:
-        out = out * overlay_factors(index, events, "output_tokens").to_numpy()
+        f_out = overlay_factors(index, events, "output_tokens").to_numpy()
+        f_req = overlay_factors(index, events, "requests").to_numpy()
+        out = out * f_out
         inp = inp * overlay_factors(index, events, "input_tokens").to_numpy()
-    requests = np.maximum(np.rint(out / output_tokens_per_request * np.exp(0.02 * rng.standard_normal(n))), 1)
+        per_request = per_request * f_out / f_req  # events on tokens only change tokens per request
+    requests = np.maximum(np.rint(out / per_request * np.exp(0.02 * rng.standard_normal(n))), 1)
     throttled = np.zeros(n) if capacity_requests_per_hour is None else np.maximum(requests - capacity_requests_per_hour, 0)
     return pd.DataFrame({"period_start": index, "model": model, "tier": tier,
                          "requests": requests.astype(np.int64), "throttled": np.rint(throttled).astype(np.int64),
@@ -979,12 +989,53 @@ def describe_events(events: pd.DataFrame) -> str:
 # Data readers
 # --------------------------------------------------------------------------------------------
 def sample_token_path(name: str) -> Path:
-    """Path of a sample hourly token file in ``data/tokens/`` (``"weeks20"`` or ``"weeks56"``)."""
-    path = _DATA_DIR / f"{name}.csv"
+    """Path of a sample hourly token file in ``data/tokens/`` (``"weeks20"`` or ``"weeks56"``).
+
+    The ``CAPBOOK_DATA`` environment variable, if set, replaces the repository's ``data/``.
+    """
+    env = os.environ.get("CAPBOOK_DATA")
+    folder = Path(env) / "tokens" if env else _DATA_DIR
+    path = folder / f"{name}.csv"
     if not path.is_file():
-        known = sorted(p.stem for p in _DATA_DIR.glob("*.csv")) if _DATA_DIR.is_dir() else []
-        raise ValueError(f"no sample token series {name!r} in {_DATA_DIR}; available: {known}")
+        known = sorted(p.stem for p in folder.glob("*.csv")) if folder.is_dir() else []
+        raise ValueError(f"no sample token series {name!r} in {folder}; available: {known}")
     return path
+
+
+def load_sample_series(name: str = "weeks20") -> pd.DataFrame:
+    """A generated sample series from ``data/tokens`` in the trace layer's hourly format.
+
+    ``"weeks20"``: 20 weeks, 3.5 % weekly growth, 8 % noise (train 16, forecast 4).
+    ``"weeks56"``: 56 weeks with a launch step, a mix shift and a batch tier. See
+    ``data/README.md`` and ``tools/make_token_series.py``.
+    """
+    return read_token_csv(sample_token_path(name))
+
+
+def trim_to_whole_weeks(series: pd.Series, *, keep: str = "last") -> pd.Series:
+    """Drop the hours of a partial week so the series holds whole weeks.
+
+    Parameters
+    ----------
+    series : pandas.Series
+        Hourly series (validated: complete index, no negatives).
+    keep : {"last", "first"}
+        Keep the most recent whole weeks (drop the oldest partial hours) or the earliest.
+
+    Returns
+    -------
+    pandas.Series
+        The series with ``len % 168`` hours removed from the other end.
+    """
+    s = validate_hourly(series, name="series", whole_weeks=False, min_weeks=0)
+    extra = len(s) % HOURS_PER_WEEK
+    if len(s) < HOURS_PER_WEEK:
+        raise ValueError(f"series has {len(s)} hours, less than one week")
+    if keep not in ("last", "first"):
+        raise ValueError(f"keep must be 'last' or 'first', got {keep!r}")
+    if extra == 0:
+        return s
+    return s.iloc[extra:] if keep == "last" else s.iloc[:-extra]
 
 
 def read_token_csv(path: str | Path) -> pd.DataFrame:

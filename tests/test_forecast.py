@@ -409,3 +409,24 @@ def test_servegen_two_weeks(shared_dir):
     f = fc.forecast_tokens(s, 1, trend=False, min_fit_weeks=1, min_origins=1, quantiles=(0.9,))
     assert f.n_errors.iloc[0] == H
     assert f.log_offsets["p90"].iloc[0] == pytest.approx(np.quantile(err, 0.9))
+
+
+def test_trim_to_whole_weeks_and_loader():
+    s = _series(np.arange(1.0, 2 * H + 6))
+    last = fc.trim_to_whole_weeks(s)
+    assert len(last) == 2 * H and last.iloc[0] == 6.0 and last.index[-1] == s.index[-1]
+    first = fc.trim_to_whole_weeks(s, keep="first")
+    assert len(first) == 2 * H and first.iloc[0] == 1.0
+    with pytest.raises(ValueError, match="less than one week"):
+        fc.trim_to_whole_weeks(s.iloc[:10])
+    df = fc.load_sample_series("weeks56")
+    assert list(df.columns) == list(fc.HOURLY_COLUMNS)
+    assert len(df) == 56 * H * 2
+
+
+def test_mix_shift_changes_tokens_per_request_not_requests(weeks56_frame):
+    d = weeks56_frame[weeks56_frame.tier == "interactive"]
+    per_req = (d.output_tokens / d.requests).to_numpy().reshape(56, H).mean(axis=1)
+    assert per_req[48:].mean() / per_req[:44].mean() == pytest.approx(1.6, rel=0.02)  # 30 % x 3
+    req = d.requests.to_numpy().reshape(56, H).sum(axis=1)
+    assert req[40] / req[39] == pytest.approx(1.25 * 1.02, rel=0.03)  # the launch step
