@@ -1162,11 +1162,7 @@ class SimResult:
         def pct(x, q):
             return float(np.percentile(x, q)) if x.size else math.nan
 
-        good = served & ~self.abandoned
-        if ttft_slo_s is not None:
-            good &= (self.first_token - self.request_arrival) <= ttft_slo_s
-        if tpot_slo_s is not None:
-            good &= ~(self.tpot > tpot_slo_s)          # NaN (one-token output) meets it
+        good = served & self.good(ttft_slo_s, tpot_slo_s)
         n_good = int(np.unique(self.src[good]).size)
         # rates count completions inside the window [w, last arrival]
         t1 = self.horizon_s
@@ -1194,6 +1190,50 @@ class SimResult:
             "utilisation": busy / (self.fleet.total_slots * window),
         }
 
+    def good(self, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None) -> np.ndarray:
+        """Boolean per attempt: served, client still waiting, and within both targets.
+
+        TTFT is measured from the request's *first* arrival, so time lost to rejections and
+        retries counts against it; a one-token output meets any TPOT target.
+        """
+        g = ~self.rejected & ~self.abandoned
+        if ttft_slo_s is not None:
+            g &= (self.first_token - self.request_arrival) <= ttft_slo_s
+        if tpot_slo_s is not None:
+            if self._wl.svc is not None:
+                raise ValueError("tpot_slo_s needs a token-based service model (ContinuousBatching); fixed service has no TPOT")
+            g &= ~(self.tpot > tpot_slo_s)
+        return g
+
+    def timeline(self, bin_s: float = 60.0, ttft_slo_s: float | None = None,
+                 tpot_slo_s: float | None = None) -> pd.DataFrame:
+        """Per-bin counts over the whole run (warm-up included), for charts of a run over time.
+
+        Returns a DataFrame with ``time_s`` (bin start, seconds) and, per second of the bin:
+        ``offered_rps`` (first attempts arriving), ``attempts_rps`` (all attempts arriving,
+        retries included), ``rejected_rps``, ``throughput_rps`` (attempts completing) and
+        ``goodput_rps`` (good attempts completing, see :meth:`good`); plus ``utilisation``
+        (busy slots / slots) and ``waiting`` (mean attempts queued).
+        """
+        util = self.slot_utilisation(bin_s)
+        edges = np.append(util.time_s.to_numpy(), util.time_s.to_numpy()[-1] + bin_s)
+
+        def rate(x):
+            x = x[np.isfinite(x)]
+            return np.histogram(x, bins=edges)[0] / bin_s
+
+        good = self.good(ttft_slo_s, tpot_slo_s)
+        return pd.DataFrame({
+            "time_s": edges[:-1],
+            "offered_rps": rate(self.arrival[self.attempt == 0]),
+            "attempts_rps": rate(self.arrival),
+            "rejected_rps": rate(self.arrival[self.rejected]),
+            "throughput_rps": rate(self.end[~self.rejected]),
+            "goodput_rps": rate(self.end[good]),
+            "utilisation": util.utilisation.to_numpy(),
+            "waiting": util.waiting.to_numpy(),
+        })
+
     def slot_utilisation(self, bin_s: float = 60.0) -> pd.DataFrame:
         """Busy slots / total slots over time, averaged in bins of ``bin_s`` seconds.
 
@@ -1203,7 +1243,7 @@ class SimResult:
         if not math.isfinite(bin_s) or bin_s <= 0:
             raise ValueError(f"bin_s must be positive seconds, got {bin_s!r}")
         served = ~self.rejected
-        t_end = float(np.nanmax(self.end[served])) if served.any() else self.horizon_s
+        t_end = max(float(np.max(self.arrival)), float(np.nanmax(self.end[served])) if served.any() else 0.0)
         edges = np.arange(0.0, t_end + bin_s, bin_s)
         busy = _integrate_intervals(self.start[served], self.end[served], edges)
         waiting = _integrate_intervals(self.arrival[served], self.start[served], edges)

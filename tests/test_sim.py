@@ -405,6 +405,11 @@ def test_summary_utilisation_and_slot_series_agree_with_littles_law():
     total_busy = (series.utilisation * 50.0 * 16).sum()
     assert total_busy == pytest.approx(np.sum(res.end - res.start), rel=1e-9)
     assert series.utilisation.max() <= 1.0 + 1e-12
+    tl = res.timeline(bin_s=50.0, ttft_slo_s=0.5)
+    assert tl.attempts_rps.sum() * 50.0 == pytest.approx(res.arrival.size)
+    assert tl.throughput_rps.sum() * 50.0 == pytest.approx((~res.rejected).sum())
+    assert tl.goodput_rps.sum() * 50.0 == pytest.approx(np.sum(res.wait <= 0.5))
+    np.testing.assert_allclose(tl.utilisation, series.utilisation)
 
 
 # --------------------------------------------------------------------------- bad input
