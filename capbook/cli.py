@@ -1,0 +1,196 @@
+"""The ``capbook`` console script.
+
+Each subcommand is one ``add_<name>_command(subparsers)`` function that adds its parser and sets
+``func`` to a function taking the parsed arguments and returning an exit code. To add a command,
+write such a function and append it to :data:`COMMANDS`.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import warnings
+from types import SimpleNamespace
+from typing import Callable, Sequence
+
+__all__ = ["COMMANDS", "build_parser", "main"]
+
+
+# --------------------------------------------------------------------------------------------
+# capbook trace FILE
+# --------------------------------------------------------------------------------------------
+def add_trace_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``capbook trace``."""
+    from capbook.traces import FORMATS
+
+    p = sub.add_parser(
+        "trace",
+        help="validate a request log and print its summary",
+        description=(
+            "Validate a request log (CSV, Parquet or JSON lines) and print rows, span, rate, "
+            "token percentiles, Ca2, Cs2 and the peak hour. Exit status 2 when the log is invalid."
+        ),
+    )
+    p.add_argument("file", help="the request log")
+    p.add_argument("--format", default="auto", choices=FORMATS, help="source format (default: auto)")
+    p.add_argument("--drop-invalid", action="store_true",
+                   help="drop invalid and duplicated rows (and report them) instead of failing")
+    p.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
+    p.add_argument("--no-unit-check", action="store_true",
+                   help="skip the span/rate sanity check of the time unit")
+    p.add_argument("--output-cap", type=int, default=None, metavar="TOKENS",
+                   help="report the share of requests above this max-tokens cap")
+    p.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
+                   help="prefill rate in tokens/s, to compute Cs2 from token counts")
+    p.add_argument("--tpot", type=float, default=None, metavar="SECONDS",
+                   help="time per output token in seconds, to compute Cs2 from token counts")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.set_defaults(func=run_trace)
+
+
+def _fmt_duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:,.1f} s"
+    if seconds < 2 * 3600:
+        return f"{seconds / 60:,.1f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 86400:,.1f} days"
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """Run ``capbook trace``; returns the exit code."""
+    from capbook.traces import read_requests
+
+    sweep = None
+    if (args.prefill_rate is None) != (args.tpot is None):
+        print("capbook trace: give both --prefill-rate and --tpot (or neither)", file=sys.stderr)
+        return 2
+    if args.prefill_rate is not None:
+        tpot = args.tpot
+        sweep = SimpleNamespace(prefill_rate_tps=args.prefill_rate, tpot=lambda n: tpot)
+    size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # the report is printed below
+            log = read_requests(args.file, format=args.format, drop_invalid=args.drop_invalid,
+                                sort=args.sort, check_units=not args.no_unit_check,
+                                progress=size > 20_000_000)
+        s = log.summary(sweep=sweep, concurrency=1 if sweep is not None else None,
+                        output_cap=args.output_cap)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"capbook trace: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(_jsonable(s), indent=2))
+        return 0
+    _print_summary(s)
+    return 0
+
+
+def _jsonable(s: dict) -> dict:
+    tok = s["tokens"].reset_index().to_dict(orient="records")
+    ptm = s["peak_to_mean"].reset_index()
+    ptm["peak_hour"] = ptm["peak_hour"].astype(str)
+    out = {k: v for k, v in s.items() if k not in ("tokens", "peak_to_mean", "groups")}
+    out["start"], out["end"] = str(s["start"]), str(s["end"])
+    out["tokens"] = tok
+    out["peak_to_mean"] = ptm.to_dict(orient="records")
+    out["groups"] = s["groups"].to_dict(orient="records")
+    out["arrivals"] = {k: v for k, v in s["arrivals"].items()}
+    out["arrivals"]["idc"] = {str(k): v for k, v in s["arrivals"]["idc"].items()}
+
+    def clean(x):
+        if isinstance(x, dict):
+            return {str(k): clean(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [clean(v) for v in x]
+        if hasattr(x, "item"):
+            x = x.item()
+        if isinstance(x, float) and not math.isfinite(x):
+            return None
+        return x
+
+    return clean(out)
+
+
+def _pct(x) -> str:
+    import pandas as pd
+
+    return f"{'':>9}" if pd.isna(x) else f"{100 * float(x):>8.2f}%"
+
+
+def _print_summary(s: dict) -> None:
+    w = print
+    w(f"file      {s['path']}")
+    w(f"format    {s['format']}")
+    w(f"rows      {s['rows']:,}" + (f" ({s['dropped']:,} of {s['rows_read']:,} dropped)"
+                                   if s["dropped"] else ""))
+    for r in s["report"]:
+        w(f"          {r['rows']:,} rows: {r['reason']} in {r['column']!r} -> {r['action']}; "
+          f"first rows {r['first_rows']}")
+    w(f"span      {s['start']} -> {s['end']} ({_fmt_duration(s['span_s'])})")
+    w(f"rate      {s['rate_rps']:,.4g} requests/s ({s['rate_rps'] * 3600:,.0f} per hour)")
+    w("status    " + ", ".join(f"{k} {v:,}" for k, v in s["status"].items()))
+    g = s["groups"]
+    w("groups    " + ", ".join(f"{m}/{t} {n:,}" for m, t, n in zip(g["model"], g["tier"], g["n"])))
+    w("")
+    tok = s["tokens"]
+    cap = "share_above_cap" in tok.columns
+    w(f"{'tokens':<14}{'mean':>10}{'p50':>10}{'p95':>10}{'p99':>10}{'max':>10}"
+      + (f"{'>cap':>9}" if cap else ""))
+    for name, r in tok.iterrows():
+        w(f"{name:<14}{r['mean']:>10,.1f}{r['p50']:>10,.0f}{r['p95']:>10,.0f}{r['p99']:>10,.0f}"
+          f"{int(r['max']):>10,}" + (_pct(r["share_above_cap"]) if cap else ""))
+    w("")
+    a = s["arrivals"]
+    w(f"Ca2       {a['ca2']:.3f}  (inter-arrival time: mean {a['iat_mean_s']:.4g} s)")
+    idc = ", ".join(f"{k:g} s: {v:.2f}" for k, v in a["idc"].items())
+    w(f"IDC       {idc}")
+    if a["caveat"]:
+        w(f"caveat    {a['caveat']}")
+    svc = s["service"]
+    if svc is None:
+        w("Cs2       n/a (no end times in the log; pass --prefill-rate and --tpot)")
+    else:
+        w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
+    p = s["peak_to_mean"]
+    w(f"peak hour {p.loc['total_tokens', 'peak_hour']}: {int(p.loc['total_tokens', 'peak']):,} tokens, "
+      f"{int(p.loc['requests', 'peak']):,} requests; peak-to-mean {p.loc['total_tokens', 'ratio']:.2f} "
+      f"(tokens), {p.loc['requests', 'ratio']:.2f} (requests)")
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------------
+#: Functions that each register one subcommand; append yours.
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_command]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every registered subcommand."""
+    from capbook import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="capbook", description="Capacity planning for LLM serving (see the capbook book).")
+    parser.add_argument("--version", action="version", version=f"capbook {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for register in COMMANDS:
+        register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``capbook`` command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
