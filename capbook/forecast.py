@@ -955,15 +955,25 @@ def apply_overlays(forecast: TokenForecast, events: pd.DataFrame) -> TokenForeca
                          peak_log_offsets=forecast.peak_log_offsets, events=events_all)
 
 
-def remove_overlays(series: pd.Series, events: pd.DataFrame, column: str | None = None) -> pd.Series:
+def remove_overlays(series: pd.Series, events: pd.DataFrame, column: str | None = None, *,
+                    origin: pd.Timestamp | None = None) -> pd.Series:
     """Divide past events out of a history before fitting, so a launch is not read as trend.
 
-    ``events`` must use timestamps (week numbers refer to a forecast). ``column`` defaults to
-    the series name.
+    Parameters
+    ----------
+    series : pandas.Series
+        Hourly history (tokens per hour).
+    events : pandas.DataFrame
+        Event calendar (see :func:`event_calendar`).
+    column : str, optional
+        Which series this is (default: the series name); events on it or on ``"all"`` apply.
+    origin : pandas.Timestamp, optional
+        The hour that week number 1 of the calendar starts at (needed only when the calendar
+        uses week numbers).
     """
     s = validate_hourly(series, name="series", whole_weeks=False)
     col = column or s.name or "all"
-    f = overlay_factors(s.index, events, col)
+    f = overlay_factors(s.index, events, col, origin=origin)
     return (s / f.to_numpy()).rename(s.name)
 
 
