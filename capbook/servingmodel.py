@@ -35,6 +35,7 @@ The hardware and model figures are public datasheet and model-card values, liste
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ __all__ = [
     "Model",
     "Deployment",
     "Workload",
+    "MixedWorkload",
     "GPUS",
     "MODELS",
     "WORKLOADS",
@@ -56,6 +58,8 @@ __all__ = [
     "calibrate",
     "build_sample_sweep",
     "sample_sweep_csv",
+    "sample_scales",
+    "blend_sweep",
 ]
 
 
@@ -270,6 +274,48 @@ class Workload:
         inp = np.rint(self.input_tokens * rng.uniform(lo, hi, size)).astype(np.int64)
         out = np.rint(self.output_tokens * rng.uniform(lo, hi, size)).astype(np.int64)
         return np.maximum(inp, 1), np.maximum(out, 2)
+
+
+@dataclass(frozen=True)
+class MixedWorkload:
+    """A blend of workloads: each request belongs to class ``i`` with probability ``share_i``.
+
+    Attributes
+    ----------
+    name : str
+    classes : tuple of (share, Workload)
+        Shares sum to 1.
+    """
+
+    name: str
+    classes: tuple
+
+    def __post_init__(self) -> None:
+        shares = np.array([c[0] for c in self.classes], float)
+        if len(shares) == 0 or np.any(shares < 0) or not np.isclose(shares.sum(), 1.0, atol=1e-9):
+            raise ValueError(f"MixedWorkload {self.name!r}: shares must be >= 0 and sum to 1")
+
+    @property
+    def input_tokens(self) -> float:
+        """Mean prompt length of the blend, tokens."""
+        return float(sum(p * w.input_tokens for p, w in self.classes))
+
+    @property
+    def output_tokens(self) -> float:
+        """Mean output length of the blend, tokens."""
+        return float(sum(p * w.output_tokens for p, w in self.classes))
+
+    def sample(self, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Draw ``size`` (input, output) length pairs, tokens, class by class."""
+        shares = np.array([c[0] for c in self.classes], float)
+        which = rng.choice(len(shares), size=size, p=shares / shares.sum())
+        inp = np.empty(size, np.int64)
+        out = np.empty(size, np.int64)
+        for i, (_, w) in enumerate(self.classes):
+            sel = which == i
+            a, b = w.sample(rng, int(sel.sum()))
+            inp[sel], out[sel] = a, b
+        return inp, out
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -530,7 +576,7 @@ def generate_sweep(
     df["tensor_parallel"] = dep.tensor_parallel
     df["engine"] = dep.engine
     df["precision"] = dep.precision
-    df["workload"] = f"{workload.name} ({workload.input_tokens} in / {workload.output_tokens} out)"
+    df["workload"] = f"{workload.name} ({workload.input_tokens:g} in / {workload.output_tokens:g} out)"
     return df
 
 
@@ -720,3 +766,46 @@ CSV_FLOAT_FORMAT = "%.8g"
 def sample_sweep_csv(name: str) -> str:
     """The exact text of ``data/sweeps/<name>.csv`` as :mod:`tools.make_sweeps` writes it."""
     return build_sample_sweep(name).to_csv(index=False, float_format=CSV_FLOAT_FORMAT, lineterminator="\n")
+
+
+@lru_cache(maxsize=None)
+def sample_scales(name: str) -> tuple[float, float]:
+    """(prefill_scale, decode_scale) of a sample sweep: calibrated ones, or (1, 1)."""
+    if name not in SAMPLE_SPECS:
+        raise ValueError(f"unknown sample sweep {name!r}; choose one of {sorted(SAMPLE_SPECS)}")
+    spec = SAMPLE_SPECS[name]
+    return calibrate(spec) if spec.calibrate else (1.0, 1.0)
+
+
+def blend_sweep(name: str, classes, levels=None, *, seed: int = 7) -> pd.DataFrame:
+    """Re-run a sample sweep's replica at a blended workload (a modelled "re-sweep").
+
+    Parameters
+    ----------
+    name : str
+        Sample sweep whose deployment (and calibration) to reuse, e.g. ``"illustrative_chat"``.
+    classes : sequence of (share, Workload)
+        The blend; shares sum to 1. A single class with share 1 re-runs that workload.
+    levels : sequence of int, optional
+        Concurrency levels (default: the sample sweep's own).
+    seed : int
+
+    Returns
+    -------
+    pandas.DataFrame
+        A sweep table (see :func:`generate_sweep`), modelled, not measured.
+    """
+    if name not in SAMPLE_SPECS:
+        raise ValueError(f"unknown sample sweep {name!r}; choose one of {sorted(SAMPLE_SPECS)}")
+    spec = SAMPLE_SPECS[name]
+    classes = tuple((float(p), w) for p, w in classes if p > 0)
+    if len(classes) == 1:
+        work = classes[0][1]
+    else:
+        label = " + ".join(f"{p:.0%} {w.name}" for p, w in classes)
+        work = MixedWorkload(label, classes)
+    ps, ds = sample_scales(name)
+    df = generate_sweep(spec.deployment, work, spec.levels if levels is None else levels,
+                        seed=seed, prefill_scale=ps, decode_scale=ds)
+    df["source"] = "modelled by capbook.servingmodel (not measured)"
+    return df

@@ -182,3 +182,28 @@ def test_bad_inputs():
         simulate_level(d, Workload("huge", 10_000_000, 10), 1, 2, np.random.default_rng(0))
     with pytest.raises(ValueError, match="unknown sample sweep"):
         sm.build_sample_sweep("nope")
+
+
+def test_mixed_workload_sampling_and_validation():
+    w = sm.MixedWorkload("70/30", ((0.7, WORKLOADS["chat"]), (0.3, WORKLOADS["summarisation"])))
+    inp, out = w.sample(np.random.default_rng(1), 20_000)
+    long_share = float(np.mean(inp > 5000))
+    assert abs(long_share - 0.3) < 4 * np.sqrt(0.3 * 0.7 / 20_000)
+    assert w.input_tokens == pytest.approx(0.7 * 1500 + 0.3 * 8000)
+    assert inp.mean() == pytest.approx(w.input_tokens, rel=0.02)
+    assert out.mean() == pytest.approx(w.output_tokens, rel=0.02)
+    with pytest.raises(ValueError, match="sum to 1"):
+        sm.MixedWorkload("bad", ((0.5, WORKLOADS["chat"]), (0.4, WORKLOADS["summarisation"])))
+
+
+def test_blend_resweep_long_prompts_raise_tpot():
+    """Long prefills stall decodes: at the same concurrency a 30 % long-prompt blend has a
+    higher TPOT than chat alone, beyond what the linear service-time blend assumes."""
+    chat = sm.blend_sweep("illustrative_chat", [(1.0, WORKLOADS["chat"])], [16], seed=3)
+    mix = sm.blend_sweep("illustrative_chat", [(0.7, WORKLOADS["chat"]), (0.3, WORKLOADS["summarisation"])],
+                         [16], seed=3)
+    assert mix.tpot_p50_s.iloc[0] > 1.3 * chat.tpot_p50_s.iloc[0]
+    assert mix.prefill_share.iloc[0] > chat.prefill_share.iloc[0]
+    assert mix.workload.iloc[0].startswith("70% chat + 30% summarisation")
+    with pytest.raises(ValueError, match="unknown sample sweep"):
+        sm.blend_sweep("nope", [(1.0, WORKLOADS["chat"])])
