@@ -572,7 +572,8 @@ class ReplayArrays:
 
 def _fetch_df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence | None = None) -> pd.DataFrame:
     rel = con.execute(sql, params) if params else con.execute(sql)
-    return rel.fetch_arrow_table().to_pandas()
+    fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
+    return fetch().to_pandas()
 
 
 def _utc(us: Any) -> pd.Timestamp:

@@ -1,0 +1,635 @@
+"""Tests of capbook.traces: adapters on the real public traces, validation, statistics.
+
+Oracles: figures read from the files with the csv/json standard library and numpy in the test
+(row counts, spans, token means and totals, duplicates), the values in ../shared/traces/README.md,
+and pandas/numpy computations on small logs built here.
+"""
+from __future__ import annotations
+
+import collections
+import csv
+import datetime as dt
+import json
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from capbook.traces import (
+    FORMATS,
+    Mapping,
+    RequestLog,
+    detect_format,
+    load_sample_requests,
+    read_requests,
+)
+
+T0 = pd.Timestamp("2026-03-02 00:00:00", tz="UTC")
+
+
+# --------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------
+def _azure_times(rows, key="TIMESTAMP"):
+    """Seconds since the Unix epoch, parsed with the standard library (7th digit dropped)."""
+    out = []
+    for r in rows:
+        s = r[key]
+        date, _, frac = s.partition(".")
+        base = dt.datetime.strptime(date, "%Y-%m-%d %H:%M:%S").replace(tzinfo=dt.timezone.utc)
+        out.append(base.timestamp() + (int(frac[:6].ljust(6, "0")) / 1e6 if frac else 0.0))
+    return np.array(out)
+
+
+def _canonical_frame(n=500, seed=0, span_s=6 * 3600, gap=None):
+    rng = np.random.default_rng(seed)
+    t = np.sort(rng.uniform(0, span_s, n))
+    if gap is not None:  # remove every arrival in [gap0, gap1) seconds
+        t = t[(t < gap[0]) | (t >= gap[1])]
+    n = len(t)
+    return pd.DataFrame({
+        "arrival_time": T0 + pd.to_timedelta(np.round(t * 1e6).astype(np.int64), unit="us"),
+        "input_tokens": rng.integers(1, 5000, n),
+        "output_tokens": rng.integers(1, 900, n),
+        "model": rng.choice(["m-large", "m-small"], n),
+        "tier": rng.choice(["interactive", "batch"], n, p=[0.8, 0.2]),
+        "status": rng.choice(["served", "throttled", "failed"], n, p=[0.9, 0.07, 0.03]),
+    })
+
+
+def _write_csv(df: pd.DataFrame, path) -> str:
+    out = df.copy()
+    for c in out.columns:
+        if isinstance(out[c].dtype, pd.DatetimeTZDtype):
+            out[c] = out[c].dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    out.to_csv(path, index=False)
+    return str(path)
+
+
+# --------------------------------------------------------------------------------------------
+# real traces
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name,rows,span", [
+    ("AzureLLMInferenceTrace_code.csv", 8819, 3435.948),
+    ("AzureLLMInferenceTrace_conv.csv", 19366, 3501.722),
+])
+def test_azure2023_matches_stdlib_reading(shared_dir, name, rows, span):
+    path = shared_dir / "traces" / name
+    with open(path, newline="") as f:
+        recs = list(csv.DictReader(f))
+    t = _azure_times(recs)
+    cin = np.array([int(r["ContextTokens"]) for r in recs])
+    cout = np.array([int(r["GeneratedTokens"]) for r in recs])
+    log = read_requests(path)
+    assert log.format == "azure2023" and detect_format(path) == "azure2023"
+    assert log.rows == len(recs) == rows  # README: 8,819 and 19,366 rows
+    assert log.span_s == pytest.approx(t[-1] - t[0], abs=1e-6)
+    assert log.span_s == pytest.approx(span, abs=1e-3)
+    assert log.start == pd.Timestamp(t[0], unit="s", tz="UTC").round("us")
+    df = log.to_pandas()
+    assert str(df["arrival_time"].dtype) == "datetime64[ns, UTC]"
+    assert df["input_tokens"].dtype == np.int64
+    assert df["input_tokens"].sum() == cin.sum() and df["output_tokens"].sum() == cout.sum()
+    assert (df["status"] == "served").all() and (df["tier"] == "interactive").all()
+    ts = log.token_stats()
+    assert ts.loc["input_tokens", "mean"] == pytest.approx(cin.mean(), rel=1e-12)
+    assert ts.loc["output_tokens", "p99"] == pytest.approx(np.percentile(cout, 99), rel=1e-12)
+    assert ts.loc["output_tokens", "max"] == cout.max()
+    # hourly sums against a pure-Python bucketing of the same timestamps
+    hours = collections.Counter((t // 3600).astype(int))
+    h = log.hourly(by=())
+    assert list(h["requests"]) == [hours[k] for k in sorted(hours)]
+
+
+def test_azure_code_burstiness_matches_readme(shared_dir):
+    log = read_requests(shared_dir / "traces" / "AzureLLMInferenceTrace_code.csv")
+    a = log.arrival_stats(windows=(1, 60))
+    # README: IAT CV 13.15, IDC 13.18 (1 s) and 160.5 (60 s); no zero gaps
+    assert math.sqrt(a["ca2"]) == pytest.approx(13.151, abs=0.001)
+    assert a["idc"][1.0] == pytest.approx(13.182, abs=0.001)
+    assert a["idc"][60.0] == pytest.approx(160.543, abs=0.001)
+    assert a["zero_gap_share"] == 0.0 and not a["clumped"] and a["caveat"] == ""
+
+
+def test_mooncake_conversation_duplicate_and_clumping(shared_dir):
+    path = shared_dir / "traces" / "conversation_trace.jsonl"
+    lines = path.read_text().splitlines()
+    counts = collections.Counter(lines)
+    dup_lines = [i + 1 for i, l in enumerate(lines) if counts[l] > 1]
+    assert len(dup_lines) == 2  # the file holds one exact duplicate pair
+    with pytest.raises(ValueError) as exc:
+        read_requests(path)
+    msg = str(exc.value)
+    assert str(path) in msg and "duplicated" in msg and str(dup_lines[1]) in msg
+    with pytest.warns(UserWarning, match="1 of 12031 rows dropped"):
+        log = read_requests(path, drop_invalid=True)
+    assert log.format == "mooncake" and log.rows == 12030 and log.dropped == 1
+    assert log.report[0]["reason"] == "duplicated row" and log.report[0]["first_rows"] == [dup_lines[1]]
+    recs = [json.loads(l) for i, l in enumerate(lines) if i + 1 != dup_lines[1]]
+    ts = np.array([r["timestamp"] for r in recs]) / 1000.0
+    assert log.span_s == pytest.approx(ts.max() - ts.min(), abs=1e-9)
+    assert log.token_stats().loc["input_tokens", "mean"] == pytest.approx(
+        np.mean([r["input_length"] for r in recs]), rel=1e-12)
+    a = log.arrival_stats(windows=(1, 60))
+    gaps = np.diff(np.sort(ts))
+    assert a["zero_gap_share"] == pytest.approx(np.mean(gaps == 0), abs=1e-12)
+    assert a["ca2"] == pytest.approx(gaps.var() / gaps.mean() ** 2, rel=1e-9)
+    assert a["distinct_times"] == len(np.unique(ts)) == 1180  # README: 1,180 distinct
+    assert a["clumped"] and "zero" in a["caveat"] and a["resolution_s"] == 0.001
+    assert a["mean_batch"] == pytest.approx(12030 / 1180)
+
+
+def test_mooncake_synthetic_and_ms_read_as_seconds(shared_dir):
+    path = shared_dir / "traces" / "synthetic_trace.jsonl"
+    recs = [json.loads(l) for l in path.read_text().splitlines()]
+    log = read_requests(path)
+    assert log.rows == len(recs) == 3993
+    assert log.span_s == pytest.approx(1022.025, abs=1e-9)  # README: 0 -> 1,022,025 ms
+    assert log.token_stats().loc["output_tokens", "mean"] == pytest.approx(
+        np.mean([r["output_length"] for r in recs]), rel=1e-12)
+    wrong = Mapping(arrival_time="timestamp", input_tokens="input_length",
+                    output_tokens="output_length", time_unit="s")
+    with pytest.raises(ValueError, match="milliseconds were read as seconds"):
+        read_requests(path, mapping=wrong)
+    # the check can be switched off when the times really are that slow
+    assert read_requests(path, mapping=wrong, check_units=False).span_s == pytest.approx(1022025.0)
+
+
+@pytest.mark.parametrize("name", ["burstgpt_slice.csv", "burstgpt3_slice.csv"])
+def test_burstgpt_by_column_name(shared_dir, name):
+    path = shared_dir / "traces" / "burstgpt" / name
+    with open(path, newline="") as f:
+        recs = list(csv.DictReader(f))
+    t = np.array([float(r["Timestamp"]) for r in recs])
+    log = read_requests(path)
+    assert log.format == "burstgpt" and log.rows == len(recs) == 400
+    assert log.span_s == pytest.approx(t.max() - t.min())
+    assert log.start == pd.Timestamp(t.min(), unit="s", tz="UTC")
+    df = log.to_pandas()
+    assert df["model"].value_counts().to_dict() == collections.Counter(r["Model"] for r in recs)
+    failed = sum(int(r["Response tokens"]) == 0 for r in recs)
+    assert (df["status"] == "failed").sum() == failed
+    assert df["input_tokens"].sum() == sum(int(r["Request tokens"]) for r in recs)
+    if "Elapsed time" in recs[0]:  # release 3: end_time = arrival + elapsed
+        assert "end_time" in log.columns
+        served = [float(r["Elapsed time"]) for r in recs if int(r["Response tokens"]) > 0]
+        svc = log.service_times()
+        assert svc["source"] == "measured" and svc["requests"] == len(served)
+        assert svc["mean_s"] == pytest.approx(np.mean(served), rel=1e-12)
+        assert svc["cs2"] == pytest.approx(np.var(served) / np.mean(served) ** 2, rel=1e-9)
+    else:
+        assert "end_time" not in log.columns
+        with pytest.raises(ValueError, match="no end_time"):
+            log.service_cv2()
+
+
+def test_servegen_descriptors_are_rejected_clearly(shared_dir):
+    path = shared_dir / "traces" / "servegen" / "language" / "m-large" / "chunk-0-trace.csv"
+    with pytest.raises(ValueError, match="cannot recognise the format"):
+        read_requests(path)
+
+
+# --------------------------------------------------------------------------------------------
+# formats the shared folder lacks: Azure 2024, LiteLLM, canonical
+# --------------------------------------------------------------------------------------------
+def test_azure2024_timestamps_with_offset(tmp_path):
+    stamps = ["2024-05-12 00:00:00+00:00", "2024-05-12 00:00:00.001163+00:00",
+              "2024-05-12 00:00:01.5+00:00", "2024-05-12 01:59:59.999999+00:00"]
+    path = tmp_path / "AzureLLMInferenceTrace_conv_1week.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
+        for k, s in enumerate(stamps):
+            w.writerow([s, 100 + k, 10 + k])
+    assert detect_format(path) == "azure2024"
+    log = read_requests(path)
+    expect = [dt.datetime.fromisoformat(s) for s in stamps]
+    got = log.to_pandas()["arrival_time"]
+    assert [x.to_pydatetime() for x in got] == expect
+    h = log.hourly()
+    assert list(h["requests"]) == [3, 1] and list(h["input_tokens"]) == [303, 103]
+
+
+def _litellm_frame():
+    start = pd.Timestamp("2025-01-06 09:00:00")
+    rows = []
+    rng = np.random.default_rng(3)
+    for k in range(40):
+        st_ = start + pd.Timedelta(seconds=float(k * 7.5))
+        ok = k % 10 != 3
+        first = st_ + pd.Timedelta(milliseconds=200 + 10 * k) if ok else None
+        end = (first + pd.Timedelta(milliseconds=1000 + 50 * k)) if ok else st_ + pd.Timedelta(seconds=0.3)
+        rows.append({
+            "request_id": f"chatcmpl-{k}", "call_type": "acompletion", "api_key": "hashed",
+            "spend": 0.001 * k, "total_tokens": 0, "prompt_tokens": int(rng.integers(10, 2000)),
+            "completion_tokens": int(rng.integers(1, 500)) if ok else 0,
+            "startTime": st_.isoformat(sep=" "), "endTime": end.isoformat(sep=" "),
+            "completionStartTime": first.isoformat(sep=" ") if first is not None else "",
+            "model": "azure/gpt-4o-2024-08-06",
+            "model_group": "" if k % 4 == 0 else "gpt-4o",
+            "user": "u1", "team_id": "team-a" if k % 2 else "team-b",
+            "status": "success" if ok else "failure",
+        })
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_litellm_spend_logs(tmp_path, ext):
+    df = _litellm_frame()
+    path = tmp_path / f"spend_logs.{ext}"
+    if ext == "csv":
+        df.to_csv(path, index=False)
+    else:
+        d2 = df.copy()
+        for c in ("startTime", "endTime"):
+            d2[c] = pd.to_datetime(d2[c], format="ISO8601")
+        d2["completionStartTime"] = pd.to_datetime(d2["completionStartTime"].replace("", None),
+                                                   format="ISO8601")
+        d2.to_parquet(path, index=False)
+    log = read_requests(path)
+    assert log.format == "litellm"
+    out = log.to_pandas()
+    assert len(out) == 40
+    assert (out["status"] == "failed").sum() == 4 and (out["status"] == "served").sum() == 36
+    # model_group where given, else the deployment's model
+    assert (out["model"] == "azure/gpt-4o-2024-08-06").sum() == 10
+    assert set(out["tenant"]) == {"team-a", "team-b"}
+    assert out["first_token_time"].isna().sum() == 4
+    served = df[df["status"] == "success"]
+    dur = (pd.to_datetime(served["endTime"], format="ISO8601")
+           - pd.to_datetime(served["startTime"], format="ISO8601")).dt.total_seconds()
+    assert log.service_cv2() == pytest.approx(dur.var(ddof=0) / dur.mean() ** 2, rel=1e-9)
+
+
+def test_canonical_round_trip_parquet_and_csv(tmp_path):
+    df = _canonical_frame()
+    df["tenant"] = np.where(np.arange(len(df)) % 3 == 0, "t1", "t2")
+    pq_path = tmp_path / "log.parquet"
+    df.to_parquet(pq_path, index=False)
+    a = read_requests(pq_path).to_pandas()
+    pd.testing.assert_frame_equal(a, df.astype({"model": object, "tier": object, "status": object,
+                                                "tenant": object}), check_dtype=False)
+    b = read_requests(_write_csv(df, tmp_path / "log.csv")).to_pandas()
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+    assert str(b["arrival_time"].dtype) == "datetime64[ns, UTC]"
+
+
+def test_generic_mapping_numeric_epoch_and_format(tmp_path):
+    path = tmp_path / "gateway.tsv"
+    path.write_text("ts_ms\tprompt\tcompletion\tengine\tlane\n"
+                    "1000\t5\t7\tA\tbatch\n2500\t6\t8\tB\tinteractive\n3600000\t7\t9\tA\tbatch\n")
+    m = Mapping(arrival_time="ts_ms", input_tokens="prompt", output_tokens="completion",
+                model="engine", tier="lane", time_unit="ms", epoch="2025-02-03 10:00:00")
+    log = read_requests(path, mapping=m)
+    df = log.to_pandas()
+    base = pd.Timestamp("2025-02-03 10:00:00", tz="UTC")
+    assert list(df["arrival_time"]) == [base + pd.Timedelta(milliseconds=v) for v in (1000, 2500, 3600000)]
+    assert list(df["model"]) == ["A", "B", "A"] and list(df["tier"]) == ["batch", "interactive", "batch"]
+    fmt_path = tmp_path / "eu.csv"
+    fmt_path.write_text("when,in,out\n03/02/2025 10:00:01,1,2\n03/02/2025 10:00:02,3,4\n")
+    m2 = Mapping(arrival_time="when", input_tokens="in", output_tokens="out",
+                 time_format="%d/%m/%Y %H:%M:%S", default_model="mine")
+    log2 = read_requests(fmt_path, mapping=m2)
+    assert log2.start == pd.Timestamp("2025-02-03 10:00:01", tz="UTC") and log2.span_s == 1.0
+    assert list(log2.to_pandas()["model"]) == ["mine", "mine"]
+
+
+def test_mapping_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="time_unit"):
+        Mapping(arrival_time="a", input_tokens="b", output_tokens="c", time_unit="minutes")
+    with pytest.raises(ValueError, match="status_values"):
+        Mapping(arrival_time="a", input_tokens="b", output_tokens="c", status_values={"ok": "fine"})
+    with pytest.raises(ValueError, match="epoch"):
+        Mapping(arrival_time="a", input_tokens="b", output_tokens="c", epoch="yesterday-ish")
+    with pytest.raises(ValueError, match="format="):
+        read_requests("x.csv", format="splunk")
+    assert FORMATS[0] == "auto"
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+# --------------------------------------------------------------------------------------------
+def test_missing_column_names_file_and_column(tmp_path):
+    df = _canonical_frame(20).drop(columns=["output_tokens"])
+    p = _write_csv(df, tmp_path / "nocol.csv")
+    with pytest.raises(ValueError) as exc:
+        read_requests(p, format="canonical")
+    assert "nocol.csv" in str(exc.value) and "'output_tokens'" in str(exc.value)
+
+
+@pytest.mark.parametrize("column,value,reason", [
+    ("arrival_time", "2026-03-02T25:99:00Z", "unparseable timestamp"),
+    ("arrival_time", "", "missing timestamp"),
+    ("input_tokens", "-3", "negative token count"),
+    ("output_tokens", "12.5", "fractional token count"),
+    ("output_tokens", "nan", "NaN token count"),
+    ("input_tokens", "many", "unparseable token count"),
+    ("status", "ok", "unknown status"),
+    ("model", "", "missing model"),
+])
+def test_bad_value_reported_with_first_rows(tmp_path, column, value, reason):
+    df = _canonical_frame(50)
+    p = tmp_path / "bad.csv"
+    _write_csv(df, p)
+    lines = p.read_text().splitlines()
+    header = lines[0].split(",")
+    for row in (7, 31):  # data rows 7 and 31 (file lines 8 and 32)
+        cells = lines[row].split(",")
+        cells[header.index(column)] = value
+        lines[row] = ",".join(cells)
+    p.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as exc:
+        read_requests(p)
+    msg = str(exc.value)
+    assert str(p) in msg and repr(column) in msg and reason in msg
+    assert "row 7 " in msg and "row 31 " in msg and "2 rows" in msg
+    with pytest.warns(UserWarning, match="2 of 50 rows dropped"):
+        log = read_requests(p, drop_invalid=True)
+    assert log.rows == 48 and log.dropped == 2
+    (rep,) = log.report
+    assert rep["rows"] == 2 and reason in rep["reason"] and [r for r, _ in rep["first_rows"]] == [7, 31]
+    keep = df.drop(index=[6, 30]).reset_index(drop=True)
+    assert log.to_pandas()["input_tokens"].tolist() == keep["input_tokens"].tolist()
+
+
+def test_parquet_nan_and_fraction_in_float_column(tmp_path):
+    df = _canonical_frame(30)
+    df["output_tokens"] = df["output_tokens"].astype(float)
+    df.loc[4, "output_tokens"] = np.nan
+    df.loc[9, "output_tokens"] = 3.25
+    p = tmp_path / "f.parquet"
+    df.to_parquet(p, index=False)
+    with pytest.raises(ValueError) as exc:
+        read_requests(p)
+    # a null in a Parquet float column is a missing value; 3.25 is fractional
+    assert "row 5 " in str(exc.value) and "row 10 (" in str(exc.value)
+    assert "fractional token count" in str(exc.value)
+
+
+def test_unsorted_rows(tmp_path):
+    df = _canonical_frame(40)
+    df.iloc[[10, 11]] = df.iloc[[11, 10]].to_numpy()
+    p = _write_csv(df, tmp_path / "unsorted.csv")
+    with pytest.raises(ValueError, match=r"not sorted by arrival time\); first offending data rows: \[12\]"):
+        read_requests(p)
+    with pytest.warns(UserWarning, match="sorted by arrival"):
+        log = read_requests(p, sort=True)
+    assert log.rows == 40 and log.dropped == 0
+    assert log.to_pandas()["arrival_time"].is_monotonic_increasing
+    a = log.arrays()
+    assert np.all(np.diff(a.arrival_s) >= 0)
+
+
+def test_duplicated_rows(tmp_path):
+    df = _canonical_frame(30)
+    dup = pd.concat([df.iloc[:12], df.iloc[[11]], df.iloc[12:]], ignore_index=True)
+    p = _write_csv(dup, tmp_path / "dup.csv")
+    with pytest.raises(ValueError, match=r"1 duplicated rows .*first: rows \[13\]"):
+        read_requests(p)
+    with pytest.warns(UserWarning):
+        log = read_requests(p, drop_invalid=True)
+    assert log.rows == 30 and log.report[0]["reason"] == "duplicated row"
+    assert log.hourly()["requests"].sum() == 30
+    # two different requests at the same instant are not duplicates
+    same_t = df.copy()
+    same_t.loc[5, "arrival_time"] = same_t.loc[4, "arrival_time"]
+    assert read_requests(_write_csv(same_t, tmp_path / "tie.csv")).rows == 30
+
+
+def test_empty_files(tmp_path):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty.csv"):
+        read_requests(empty, format="canonical")
+    header = tmp_path / "header.csv"
+    header.write_text("arrival_time,input_tokens,output_tokens,model,tier,status\n")
+    with pytest.raises(ValueError, match="header.csv: the file has a header but no data rows"):
+        read_requests(header)
+    with pytest.raises(FileNotFoundError, match="nothere.csv"):
+        read_requests(tmp_path / "nothere.csv")
+
+
+def test_bad_row_past_the_first_million(tmp_path):
+    n = 1_200_000
+    bad_row = 1_100_007  # 1-based data row
+    t = T0.value // 1000 + np.arange(n, dtype=np.int64) * 250_000  # one request per 0.25 s
+    inp = np.full(n, 100, dtype=np.int64)
+    inp[bad_row - 1] = -1
+    table = pa.table({
+        "arrival_time": pa.array(t, type=pa.timestamp("us", tz="UTC")),
+        "input_tokens": inp, "output_tokens": np.full(n, 10, dtype=np.int64),
+        "model": pa.array(["m"] * n).dictionary_encode(),
+        "tier": pa.array(["interactive"] * n).dictionary_encode(),
+        "status": pa.array(["served"] * n).dictionary_encode(),
+    })
+    p = tmp_path / "big.parquet"
+    pq.write_table(table, p)
+    with pytest.raises(ValueError) as exc:
+        read_requests(p)
+    assert f"row {bad_row} ('-1')" in str(exc.value) and "negative token count" in str(exc.value)
+    c = tmp_path / "big.csv"
+    pacsv.write_csv(table.set_column(0, "arrival_time", pa.array(
+        pd.to_datetime(t, unit="us").strftime("%Y-%m-%d %H:%M:%S.%f"))), c)
+    with pytest.raises(ValueError, match=f"row {bad_row} \\('-1'\\)"):
+        read_requests(c)
+
+
+def test_seconds_read_as_milliseconds_and_out_of_range(tmp_path):
+    p = tmp_path / "fast.csv"
+    t = np.arange(5000) * 0.02  # 50 requests/s, in seconds
+    pd.DataFrame({"t": t, "i": 5, "o": 5}).to_csv(p, index=False)
+    m = Mapping(arrival_time="t", input_tokens="i", output_tokens="o", time_unit="ms")
+    with pytest.raises(ValueError, match="seconds were read as milliseconds"):
+        read_requests(p, mapping=m)
+    # Unix milliseconds read as seconds land thousands of years ahead
+    p2 = tmp_path / "unix.csv"
+    pd.DataFrame({"t": 1_735_000_000_000 + np.arange(100) * 1000, "i": 5, "o": 5}).to_csv(p2, index=False)
+    with pytest.raises(ValueError, match="time unit"):
+        read_requests(p2, mapping=replace_unit(m, "s"))
+    assert read_requests(p2, mapping=m).start == pd.Timestamp(1_735_000_000_000, unit="ms", tz="UTC")
+
+
+def replace_unit(m: Mapping, unit: str) -> Mapping:
+    from dataclasses import replace
+
+    return replace(m, time_unit=unit)
+
+
+# --------------------------------------------------------------------------------------------
+# statistics on small logs with pandas/numpy oracles
+# --------------------------------------------------------------------------------------------
+def test_hourly_complete_index_and_sums(tmp_path):
+    df = _canonical_frame(800, span_s=10 * 3600, gap=(3 * 3600, 5 * 3600 + 10))
+    p = tmp_path / "gap.parquet"
+    df.to_parquet(p, index=False)
+    log = read_requests(p)
+    h = log.hourly()
+    assert list(h.columns) == ["period_start", "model", "tier", "requests", "throttled",
+                               "input_tokens", "output_tokens"]
+    groups = df[["model", "tier"]].drop_duplicates()
+    hours = pd.date_range(df["arrival_time"].min().floor("h"), df["arrival_time"].max().floor("h"), freq="h")
+    assert len(h) == len(hours) * len(groups)
+    oracle = (df.assign(period_start=df["arrival_time"].dt.floor("h"),
+                        thr=(df["status"] == "throttled").astype(int))
+              .groupby(["period_start", "model", "tier"])
+              .agg(requests=("input_tokens", "size"), throttled=("thr", "sum"),
+                   input_tokens=("input_tokens", "sum"), output_tokens=("output_tokens", "sum")))
+    full = h.set_index(["period_start", "model", "tier"])
+    got = full.loc[oracle.index]
+    assert (got.to_numpy() == oracle.to_numpy()).all()
+    # the empty hours are rows of zeros, not gaps
+    empty = full.drop(index=oracle.index)
+    assert len(empty) >= 2 * len(groups) and (empty.to_numpy() == 0).all()
+    m = log.per_minute(by=("tier",))
+    assert m["requests"].sum() == len(df)
+    assert len(m) == (int((df["arrival_time"].max().floor("min") - df["arrival_time"].min().floor("min"))
+                          / pd.Timedelta("1min")) + 1) * df["tier"].nunique()
+    assert log.aggregate(900, by=())["output_tokens"].sum() == df["output_tokens"].sum()
+    with pytest.raises(ValueError, match="unknown column"):
+        log.hourly(by=("region",))
+    with pytest.raises(ValueError, match="no tenant column"):
+        log.hourly(by=("tenant",))
+
+
+def test_token_stats_against_numpy(tmp_path):
+    df = _canonical_frame(997, seed=5)
+    p = tmp_path / "s.parquet"
+    df.to_parquet(p, index=False)
+    log = read_requests(p)
+    ts = log.token_stats(output_cap=700, input_cap=4000)
+    for kind in ("input_tokens", "output_tokens"):
+        x = df[kind].to_numpy()
+        for q in (50, 95, 99):
+            assert ts.loc[kind, f"p{q}"] == pytest.approx(np.percentile(x, q), rel=1e-12)
+        assert ts.loc[kind, "mean"] == pytest.approx(x.mean(), rel=1e-12)
+    assert ts.loc["output_tokens", "share_above_cap"] == pytest.approx(np.mean(df["output_tokens"] > 700))
+    assert ts.loc["input_tokens", "share_above_cap"] == pytest.approx(np.mean(df["input_tokens"] > 4000))
+    only = log.token_stats(output_cap=700)
+    assert pd.isna(only.loc["input_tokens", "share_above_cap"])
+    by = log.token_stats(by="model")
+    x = df.loc[df["model"] == "m-small", "output_tokens"]
+    assert by.loc[("m-small", "output_tokens"), "p95"] == pytest.approx(np.percentile(x, 95))
+    with pytest.raises(ValueError, match="output_cap"):
+        log.token_stats(output_cap=-1)
+
+
+def test_arrival_stats_poisson_and_idc_with_empty_windows(tmp_path):
+    rng = np.random.default_rng(11)
+    n = 20_000
+    t = np.cumsum(rng.exponential(0.5, n))  # Poisson, 2 requests/s
+    df = pd.DataFrame({"arrival_time": T0 + pd.to_timedelta(np.round(t * 1e6).astype(np.int64), unit="us"),
+                       "input_tokens": 10, "output_tokens": 10, "model": "m", "tier": "interactive",
+                       "status": "served"})
+    p = tmp_path / "poisson.parquet"
+    df.to_parquet(p, index=False)
+    a = read_requests(p).arrival_stats(windows=(1, 10, 60))
+    tu = np.round(t * 1e6) / 1e6
+    gaps = np.diff(tu)
+    assert a["ca2"] == pytest.approx(gaps.var() / gaps.mean() ** 2, rel=1e-9)
+    # a Poisson process: Ca2 and IDC near 1 (sampling error of Ca2 with 20,000 gaps ~ 0.03)
+    # (IDC at 1 s and 10 s from 10,000 and 1,000 windows: standard errors about 0.014 and 0.045)
+    assert abs(a["ca2"] - 1) < 0.1 and abs(a["idc"][1.0] - 1) < 0.1 and abs(a["idc"][10.0] - 1) < 0.25
+    for w in (1, 10, 60):
+        rel = tu - tu[0]
+        c = np.bincount(np.floor(rel / w).astype(int), minlength=int(rel[-1] // w) + 1)
+        assert a["idc"][float(w)] == pytest.approx(c.var() / c.mean(), rel=1e-9)
+    with pytest.raises(ValueError, match="windows"):
+        read_requests(p).arrival_stats(windows=(0,))
+
+
+class _FakeSweep:
+    prefill_rate_tps = 5000.0
+
+    def tpot(self, n):
+        return 0.02 + 0.0005 * n
+
+
+def test_service_cv2_from_sweep_against_numpy(tmp_path):
+    df = _canonical_frame(600, seed=8)
+    p = tmp_path / "svc.parquet"
+    df.to_parquet(p, index=False)
+    log = read_requests(p)
+    keep = df[df["status"] != "failed"]
+    T = keep["input_tokens"] / 5000.0 + keep["output_tokens"] * (0.02 + 0.0005 * 32)
+    assert log.service_cv2(_FakeSweep(), concurrency=32) == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
+    with pytest.raises(ValueError, match="concurrency"):
+        log.service_cv2(_FakeSweep())
+    with pytest.raises(ValueError, match="prefill_rate_tps"):
+        log.service_cv2(object(), concurrency=1)
+
+
+def test_service_cv2_with_the_real_sweep_class(tmp_path):
+    sweep_mod = pytest.importorskip("capbook.sweep")
+    try:
+        sw = sweep_mod.load_sample_sweep()
+    except Exception as exc:  # pragma: no cover - depends on another module's data
+        pytest.skip(f"sample sweep unavailable: {exc}")
+    df = _canonical_frame(300, seed=2)
+    p = tmp_path / "svc2.parquet"
+    df.to_parquet(p, index=False)
+    keep = df[df["status"] != "failed"]
+    T = keep["input_tokens"] / sw.prefill_rate_tps + keep["output_tokens"] * float(sw.tpot(16))
+    got = read_requests(p).service_cv2(sw, concurrency=16)
+    assert got == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
+
+
+def test_peak_to_mean_and_arrays(tmp_path):
+    df = _canonical_frame(900, seed=4, span_s=8 * 3600)
+    p = tmp_path / "ptm.parquet"
+    df.to_parquet(p, index=False)
+    log = read_requests(p)
+    ptm = log.peak_to_mean()
+    hh = df.set_index("arrival_time").resample("h")[["input_tokens", "output_tokens"]].sum()
+    tot = hh["input_tokens"] + hh["output_tokens"]
+    assert ptm.loc["total_tokens", "ratio"] == pytest.approx(tot.max() / tot.mean())
+    assert ptm.loc["total_tokens", "peak_hour"] == tot.idxmax()
+    inter = df[df["tier"] == "interactive"].set_index("arrival_time").resample("h").size()
+    assert log.peak_to_mean(tier="interactive").loc["requests", "peak"] == inter.max()
+    with pytest.raises(ValueError, match="tier='gold'"):
+        log.peak_to_mean(tier="gold")
+    a = log.arrays()
+    assert len(a) == 900 and a.arrival_s[0] == 0.0 and a.start == df["arrival_time"].iloc[0]
+    exp = (df["arrival_time"] - df["arrival_time"].iloc[0]).dt.total_seconds().to_numpy()
+    np.testing.assert_allclose(a.arrival_s, exp, atol=1e-6)
+    assert a.input_tokens.dtype == np.int64 and list(a.tier) == list(df["tier"])
+    s = log.summary()
+    assert s["rows"] == 900 and s["service"] is None and s["status"]["served"] == (df["status"] == "served").sum()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 3 * 86400 * 10**6), st.integers(0, 10**6), st.integers(0, 10**5),
+                          st.sampled_from(["a", "b"]), st.sampled_from(["interactive", "batch"])),
+                min_size=1, max_size=60))
+def test_hourly_conserves_requests_and_tokens(tmp_path_factory, rows):
+    rows = sorted(rows)
+    df = pd.DataFrame(rows, columns=["t", "input_tokens", "output_tokens", "model", "tier"])
+    df.insert(0, "arrival_time", T0 + pd.to_timedelta(df.pop("t"), unit="us"))
+    df["status"] = "served"
+    p = tmp_path_factory.mktemp("h") / "h.parquet"
+    df.to_parquet(p, index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        log = read_requests(p, drop_invalid=True)
+    h = log.hourly()
+    assert h["requests"].sum() == log.rows
+    assert h["input_tokens"].sum() == df.drop_duplicates()["input_tokens"].sum()
+    n_hours = (df["arrival_time"].max().floor("h") - df["arrival_time"].min().floor("h")) / pd.Timedelta("1h") + 1
+    assert len(h) == n_hours * len(h[["model", "tier"]].drop_duplicates())
+
+
+def test_sample_log_is_generated_and_documented(repo_root):
+    log = load_sample_requests()
+    assert log.format == "canonical" and log.dropped == 0
+    assert log.span_s > 27 * 86400
+    df = log.hourly()
+    assert set(df["model"]) == {"chat-70b", "chat-8b"} and set(df["tier"]) == {"interactive", "batch"}
+    assert df["throttled"].sum() > 0
+    assert set(log.columns) >= {"first_token_time", "end_time", "tenant"}
+    assert "sample_requests.parquet" in (repo_root / "data" / "README.md").read_text()
+    assert (repo_root / "data" / "requests" / "sample_requests.parquet").stat().st_size < 5e6
