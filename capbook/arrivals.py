@@ -15,7 +15,7 @@ import pandas as pd
 
 from .distributions import Gamma
 
-__all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals"]
+__all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals", "stack_busy_periods"]
 
 
 @dataclass
@@ -222,3 +222,91 @@ class TraceArrivals:
 
     def __repr__(self):
         return f"TraceArrivals(n={len(self)}, rate={self.rate:g})"
+
+
+def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 3600.0,
+                       tier: str | None = None) -> pd.DataFrame:
+    """Stack a log's busiest periods back to back, each time-scaled to a planned peak rate.
+
+    A gateway log rarely holds a long stretch at the planned peak: its busiest hour may carry a
+    few hundred requests, and a plan is for tens of requests per second. This picks the
+    ``n_periods`` busiest periods (hours by default), compresses the gaps of each by one
+    factor so that its mean rate equals ``rate``, and lays them end to end in time order. The
+    burst structure inside each period is kept; the diurnal shape between periods is not.
+
+    Parameters
+    ----------
+    log : pandas.DataFrame, capbook.traces.RequestLog or object with ``to_pandas()``
+        Request log with ``arrival_time`` (UTC datetimes or seconds), ``input_tokens``,
+        ``output_tokens`` and optionally ``tier``.
+    rate : float
+        Planned peak, requests per second.
+    n_periods : int
+        How many of the busiest periods to stack.
+    period_s : float
+        Period length, seconds (3600 = clock hours; periods start at multiples of it).
+    tier : str, optional
+        Keep only rows of this tier (e.g. ``"interactive"``: batch is deferred, not planned for).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``arrival_time`` (seconds from 0), ``input_tokens``, ``output_tokens``, ``tier`` (when
+        the log has it), ``period_start`` (seconds of the period in the original log) and
+        ``scale`` (replayed seconds per recorded second), sorted by ``arrival_time``; ready for
+        :class:`TraceArrivals`.
+    """
+    if hasattr(log, "to_pandas") and not isinstance(log, pd.DataFrame):
+        log = log.to_pandas()
+    if not isinstance(log, pd.DataFrame):
+        raise TypeError("log must be a pandas DataFrame or have to_pandas()")
+    missing = [c for c in _TRACE_COLUMNS if c not in log.columns]
+    if missing:
+        raise ValueError(f"the request log lacks column(s) {missing}; it needs {list(_TRACE_COLUMNS)}")
+    rate = float(rate)
+    if not math.isfinite(rate) or rate <= 0:
+        raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
+    period_s = float(period_s)
+    if not math.isfinite(period_s) or period_s <= 0:
+        raise ValueError(f"period_s must be positive seconds, got {period_s!r}")
+    if int(n_periods) != n_periods or n_periods < 1:
+        raise ValueError(f"n_periods must be a positive integer, got {n_periods!r}")
+    if tier is not None:
+        if "tier" not in log.columns:
+            raise ValueError("tier was given but the request log has no tier column")
+        log = log[log["tier"].astype(str) == tier]
+    if len(log) == 0:
+        raise ValueError("the request log (trace) has no rows" + (f" of tier {tier!r}" if tier else ""))
+    t = log["arrival_time"]
+    if pd.api.types.is_datetime64_any_dtype(t):
+        secs = (t - t.min()).dt.total_seconds().to_numpy(dtype=float)
+        origin = t.min()
+        offset = (origin - origin.floor(pd.Timedelta(seconds=period_s))).total_seconds()
+        secs = secs + offset
+    else:
+        secs = pd.to_numeric(t, errors="coerce").to_numpy(dtype=float)
+    if not np.all(np.isfinite(secs)):
+        raise ValueError(f"arrival_time is not a finite time in row {int(np.flatnonzero(~np.isfinite(secs))[0])}")
+    period = np.floor(secs / period_s)
+    ids, counts = np.unique(period, return_counts=True)
+    if n_periods > ids.size:
+        raise ValueError(f"n_periods={n_periods} but the log has only {ids.size} periods with requests")
+    order = np.lexsort((ids, -counts))            # busiest first, earlier first among ties
+    chosen = np.sort(ids[order[:n_periods]])
+    parts, t0 = [], 0.0
+    for pid in chosen:
+        idx = np.flatnonzero(period == pid)
+        idx = idx[np.argsort(secs[idx], kind="stable")]
+        scale = (idx.size / period_s) / rate
+        part = pd.DataFrame({
+            "arrival_time": t0 + (secs[idx] - pid * period_s) * scale,
+            "input_tokens": log["input_tokens"].to_numpy()[idx],
+            "output_tokens": log["output_tokens"].to_numpy()[idx],
+        })
+        if "tier" in log.columns:
+            part["tier"] = log["tier"].astype(str).to_numpy()[idx]
+        part["period_start"] = pid * period_s
+        part["scale"] = scale
+        parts.append(part)
+        t0 += period_s * scale
+    return pd.concat(parts, ignore_index=True)

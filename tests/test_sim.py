@@ -443,3 +443,31 @@ def test_clear_errors():
         Simulation(Fleet(1, 1, svc), PoissonArrivals(1.0), n_requests=10).run().summary(tpot_slo_s=0.1)
     with pytest.raises(ValueError, match="rate"):
         PoissonArrivals(0.0)
+
+
+def test_stack_busy_periods_scales_each_period_to_the_peak():
+    from capbook.arrivals import stack_busy_periods
+
+    t0 = pd.Timestamp("2026-01-05 00:00:00", tz="UTC")
+    # hour 0: 10 requests, hour 1: 40, hour 2: 20 (at known offsets inside each hour)
+    offsets = {0: np.linspace(0, 3000, 10), 1: np.linspace(100, 3500, 40), 2: np.linspace(0, 3590, 20)}
+    rows = []
+    for h, offs in offsets.items():
+        for j, o in enumerate(offs):
+            rows.append((t0 + pd.Timedelta(hours=h, seconds=float(o)), 100 * h + j, h + 1))
+    log = pd.DataFrame(rows, columns=["arrival_time", "input_tokens", "output_tokens"])
+    log = log.sample(frac=1.0, random_state=1)          # order must not matter
+    out = stack_busy_periods(log, rate=2.0, n_periods=2)
+    # the two busiest hours (1 and 2), in time order, each scaled to 2 requests/s
+    assert list(out.period_start.unique()) == [3600.0, 7200.0]
+    np.testing.assert_allclose(out.scale.unique(), [40 / 3600 / 2.0, 20 / 3600 / 2.0])
+    first = out[out.period_start == 3600.0]
+    np.testing.assert_allclose(first.arrival_time, offsets[1] * 40 / 3600 / 2.0)
+    second = out[out.period_start == 7200.0]
+    np.testing.assert_allclose(second.arrival_time, 3600 * 40 / 3600 / 2.0 + offsets[2] * 20 / 3600 / 2.0)
+    np.testing.assert_array_equal(second.input_tokens, 200 + np.arange(20))
+    assert len(out) / (3600 * (40 + 20) / 3600 / 2.0) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="only 3 periods"):
+        stack_busy_periods(log, rate=2.0, n_periods=4)
+    with pytest.raises(ValueError, match="no tier column"):
+        stack_busy_periods(log, rate=2.0, tier="interactive")
