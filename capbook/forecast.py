@@ -365,26 +365,18 @@ def fit_trend_shape(series: pd.Series, *, trend: bool = True) -> TrendShapeFit:
 # --------------------------------------------------------------------------------------------
 # Out-of-sample errors and quantile bands
 # --------------------------------------------------------------------------------------------
-def _rolling_errors_kernel(x: np.ndarray, horizon: int, min_fit_weeks: int, trend: bool,
-                           peaks: bool = False):
-    """errs[h-1] = list of 168-hour log-error arrays, one per origin that leaves h weeks.
-
-    With ``peaks`` also returns peak[h-1] = list of log(max actual / max forecast) of the week.
-    """
+def _rolling_errors_kernel(x: np.ndarray, horizon: int, min_fit_weeks: int, trend: bool) -> list[list[np.ndarray]]:
+    """errs[h-1] = list of 168-hour log-error arrays, one per origin that leaves h weeks."""
     n = x.shape[0]
     out: list[list[np.ndarray]] = [[] for _ in range(horizon)]
-    peak: list[list[float]] = [[] for _ in range(horizon)]
     logx = np.log(x)
     for k in range(min_fit_weeks, n):
         a, b, shape = _fit_kernel(x[:k], trend)
         hmax = min(horizon, n - k)
-        pred = _predict_kernel(a, b, shape, np.arange(k, k + hmax))
-        err = logx[k:k + hmax] - np.log(pred)
-        pk = logx[k:k + hmax].max(axis=1) - np.log(pred.max(axis=1))
+        err = logx[k:k + hmax] - np.log(_predict_kernel(a, b, shape, np.arange(k, k + hmax)))
         for h in range(hmax):
             out[h].append(err[h])
-            peak[h].append(pk[h])
-    return (out, peak) if peaks else out
+    return out
 
 
 def rolling_log_errors(series: pd.Series, horizon_weeks: int, *, min_fit_weeks: int = 4,
@@ -473,9 +465,10 @@ class TokenForecast:
     n_errors : pandas.Series
         Number of out-of-sample log errors behind each horizon's offsets.
     peak_log_offsets : pandas.DataFrame
-        Like ``log_offsets`` for the week's busiest hour: quantiles of
-        ``log(max actual hour / max forecast hour)`` per week in the same backtests (one value
-        per origin, so few: read them as rough).
+        Like ``log_offsets`` for the week's busiest hour, relative to the busiest point-forecast
+        hour. Each backtest origin's week of log errors (at that horizon) is laid over the
+        week's point forecast and the largest hour taken; the quantiles of those maxima give
+        the lines. One sample per origin, so with few origins read them as rough.
     events : pandas.DataFrame or None
         The event calendar applied (see :func:`apply_overlays`).
     """
@@ -604,25 +597,26 @@ def forecast_tokens(series: pd.Series | pd.DataFrame, horizon_weeks: int = 4, *,
             "horizon's error quantiles rest on enough backtest origins")
     _check_positive(s)
     fit = fit_trend_shape(s, trend=trend)
-    errs, peak_errs = _rolling_errors_kernel(x, err_h, min_fit, trend, peaks=True)
+    errs = _rolling_errors_kernel(x, err_h, min_fit, trend)
+    point = fit.predict(horizon)
+    weeks = point.to_numpy().reshape(horizon, HOURS_PER_WEEK)
     offsets = np.empty((horizon, len(qs)))
     peak_offsets = np.empty((horizon, len(qs)))
     counts = np.empty(horizon, dtype=int)
     if method == "calibrated":
         for h in range(horizon):
-            e = np.concatenate(errs[h])
+            e = np.stack(errs[h])  # one row of 168 log errors per backtest origin
             offsets[h] = np.quantile(e, qs)
-            peak_offsets[h] = np.quantile(peak_errs[h], qs)
+            peak_offsets[h] = _peak_offsets(weeks[h], e, qs)
             counts[h] = e.size
     else:
-        e1, p1 = np.concatenate(errs[0]), np.asarray(peak_errs[0])
-        m1, pm1 = float(np.median(e1)), float(np.median(p1))
-        q1, pq1 = np.quantile(e1, qs), np.quantile(p1, qs)
+        e1 = np.stack(errs[0])
+        m1 = float(np.median(e1))
+        q1 = np.quantile(e1, qs)
         for h in range(horizon):
             offsets[h] = m1 + np.sqrt(h + 1) * (q1 - m1)
-            peak_offsets[h] = pm1 + np.sqrt(h + 1) * (pq1 - pm1)
+            peak_offsets[h] = _peak_offsets(weeks[h], m1 + np.sqrt(h + 1) * (e1 - m1), qs)
             counts[h] = e1.size
-    point = fit.predict(horizon)
     hw = np.repeat(np.arange(1, horizon + 1), HOURS_PER_WEEK)
     frame = pd.DataFrame({"horizon_week": hw, "hour_of_week": np.tile(np.arange(HOURS_PER_WEEK), horizon),
                           "point": point.to_numpy()}, index=point.index)
@@ -638,6 +632,16 @@ def forecast_tokens(series: pd.Series | pd.DataFrame, horizon_weeks: int = 4, *,
     if events is not None:
         fc = apply_overlays(fc, events)
     return fc
+
+
+def _peak_offsets(point_week: np.ndarray, err_weeks: np.ndarray, qs) -> np.ndarray:
+    """Log offsets of the quantiles of a week's busiest hour over the busiest forecast hour.
+
+    Each backtest origin's week of log errors is laid over this week's point forecast and the
+    largest hour taken: one sample of the week's peak per origin.
+    """
+    peaks = (point_week[None, :] * np.exp(err_weeks)).max(axis=1)
+    return np.log(np.quantile(peaks, qs) / point_week.max())
 
 
 # --------------------------------------------------------------------------------------------

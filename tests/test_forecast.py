@@ -366,6 +366,26 @@ def test_peak_forecast(weeks20):
     pk = f.peak()
     assert (pk["p90"] > pk["point"]).all() and (pk["p10"] < pk["p90"]).all()
     assert list(pk["peak_hour"]) == list(f.frame.groupby("horizon_week")["point"].idxmax())
+    # by hand for week 1: lay each origin's one-week-ahead errors over the point forecast
+    e = fc.rolling_log_errors(weeks20.iloc[:16 * H], 1)
+    week1 = f.frame["point"].to_numpy()[:H]
+    peaks = [np.max(week1 * np.exp(g.sort_values("hour_of_week")["log_error"].to_numpy()))
+             for _, g in e.groupby("origin_week")]
+    assert pk["p90"].iloc[0] == pytest.approx(np.quantile(peaks, 0.9))
+
+
+def test_peak_forecast_coverage_over_seeds():
+    """The all-hours P90 line rarely covers the week's busiest hour; the peak forecast's P90
+    covers most of them (few origins make it rough: sd of the mean about 0.03)."""
+    line, peak = [], []
+    for seed in range(25):
+        s = fc.hourly_series(fc.synthetic_token_series(20, seed=500 + seed))
+        f = fc.forecast_tokens(s.iloc[:16 * H], 4, quantiles=(0.9,))
+        actual_max = s.iloc[16 * H:].to_numpy().reshape(4, H).max(axis=1)
+        peak.append(actual_max <= f.peak()["p90"].to_numpy())
+        line.append(bt.peak_hour_scores(bt.attach_actuals(f, s))["covered"].to_numpy())
+    assert np.mean(line) < 0.4
+    assert 0.75 < np.mean(peak) < 0.97
 
 
 # --------------------------------------------------------------------------------- data
