@@ -99,8 +99,9 @@ def _jsonable(s: dict) -> dict:
     out["tokens"] = tok
     out["peak_to_mean"] = ptm.to_dict(orient="records")
     out["groups"] = s["groups"].to_dict(orient="records")
-    out["arrivals"] = {k: v for k, v in s["arrivals"].items()}
-    out["arrivals"]["idc"] = {str(k): v for k, v in s["arrivals"]["idc"].items()}
+    if s["arrivals"] is not None:
+        out["arrivals"] = {k: v for k, v in s["arrivals"].items()}
+        out["arrivals"]["idc"] = {str(k): v for k, v in s["arrivals"]["idc"].items()}
 
     def clean(x):
         if isinstance(x, dict):
@@ -146,6 +147,8 @@ def _print_summary(s: dict) -> None:
           f"{int(r['max']):>10,}" + (_pct(r["share_above_cap"]) if cap else ""))
     w("")
     a = s["arrivals"]
+    if a is None:
+        a = {"ca2": math.nan, "iat_mean_s": math.nan, "idc": {}, "caveat": "fewer than 3 requests"}
     w(f"Ca2       {a['ca2']:.3f}  (inter-arrival time: mean {a['iat_mean_s']:.4g} s)")
     idc = ", ".join(f"{k:g} s: {v:.2f}" for k, v in a["idc"].items())
     w(f"IDC       {idc}")

@@ -1259,10 +1259,11 @@ class RequestLog:
                 output_cap: int | None = None) -> dict:
         """Everything the CLI prints: size, span, rate, tokens, burstiness, Cs², peak hour.
 
-        Cs² is included when a sweep is given or the log has end times (else None).
+        Cs² is included when a sweep is given or the log has end times (else None); arrival
+        statistics need at least three requests (else None).
         """
         tok = self.token_stats(output_cap=output_cap)
-        arr = self.arrival_stats()
+        arr = self.arrival_stats() if self.rows >= 3 else None
         try:
             svc = self.service_times(sweep, concurrency)
         except ValueError:
