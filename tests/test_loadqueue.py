@@ -64,9 +64,9 @@ def test_saturation_is_explicit():
 # ---------------------------------------------------------------------------
 
 
+@mp.workdps(40)
 def oracle_birth_death(lam, mu, K):
     """pi_k for rates mu[1..c], waiting room K, by exact rational recursion in mpmath."""
-    mp.mp.dps = 40
     c = len(mu)
     w = [mp.mpf(1)]
     for k in range(1, c + K + 1):

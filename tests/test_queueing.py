@@ -15,9 +15,10 @@ from capbook import queueing as q
 # Independent oracle: exact M/M/c formulas evaluated with 50 significant digits.
 # ---------------------------------------------------------------------------
 
-mp.mp.dps = 50
+DPS = 50  # digits of the oracle; set locally so other test modules cannot change it
 
 
+@mp.workdps(DPS)
 def oracle_erlang_b(c: int, a: float) -> mp.mpf:
     """Erlang B from its definition, sum_{k<=c} a^k/k!, through mpmath's incomplete gamma."""
     c_, a_ = mp.mpf(int(c)), mp.mpf(a)
@@ -26,6 +27,7 @@ def oracle_erlang_b(c: int, a: float) -> mp.mpf:
     return mp.exp(log_pmf) / tail
 
 
+@mp.workdps(DPS)
 def oracle_erlang_b_sum(c: int, a: float) -> mp.mpf:
     """Erlang B by the textbook finite sum (small c only): a second, different oracle."""
     a_ = mp.mpf(a)
@@ -33,6 +35,7 @@ def oracle_erlang_b_sum(c: int, a: float) -> mp.mpf:
     return terms[-1] / mp.fsum(terms)
 
 
+@mp.workdps(DPS)
 def oracle_erlang_c(c: int, a: float) -> mp.mpf:
     b = oracle_erlang_b(c, a)
     rho = mp.mpf(a) / c
@@ -169,7 +172,8 @@ def test_oracles_agree_with_each_other():
     # the incomplete-gamma oracle and the finite-sum oracle are independent computations
     for c in (1, 4, 20, 60):
         for a in (0.3 * c, 0.9 * c, 1.3 * c):
-            assert abs(oracle_erlang_b(c, a) - oracle_erlang_b_sum(c, a)) < mp.mpf("1e-40")
+            with mp.workdps(DPS):
+                assert abs(oracle_erlang_b(c, a) - oracle_erlang_b_sum(c, a)) < mp.mpf("1e-40")
 
 
 def test_overloaded_erlang_b_matches_oracle():
