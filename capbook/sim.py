@@ -10,9 +10,7 @@ Three steps, as in Ciw: describe the fleet, create a simulation, run it.
 >>> result.records.columns[:6].tolist()
 ['request_id', 'attempt', 'class', 'arrival', 'start', 'first_token']
 
-The fleet
----------
-``replicas`` replicas with ``slots`` slots each (a slot is one sequence in flight). A request
+**The fleet.** ``replicas`` replicas with ``slots`` slots each (a slot is one sequence in flight). A request
 holds a slot from *start* to *end*. Two service models:
 
 * :class:`FixedService` — the holding time is drawn independently of load (exponential,
@@ -30,26 +28,24 @@ holds a slot from *start* to *end*. Two service models:
   :math:`V = V_0 + k`. So there are no per-token events: a few events per request, whatever its
   length (a fluid model of token progress, exact for the piecewise-constant rate).
 
-Routing (``Fleet.routing``): ``"shared"`` (one queue for the whole fleet; a free slot takes the
+**Routing** (``Fleet.routing``): ``"shared"`` (one queue for the whole fleet; a free slot takes the
 head of the queue; an arrival that finds free slots goes to the replica with the most free
 slots), ``"jsq"`` (join the replica with the fewest outstanding requests, i.e. the most free
 slots or the shortest queue), ``"p2c"`` (power of two choices: the less loaded of two replicas
 picked at random), ``"round_robin"`` and ``"random"``. All but ``"shared"`` keep one queue per
 replica, fixed at arrival.
 
-Admission control (:class:`Admission`) rejects an arrival with a 429 and a ``Retry-After``
+**Admission control** (:class:`Admission`) rejects an arrival with a 429 and a ``Retry-After``
 hint when it would have to queue and the queue ahead of it, or the wait estimated from it,
 exceeds a budget. Clients (:class:`RetryPolicy`) retry rejections with jittered exponential
 backoff honouring the hint, or immediately (retry storms), and may time out and re-send while
 the abandoned attempt still holds its place (the server does not know the client left).
 Priority classes are served strictly in order (non-preemptive).
 
-Performance
------------
-FCFS runs with fixed service, no admission control and no retries take a fast path: the
+**Performance.** FCFS runs with fixed service, no admission control and no retries take a fast path: the
 c-server FCFS recursion with a heap of slot-free times (shared queue), per replica for the
-state-independent routings (round-robin, random). Everything else runs in an event loop over a
-binary heap. ``Simulation.run(engine="event")`` forces the event loop (tests use it to check
+state-independent routings (round-robin, random). Everything else runs in an event loop: a
+binary heap of timed events plus, per replica, the time of its next decode completion. ``Simulation.run(engine="event")`` forces the event loop (tests use it to check
 that both agree exactly on the same draws).
 """
 from __future__ import annotations
@@ -195,7 +191,7 @@ def fit_step_time(table: pd.DataFrame) -> StepTimeModel:
     .. math::  \mathrm{TPOT}(n) = \beta_0 + \beta_1 nI/O + \beta_2 n, \qquad
                \mathrm{TTFT}(n) = \beta_0 + \beta_1 I + \beta_2 n.
 
-    Both sets of rows are fitted jointly with :func:`scipy.optimize.nnls`, each equation
+    Both sets of rows are fitted jointly with ``scipy.optimize.nnls``, each equation
     weighted by the inverse of its observed value (relative errors).
 
     Parameters
