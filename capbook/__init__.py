@@ -3,3 +3,4 @@ from .sweep import Sweep, choose_slots, load_sample_sweep  # noqa: E402,F401
 from .fleet import FleetPlan, allocate_tpm, alert_levels, compare_routing, plan_fleet  # noqa: E402,F401
 from .forecast import event_calendar, fit_trend_shape, forecast_tokens  # noqa: E402,F401
 from .backtest import compare_forecasts, score_forecast  # noqa: E402,F401
+from .sim import Fleet, Simulation, simulate  # noqa: E402,F401
