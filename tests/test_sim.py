@@ -471,3 +471,52 @@ def test_stack_busy_periods_scales_each_period_to_the_peak():
         stack_busy_periods(log, rate=2.0, n_periods=4)
     with pytest.raises(ValueError, match="no tier column"):
         stack_busy_periods(log, rate=2.0, tier="interactive")
+
+
+# --------------------------------------------------------------------------- properties
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=25, deadline=None)
+@given(replicas=st.integers(1, 4), slots=st.integers(1, 6), load=st.floats(0.3, 1.3),
+       routing=st.sampled_from(["shared", "round_robin", "random"]), seed=st.integers(0, 10_000))
+def test_property_event_engine_equals_fcfs_recursion(replicas, slots, load, routing, seed):
+    fleet = Fleet(replicas, slots, FixedService(Lognormal(1.0, scv=2.0)), routing=routing)
+    arrivals = PoissonArrivals(load * replicas * slots)
+    fast = Simulation(fleet, arrivals, n_requests=300, seed=seed).run()
+    slow = Simulation(fleet, arrivals, n_requests=300, seed=seed).run(engine="event")
+    np.testing.assert_allclose(slow.wait, fast.wait, atol=1e-9)
+    if routing == "shared":
+        # FCFS: service starts in arrival order, and never more than c requests in service
+        assert np.all(np.diff(fast.start) >= -1e-12)
+        ev = np.concatenate([np.ones(300), -np.ones(300)])
+        t = np.concatenate([fast.start, fast.end])
+        busy = np.cumsum(ev[np.lexsort((ev, t))])
+        assert busy.max() <= replicas * slots
+
+
+@settings(max_examples=25, deadline=None)
+@given(replicas=st.integers(1, 3), slots=st.integers(1, 5), load=st.floats(0.3, 1.5),
+       routing=st.sampled_from(["shared", "jsq", "p2c", "round_robin", "random"]),
+       budget=st.one_of(st.none(), st.floats(0.0, 3.0)), seed=st.integers(0, 10_000))
+def test_property_continuous_batching_invariants(replicas, slots, load, routing, budget, seed):
+    svc = ContinuousBatching(lambda n: 0.01 + 0.002 * n, prefill_rate_tps=5000.0,
+                             input_tokens=Lognormal(1000, 1.0), output_tokens=Lognormal(100, 1.0))
+    fleet = Fleet(replicas, slots, svc, routing=routing,
+                  admission=None if budget is None else Admission(max_wait_s=budget))
+    res = Simulation(fleet, PoissonArrivals(load * replicas * slots / 1.3), n_requests=300, seed=seed).run()
+    ok = ~res.rejected
+    assert np.all(res.start[ok] >= res.arrival[ok])
+    assert np.all(res.first_token[ok] >= res.start[ok])
+    assert np.all(res.end[ok] >= res.first_token[ok])
+    # TPOT lies between TPOT(1) and TPOT(slots)
+    tp = res.tpot[ok & np.isfinite(res.tpot)]
+    assert np.all(tp >= 0.012 - 1e-12) and np.all(tp <= 0.01 + 0.002 * slots + 1e-12)
+    for r in range(replicas):
+        m = ok & (res.replica == r)
+        ev = np.concatenate([np.ones(m.sum()), -np.ones(m.sum())])
+        t = np.concatenate([res.start[m], res.end[m]])
+        busy = np.cumsum(ev[np.lexsort((ev, t))])
+        assert busy.size == 0 or busy.max() <= slots
+    assert ok.sum() + res.rejected.sum() == 300
