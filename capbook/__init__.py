@@ -4,3 +4,4 @@ from .fleet import FleetPlan, allocate_tpm, alert_levels, compare_routing, plan_
 from .forecast import event_calendar, fit_trend_shape, forecast_tokens  # noqa: E402,F401
 from .backtest import compare_forecasts, score_forecast  # noqa: E402,F401
 from .sim import Fleet, Simulation, simulate  # noqa: E402,F401
+from .plan import SLO, CapacityPlan, capacity_plan  # noqa: E402,F401

@@ -1,0 +1,876 @@
+r"""The capstone: a capacity plan from a request log and a sweep.
+
+:func:`capacity_plan` chains the book, one chapter per step:
+
+1. **Hourly tokens** per model and tier from the request log (:meth:`RequestLog.hourly`);
+   the plan is for one model (one deployment, one sweep) and, by default, the interactive
+   tier (batch work is deferred to troughs, not planned for at the peak).
+2. **Forecast** the output tokens at the horizon that matches the lead time of the decision
+   (:data:`HORIZONS`: one week for reserved capacity already on hand, four for a quota or
+   reservation request, twelve for a hardware order) and read the **P90 peak hour** of the
+   forecast week (:meth:`capbook.forecast.TokenForecast.peak`). A short log is forecast with
+   what it supports (calibrated bands, else the √h rule with fewer backtest origins); a log of
+   less than four whole weeks, or with empty hours, cannot be forecast and the plan says so and
+   uses the busiest observed hour (times an explicit weekly growth, 0 unless given).
+3. **Replicas from the rating**: the replica's two-number rating from the sweep at the slots
+   the TPOT objective allows (:func:`capbook.replicas.rating_from_sweep`), the linear mix and
+   the headroom (:func:`capbook.replicas.replicas_for_tokens`).
+4. **Queueing check at the peak**, both models of the book: Erlang C for the pooled fleet
+   (``P(wait > t) ≤ target``, :func:`capbook.queueing.replicas_pooled`) and the load-dependent
+   model of continuous batching (TTFT tail, :func:`capbook.loadqueue.replicas_needed`). The
+   plan takes the largest of the three counts.
+5. **Burst headroom** (demand that climbs while new replicas start,
+   :func:`capbook.fleet.burst_headroom`) and **failure spares**
+   (:func:`capbook.fleet.failure_spares`).
+6. **Per-tenant token-per-minute limits** that sum below what the in-service fleet serves
+   (:func:`capbook.fleet.allocate_tpm`).
+7. **Replay**: the log's busiest hours, time-scaled to the forecast peak
+   (:func:`capbook.arrivals.stack_busy_periods`), through the planned in-service fleet in the
+   continuous-batching simulator (:mod:`capbook.sim`): p99 TTFT, p99 TPOT and goodput
+   against the objectives, on real prompt lengths rather than means.
+
+The result, :class:`CapacityPlan`, prints as text, and exports a table (:meth:`~CapacityPlan.table`,
+:meth:`~CapacityPlan.to_csv`), a Markdown review document (:meth:`~CapacityPlan.to_markdown`)
+and an Altair chart (:meth:`~CapacityPlan.chart`).
+
+Units: tokens per second for token rates, requests per second for arrival rates, seconds for
+times, replicas as whole numbers.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = [
+    "HORIZONS",
+    "SLO",
+    "CapacityPlan",
+    "capacity_plan",
+    "horizon_for_lead_time",
+    "peak_forecast",
+    "PeakForecast",
+]
+
+#: Forecast horizons (weeks) and the decision each one feeds: the lead time of that decision.
+HORIZONS: dict[int, str] = {
+    1: "shift reserved capacity already on hand; set next week's autoscaling floor",
+    4: "request quota or a cloud reservation",
+    12: "order hardware or sign a capacity contract",
+}
+
+#: Sample sweeps matching the models of the sample request log (used when no sweep is given).
+SAMPLE_SWEEP_FOR_MODEL = {"chat-70b": "llama70b_h100_tp4_chat", "chat-8b": "llama8b_h100_chat"}
+
+
+def _num(x, name: str, *, lo: float = 0.0, lo_open: bool = True, hi: float | None = None,
+         hi_open: bool = False) -> float:
+    if isinstance(x, bool):
+        raise ValueError(f"{name} must be a number, got {x!r}")
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {x!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    if (lo_open and v <= lo) or (not lo_open and v < lo):
+        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {x!r}")
+    if hi is not None and ((hi_open and v >= hi) or (not hi_open and v > hi)):
+        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {x!r}")
+    return v
+
+
+# --------------------------------------------------------------------------------------------
+# Objectives
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SLO:
+    """The latency objectives the plan is built to meet.
+
+    Attributes
+    ----------
+    ttft_s : float
+        Time-to-first-token objective, seconds, at quantile ``ttft_quantile``.
+    ttft_quantile : float
+        e.g. 0.99 for a p99 TTFT objective.
+    tpot_s : float
+        Time-per-output-token objective, seconds, at percentile ``tpot_percentile`` of the
+        sweep (it sets the slots per replica, :func:`capbook.sweep.choose_slots`).
+    tpot_percentile : int
+        50, 95 or 99.
+    wait_s : float
+        Erlang C check: at most ``late_share`` of requests wait longer than this, seconds.
+    late_share : float
+        Largest acceptable share of requests waiting longer than ``wait_s``, in (0, 1).
+    """
+
+    ttft_s: float = 2.0
+    ttft_quantile: float = 0.99
+    tpot_s: float = 0.05
+    tpot_percentile: int = 95
+    wait_s: float = 0.5
+    late_share: float = 0.01
+
+    def __post_init__(self):
+        _num(self.ttft_s, "ttft_s")
+        _num(self.ttft_quantile, "ttft_quantile", hi=1, hi_open=True)
+        _num(self.tpot_s, "tpot_s")
+        if self.tpot_percentile not in (50, 95, 99):
+            raise ValueError(f"tpot_percentile must be 50, 95 or 99, got {self.tpot_percentile!r}")
+        _num(self.wait_s, "wait_s", lo_open=False)
+        _num(self.late_share, "late_share", hi=1, hi_open=True)
+
+    _KEYS = {"ttft": "ttft_s", "ttft_q": "ttft_quantile", "tpot": "tpot_s", "tpot_p": "tpot_percentile",
+             "wait": "wait_s", "late": "late_share"}
+
+    @classmethod
+    def parse(cls, text: str) -> "SLO":
+        """Parse ``"ttft=2,tpot=0.05,wait=0.5,late=0.01"`` (any subset; seconds and shares).
+
+        Keys: ``ttft`` (s), ``ttft_q`` (quantile, 0.99), ``tpot`` (s), ``tpot_p`` (percentile,
+        95), ``wait`` (s), ``late`` (share). Values may carry ``s`` or ``ms`` (``tpot=50ms``) and
+        ``late`` a ``%`` (``late=1%``).
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("slo must be a non-empty string like 'ttft=2,tpot=0.05'")
+        kw: dict = {}
+        for part in text.split(","):
+            if not part.strip():
+                continue
+            if "=" not in part:
+                raise ValueError(f"slo item {part.strip()!r} is not key=value; keys are {sorted(cls._KEYS)}")
+            k, v = (s.strip() for s in part.split("=", 1))
+            if k not in cls._KEYS:
+                raise ValueError(f"slo key {k!r} is unknown; keys are {sorted(cls._KEYS)}")
+            scale = 1.0
+            if v.endswith("ms"):
+                v, scale = v[:-2], 1e-3
+            elif v.endswith("%"):
+                v, scale = v[:-1], 1e-2
+            elif v.endswith("s"):
+                v = v[:-1]
+            try:
+                val = float(v) * scale
+            except ValueError:
+                raise ValueError(f"slo value for {k!r} is not a number: {v!r}") from None
+            kw[cls._KEYS[k]] = int(val) if k == "tpot_p" else val
+        return cls(**kw)
+
+    def describe(self) -> str:
+        """One line, e.g. ``p99 TTFT ≤ 2 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %``."""
+        return (f"p{100 * self.ttft_quantile:g} TTFT ≤ {self.ttft_s:g} s, p{self.tpot_percentile} TPOT ≤ "
+                f"{1000 * self.tpot_s:g} ms, P(wait > {self.wait_s:g} s) ≤ {100 * self.late_share:g} %")
+
+
+def horizon_for_lead_time(lead_time_weeks: float) -> int:
+    """The forecast horizon (weeks) a decision with this lead time needs.
+
+    Capacity ordered today arrives after the lead time, so the plan must cover the week it
+    lands in: the smallest of :data:`HORIZONS` that is at least the lead time; beyond twelve
+    weeks, the lead time rounded up.
+    """
+    lt = _num(lead_time_weeks, "lead_time_weeks")
+    for h in sorted(HORIZONS):
+        if lt <= h:
+            return h
+    return int(math.ceil(lt))
+
+
+# --------------------------------------------------------------------------------------------
+# The peak to plan for
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PeakForecast:
+    """The planned peak hour at one horizon.
+
+    Attributes
+    ----------
+    horizon_weeks : int
+    output_tps : float
+        Output tokens per second in the planned peak hour (the quantile line of the forecast
+        week's busiest hour, or the observed peak when no forecast was possible).
+    method : str
+        ``"calibrated"``, ``"sqrt_h"`` or ``"observed"`` (no forecast).
+    peak_hour : pandas.Timestamp or None
+        Hour (UTC) of the forecast week's busiest point-forecast hour.
+    point_tps : float
+        Point forecast at that hour (tokens/s).
+    note : str
+        How the number was obtained, in a sentence (why a fallback was used).
+    """
+
+    horizon_weeks: int
+    output_tps: float
+    method: str
+    peak_hour: pd.Timestamp | None
+    point_tps: float
+    note: str
+
+
+_LADDER = (("calibrated", 4, 3), ("calibrated", 3, 1), ("sqrt_h", 4, 3), ("sqrt_h", 3, 1))
+
+
+def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float = 0.9,
+                  growth_per_week: float = 0.0, observed_peak_tps: float | None = None) -> dict[int, PeakForecast]:
+    """Planned peak output tokens/s per horizon, forecasting as much as the series allows.
+
+    Parameters
+    ----------
+    series : pandas.Series
+        Hourly output tokens (tokens per hour) on a complete UTC index.
+    horizons : sequence of int
+        Horizons in weeks.
+    quantile : float
+        Quantile of the forecast week's busiest hour to plan for (0.9: the P90 peak hour).
+    growth_per_week : float
+        Used only when no forecast is possible: weekly growth applied to the observed peak.
+    observed_peak_tps : float, optional
+        The observed peak (tokens/s) to use when no forecast is possible; default: the
+        busiest hour of ``series``.
+
+    Returns
+    -------
+    dict
+        ``{horizon: PeakForecast}``. For each horizon the first method of the ladder that the
+        series supports is used: calibrated bands (4 fit weeks, 3 origins), calibrated with 3
+        fit weeks and 1 origin, the √h rule (4 and 3), the √h rule (3 and 1). With less than
+        four whole weeks or an empty hour none works, and the observed peak is used.
+    """
+    from . import forecast as fc
+
+    q = _num(quantile, "quantile", hi=1, hi_open=True)
+    g = _num(growth_per_week, "growth_per_week", lo=-1)
+    hs = sorted({int(h) for h in horizons})
+    if not hs or hs[0] < 1:
+        raise ValueError(f"horizons must be positive whole weeks, got {list(horizons)!r}")
+    name = fc.quantile_name(q)
+    why = ""
+    s = None
+    try:
+        s = fc.trim_to_whole_weeks(series)
+        if (s <= 0).any():
+            raise ValueError(f"the series has {int((s <= 0).sum())} hour(s) with no tokens "
+                             f"(first at {s.index[np.argmax((s <= 0).to_numpy())]}); the trend × "
+                             "weekly-shape model needs every hour positive")
+    except ValueError as exc:
+        why, s = str(exc), None
+    if observed_peak_tps is None:
+        observed_peak_tps = float(series.max()) / 3600.0
+    out: dict[int, PeakForecast] = {}
+    for h in hs:
+        got = None
+        if s is not None:
+            errors = []
+            for method, mf, mo in _LADDER:
+                try:
+                    f = fc.forecast_tokens(s, h, quantiles=sorted({0.5, q}), method=method,
+                                           min_fit_weeks=mf, min_origins=mo)
+                except ValueError as exc:
+                    errors.append(str(exc))
+                    continue
+                pk = f.peak().loc[h]
+                weeks = len(s) // fc.HOURS_PER_WEEK
+                note = (f"{method} bands from {weeks} whole weeks of history "
+                        f"(fit ≥ {mf} weeks, {mo} backtest origin{'s' if mo > 1 else ''} or more); "
+                        f"weekly growth {100 * f.growth:+.1f} %")
+                if (method, mf, mo) != _LADDER[0]:
+                    note += "; rough: too little history for the full calibrated method"
+                got = PeakForecast(h, float(pk[name]) / 3600.0, method, pd.Timestamp(pk["peak_hour"]),
+                                   float(pk["point"]) / 3600.0, note)
+                break
+            if got is None:
+                why = errors[-1]
+        if got is None:
+            tps = observed_peak_tps * (1.0 + g) ** h
+            got = PeakForecast(h, tps, "observed", None, tps,
+                               f"no forecast ({why}); the busiest observed hour"
+                               + (f" grown {100 * g:g} % a week" if g else " with no growth assumed"))
+        out[h] = got
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------------------------
+_KIND = {"token load": "floor", "rating headroom": "queueing", "queueing check": "queueing",
+         "burst headroom": "burst", "failure spare": "spare", "total": "total"}
+
+
+@dataclass
+class CapacityPlan:
+    """A capacity plan and every number behind it (build it with :func:`capacity_plan`).
+
+    Attributes
+    ----------
+    source : dict
+        Where the data came from: ``requests``, ``sweep``, ``model``, ``tier``.
+    slo : SLO
+    horizon_weeks : int
+        The horizon the plan is for; ``lead_time_weeks`` the decision's lead time.
+    peaks : dict
+        ``{horizon: PeakForecast}`` for 1, 4 and 12 weeks and the plan's horizon.
+    output_tps, input_tps, request_rate : float
+        The planned peak: output and input tokens per second and requests per second.
+    mean_input_tokens, mean_output_tokens : float
+        Tokens per request of the planned traffic (from the log).
+    slots : capbook.sweep.SlotChoice
+    service_time_s : float
+        Mean seconds a request holds a slot at ``slots`` (T).
+    need : capbook.replicas.ReplicaNeed
+        Replicas from the rating and headroom.
+    erlang_replicas : int
+        Fewest pooled replicas meeting ``P(wait > wait_s) ≤ late_share`` (Erlang C).
+    loadq_replicas : int or None
+        Fewest pooled replicas meeting the TTFT tail in the load-dependent model (None when the
+        sweep does not support the model; see ``notes``).
+    burst : capbook.fleet.BurstHeadroom
+    spare : int
+    tpm : pandas.DataFrame
+        Per-tenant limits (:func:`capbook.fleet.allocate_tpm`).
+    capacity_tpm : float
+        Tokens per minute the in-service fleet serves at the headroom.
+    sim : dict
+        Replay summary (:meth:`capbook.sim.SimResult.summary`) plus ``replayed_requests`` and
+        ``replicas``; empty when the replay was skipped.
+    notes : list of str
+        Caveats: fallbacks, mismatches, anything a reviewer should know.
+    """
+
+    source: dict
+    slo: SLO
+    horizon_weeks: int
+    lead_time_weeks: float
+    quantile: float
+    headroom: float
+    demand_scale: float
+    peaks: dict
+    output_tps: float
+    input_tps: float
+    request_rate: float
+    mean_input_tokens: float
+    mean_output_tokens: float
+    observed_peak_output_tps: float
+    slots: object
+    service_time_s: float
+    rating: object
+    need: object
+    erlang_replicas: int
+    erlang_late_share: float
+    loadq_replicas: int | None
+    loadq_ttft_s: float | None
+    ramp_per_min: float
+    lag_min: float
+    burst: object
+    spares: int
+    zones: int | None
+    spare: int
+    capacity_tpm: float
+    tpm: pd.DataFrame
+    sim: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+
+    # -- the replica count -----------------------------------------------------------------
+    @property
+    def floor(self) -> int:
+        """Replicas 100 % busy with the token load (rating only, no headroom)."""
+        return max(1, int(math.ceil(self.need.equivalents - 1e-9)))
+
+    @property
+    def serving(self) -> int:
+        """Replicas meeting the objectives at the peak: the largest of the rating with
+        headroom, Erlang C and the load-dependent model."""
+        return max(self.need.replicas, self.erlang_replicas, self.loadq_replicas or 0, self.floor)
+
+    @property
+    def in_service(self) -> int:
+        """Replicas that must stay in service through a failure: serving + burst headroom."""
+        return self.serving + self.burst.replicas
+
+    @property
+    def total(self) -> int:
+        """Replicas to run: serving + burst headroom + failure spare."""
+        return self.in_service + self.spare
+
+    @property
+    def binding(self) -> str:
+        """Which check set the serving count."""
+        cands = [("rating and headroom", self.need.replicas), ("Erlang C wait", self.erlang_replicas),
+                 ("load-dependent TTFT", self.loadq_replicas or 0)]
+        return max(cands, key=lambda c: c[1])[0]
+
+    def stages(self) -> pd.DataFrame:
+        """The waterfall: token load → rating headroom → queueing check → burst → spare → total.
+
+        Columns ``added`` (replicas the stage adds), ``replicas`` (running total) and ``kind``.
+        """
+        steps = [
+            ("token load", self.floor),
+            ("rating headroom", max(self.need.replicas - self.floor, 0)),
+            ("queueing check", self.serving - max(self.need.replicas, self.floor)),
+            ("burst headroom", self.burst.replicas),
+            ("failure spare", self.spare),
+        ]
+        rows, n = [], 0
+        for name, add in steps:
+            n += add
+            rows.append((name, add, n, _KIND[name]))
+        rows.append(("total", self.total, self.total, "total"))
+        return pd.DataFrame(rows, columns=["stage", "added", "replicas", "kind"]).set_index("stage")
+
+    def horizons(self) -> pd.DataFrame:
+        """Planned peak and replicas (rating with headroom) per horizon, with the decision each
+        horizon feeds."""
+        from .replicas import replicas_for_tokens
+
+        ratio = self.input_tps / self.output_tps if self.output_tps > 0 else 0.0
+        rows = []
+        for h, p in sorted(self.peaks.items()):
+            out = p.output_tps * self.demand_scale
+            need = replicas_for_tokens(out, out * ratio, self.rating, self.headroom)
+            rows.append({"horizon_weeks": h, "decision": HORIZONS.get(h, f"lead time of {h} weeks"),
+                         "method": p.method, "peak_output_tps": out, "peak_input_tps": out * ratio,
+                         "replicas_by_rating": need.replicas, "planned": h == self.horizon_weeks})
+        return pd.DataFrame(rows).set_index("horizon_weeks")
+
+    # -- exports -----------------------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """Every number of the plan, one row each: ``step``, ``quantity``, ``value``, ``unit``."""
+        r = []
+
+        def add(step, quantity, value, unit):
+            r.append({"step": step, "quantity": quantity, "value": value, "unit": unit})
+
+        pk = self.peaks[self.horizon_weeks]
+        add("data", "request log", self.source["requests"], "")
+        add("data", "sweep", self.source["sweep"], "")
+        add("data", "model / tier", f"{self.source['model']} / {self.source['tier']}", "")
+        add("objectives", "SLO", self.slo.describe(), "")
+        add("forecast", "lead time", self.lead_time_weeks, "weeks")
+        add("forecast", "horizon", self.horizon_weeks, "weeks")
+        add("forecast", "method", pk.method, "")
+        add("forecast", "observed peak hour, output", self.observed_peak_output_tps, "tokens/s")
+        add("forecast", f"P{100 * self.quantile:g} peak hour, output", pk.output_tps, "tokens/s")
+        if self.demand_scale != 1:
+            add("forecast", "demand scale (overlay)", self.demand_scale, "x")
+        add("peak", "output tokens", self.output_tps, "tokens/s")
+        add("peak", "input tokens", self.input_tps, "tokens/s")
+        add("peak", "requests", self.request_rate, "requests/s")
+        add("peak", "mean input tokens per request", self.mean_input_tokens, "tokens")
+        add("peak", "mean output tokens per request", self.mean_output_tokens, "tokens")
+        add("replica", "slots (S)", self.slots.S, "sequences")
+        add("replica", "service time (T)", self.service_time_s, "s")
+        add("replica", "output rating", self.rating.output_tps, "tokens/s")
+        add("replica", "input rating", self.rating.input_tps, "tokens/s")
+        add("rating", "output replica-equivalents", self.need.output_equivalents, "replicas")
+        add("rating", "input replica-equivalents", self.need.input_equivalents, "replicas")
+        add("rating", "headroom", self.headroom, "share")
+        add("rating", "replicas by rating", self.need.replicas, "replicas")
+        add("queueing", "Erlang C replicas", self.erlang_replicas, "replicas")
+        add("queueing", f"P(wait > {self.slo.wait_s:g} s) at the serving count", self.erlang_late_share, "share")
+        add("queueing", "load-dependent replicas", self.loadq_replicas if self.loadq_replicas is not None else "n/a",
+            "replicas")
+        if self.loadq_ttft_s is not None:
+            add("queueing", f"model p{100 * self.slo.ttft_quantile:g} TTFT at the serving count", self.loadq_ttft_s, "s")
+        add("fleet", "serving replicas", self.serving, "replicas")
+        add("fleet", "burst headroom", self.burst.replicas, "replicas")
+        add("fleet", "failure spare", self.spare, "replicas")
+        add("fleet", "total replicas", self.total, "replicas")
+        add("limits", "fleet capacity", self.capacity_tpm, "tokens/min")
+        for tenant, row in self.tpm.iterrows():
+            add("limits", f"limit for {tenant}", int(row["limit"]), "tokens/min")
+        for k, name, unit in (("ttft_p99_s", "p99 TTFT", "s"), ("tpot_p99_s", "p99 TPOT", "s"),
+                              ("goodput_share", "goodput", "share"), ("utilisation", "slot utilisation", "share")):
+            if k in self.sim:
+                add("replay", name, self.sim[k], unit)
+        if self.sim:
+            add("replay", "requests replayed", self.sim["replayed_requests"], "requests")
+        return pd.DataFrame(r)
+
+    def to_csv(self, path) -> Path:
+        """Write :meth:`table` as CSV; returns the path."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        self.table().to_csv(p, index=False)
+        return p
+
+    def to_markdown(self, path=None) -> str:
+        """The plan as a Markdown review document; written to ``path`` when given."""
+        text = self.render(markdown=True)
+        if path is not None:
+            p = Path(path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(text, encoding="utf-8")
+        return text
+
+    def render(self, markdown: bool = False) -> str:
+        """The plan as text for a terminal (or Markdown with ``markdown=True``)."""
+        pk = self.peaks[self.horizon_weeks]
+        h1 = "# " if markdown else ""
+        h2 = "## " if markdown else ""
+        lines = [f"{h1}Capacity plan: {self.total} replicas of {self.source['model']} "
+                 f"for week {self.horizon_weeks}", ""]
+        lines += [f"- Data: {self.source['requests']} (model {self.source['model']}, tier {self.source['tier']});"
+                  f" sweep {self.source['sweep']}",
+                  f"- Objectives: {self.slo.describe()}",
+                  f"- Lead time {self.lead_time_weeks:g} weeks → forecast horizon {self.horizon_weeks} weeks "
+                  f"({HORIZONS.get(self.horizon_weeks, 'custom horizon')})",
+                  f"- Planned peak (P{100 * self.quantile:g} peak hour, {pk.method}): "
+                  f"{self.output_tps:,.0f} output + {self.input_tps:,.0f} input tokens/s = "
+                  f"{self.request_rate:,.3g} requests/s (busiest observed hour: "
+                  f"{self.observed_peak_output_tps:,.0f} output tokens/s)",
+                  f"- Replica: S = {self.slots.S} slots, T = {self.service_time_s:.2f} s; rating "
+                  f"{self.rating.output_tps:,.0f} output / {self.rating.input_tps:,.0f} input tokens/s",
+                  f"- Serving replicas set by: {self.binding}", ""]
+        lines += [f"{h2}Replicas", "", _frame_text(self.stages()[["added", "replicas"]], markdown), ""]
+        lines += [f"{h2}Horizons", "", _frame_text(self.horizons()[["method", "peak_output_tps", "peak_input_tps",
+                                                                     "replicas_by_rating", "decision"]], markdown), ""]
+        lines += [f"{h2}Per-tenant limits (tokens per minute)", "",
+                  _frame_text(self.tpm[["demand", "limit", "granted_share"]], markdown), ""]
+        if self.sim:
+            s = self.sim
+            lines += [f"{h2}Replay check", "",
+                      f"{s['replayed_requests']:,} requests of the log's busiest hours, time-scaled to "
+                      f"{self.request_rate:.3g} requests/s, through {s['replicas']} replicas: p99 TTFT "
+                      f"{s['ttft_p99_s']:.2f} s (objective {self.slo.ttft_s:g} s), p99 TPOT "
+                      f"{1000 * s['tpot_p99_s']:.1f} ms, goodput {100 * s['goodput_share']:.2f} % of requests, "
+                      f"slot utilisation {100 * s['utilisation']:.1f} %.", ""]
+        if self.notes:
+            lines += [f"{h2}Notes", ""] + [f"- {n}" for n in self.notes] + [""]
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def chart(self):
+        """Altair chart: the replica waterfall beside the planned peak per horizon."""
+        import altair as alt
+
+        from . import charts
+        from .fleet import waterfall_chart
+
+        st = self.stages().reset_index()
+        water = waterfall_chart(st[["stage", "added", "kind"]],
+                                title=f"{self.total} replicas for week {self.horizon_weeks}")
+        hz = self.horizons().reset_index()
+        hz["horizon"] = [f"{h} wk" for h in hz["horizon_weeks"]]
+        bars = alt.Chart(hz).mark_bar(size=36).encode(
+            x=alt.X("horizon:N", sort=list(hz["horizon"]), title="forecast horizon"),
+            y=alt.Y("replicas_by_rating:Q", title="replicas by rating (before checks)"),
+            color=alt.Color("planned:N", scale=alt.Scale(domain=[True, False],
+                                                         range=[charts.PALETTE[0], charts.PALETTE[5]]),
+                            legend=alt.Legend(title="planned horizon")),
+            tooltip=["horizon:N", "method:N", alt.Tooltip("peak_output_tps:Q", format=",.0f", title="output tok/s"),
+                     alt.Tooltip("replicas_by_rating:Q", title="replicas"), "decision:N"],
+        ).properties(title="Peak per horizon", width=220, height=charts.HEIGHT)
+        return alt.hconcat(water, bars)
+
+    def _repr_markdown_(self) -> str:
+        return self.render(markdown=True)
+
+
+def _frame_text(df: pd.DataFrame, markdown: bool) -> str:
+    out = df.copy()
+    for c in out.columns:
+        if pd.api.types.is_float_dtype(out[c]):
+            out[c] = [f"{v:,.3g}" if abs(v) < 10 else f"{v:,.0f}" for v in out[c]]
+    if markdown:
+        cols = [out.index.name or ""] + [str(c) for c in out.columns]
+        lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for idx, row in out.iterrows():
+            lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row]) + " |")
+        return "\n".join(lines)
+    return out.to_string()
+
+
+# --------------------------------------------------------------------------------------------
+# Building the plan
+# --------------------------------------------------------------------------------------------
+def _observed_peak(log, model, tier, mask_cols) -> float:
+    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs)."""
+    pm = log.per_minute(by=mask_cols)
+    sel = _select(pm, model, tier)
+    per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
+    if len(per_min) >= 60:
+        return float(per_min.rolling(60).sum().max()) / 3600.0
+    span = max(log.span_s, 60.0)
+    return float(per_min.sum()) / span
+
+
+def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
+    out = frame
+    if model is not None and "model" in out.columns:
+        out = out[out["model"] == model]
+    if tier is not None and "tier" in out.columns:
+        out = out[out["tier"] == tier]
+    return out
+
+
+def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str | None = "interactive",
+                  slo: SLO | None = None, lead_time_weeks: float = 4, quantile: float = 0.9,
+                  headroom: float = 0.8, demand_scale: float = 1.0, growth_per_week: float = 0.0,
+                  ramp_per_min: float = 0.0125, lag_min: float = 8.0, spares: int = 1,
+                  zones: int | None = None, tpm_reserve: float = 0.1, simulate: bool = True,
+                  sim_requests: int = 6_000, seed: int = 2026) -> CapacityPlan:
+    """Build the capacity plan for one model from a request log and a sweep.
+
+    Parameters
+    ----------
+    log : capbook.traces.RequestLog, optional
+        The request log; default :func:`capbook.datasets.load_requests` (the sample log, or
+        ``CAPBOOK_REQUESTS``).
+    sweep : capbook.sweep.Sweep, optional
+        The deployment's sweep; default ``CAPBOOK_SWEEP`` or, for the sample log, the sample
+        sweep matching the model (:data:`SAMPLE_SWEEP_FOR_MODEL`), else the book's sweep.
+    model : str, optional
+        Model to plan (a plan is for one deployment). Default: the only model, or the one with
+        the most output tokens (a note says so).
+    tier : str or None
+        Tier to plan for (default ``"interactive"`` when the log has it; ``None``: every tier).
+    slo : SLO, optional
+        Objectives (default :class:`SLO`).
+    lead_time_weeks : float
+        Lead time of the decision; the horizon is :func:`horizon_for_lead_time` of it.
+    quantile : float
+        Quantile of the forecast week's busiest hour to plan for (0.9 = the P90 peak hour).
+    headroom : float
+        Share of each replica's rating to plan on using, in (0, 1].
+    demand_scale : float
+        A known-event overlay on top of the forecast (a launch expected to bring 3× the
+        traffic is 3), > 0.
+    growth_per_week : float
+        Weekly growth applied to the observed peak when the log is too short to forecast.
+    ramp_per_min : float
+        How fast demand can climb, as a share of the peak per minute (0.0125 = 1.25 % a
+        minute).
+    lag_min : float
+        Minutes from the autoscaler's trigger to a new replica serving.
+    spares, zones : int
+        Failure policy: N+``spares``, and survive losing one of ``zones`` zones (optional).
+    tpm_reserve : float
+        Share of the fleet's tokens per minute kept out of every tenant limit, in [0, 1).
+    simulate : bool
+        Replay the log through the planned fleet (a few seconds).
+    sim_requests : int
+        Most requests replayed (the busiest hours of the log, time-scaled to the peak).
+    seed : int
+        Seed of the simulation.
+
+    Returns
+    -------
+    CapacityPlan
+
+    Raises
+    ------
+    ValueError
+        On invalid parameters, an unknown model or tier, a log with no requests of the
+        selection, or a sweep whose slowest level already misses the TPOT objective.
+    """
+    from . import datasets, fleet, loadqueue, queueing
+    from .replicas import rating_from_sweep, replicas_for_tokens
+    from .sweep import Sweep, choose_slots, load_sample_sweep
+
+    slo = SLO() if slo is None else slo
+    if not isinstance(slo, SLO):
+        raise ValueError("slo must be a capbook.plan.SLO")
+    lead = _num(lead_time_weeks, "lead_time_weeks")
+    q = _num(quantile, "quantile", hi=1, hi_open=True)
+    h_room = _num(headroom, "headroom", hi=1)
+    scale = _num(demand_scale, "demand_scale")
+    ramp = _num(ramp_per_min, "ramp_per_min", lo_open=False)
+    lag = _num(lag_min, "lag_min", lo_open=False)
+    reserve = _num(tpm_reserve, "tpm_reserve", lo_open=False, hi=1, hi_open=True)
+    if isinstance(spares, bool) or int(spares) != spares or spares < 0:
+        raise ValueError(f"spares must be a non-negative whole number, got {spares!r}")
+    n_sim = int(_num(sim_requests, "sim_requests"))
+    notes: list[str] = []
+
+    sample_log = log is None and datasets.requests_path() is None
+    if log is None:
+        log = datasets.load_requests()
+    req_src = str(getattr(log, "path", "")) or "request log"
+    if sample_log:
+        req_src = "sample request log (data/requests)"
+
+    hourly = log.hourly()
+    # model
+    models = sorted(map(str, pd.unique(hourly["model"])))
+    if model is None:
+        if len(models) > 1:
+            tot = hourly.groupby("model")["output_tokens"].sum()
+            model = str(tot.idxmax())
+            notes.append(f"the log holds {len(models)} models {models}; planning {model!r} (most output "
+                         "tokens); each model has its own replicas: plan the others with model=")
+        else:
+            model = models[0]
+    elif model not in models:
+        raise ValueError(f"model {model!r} is not in the request log; models are {models}")
+    tiers = sorted(map(str, pd.unique(hourly.loc[hourly["model"] == model, "tier"])))
+    if tier is not None and tier not in tiers:
+        if tier == "interactive":
+            notes.append(f"the log has no 'interactive' tier (tiers {tiers}); planning every tier")
+            tier = None
+        else:
+            raise ValueError(f"tier {tier!r} is not in the request log for model {model!r}; tiers are {tiers}")
+    sel = _select(hourly, model, tier)
+    if sel["requests"].sum() == 0 or sel["output_tokens"].sum() == 0:
+        raise ValueError(f"the request log has no requests with output tokens for model {model!r}"
+                         + (f", tier {tier!r}" if tier else ""))
+
+    # sweep
+    if sweep is None:
+        if datasets.sweep_path() is None and sample_log and model in SAMPLE_SWEEP_FOR_MODEL:
+            sweep = load_sample_sweep(SAMPLE_SWEEP_FOR_MODEL[model])
+            sweep_src = f"sample sweep {SAMPLE_SWEEP_FOR_MODEL[model]} (modelled, not measured)"
+        else:
+            sweep = datasets.load_sweep()
+            sweep_src = str(datasets.sweep_path()) if datasets.sweep_path() else \
+                "sample sweep illustrative_chat (modelled, not measured)"
+            if datasets.sweep_path() is None:
+                notes.append("no sweep given: the book's illustrative sample sweep (an 8B model on one "
+                             "A100) stands in for your deployment; measure yours and pass it")
+    else:
+        sweep_src = getattr(sweep, "name", None) or "sweep"
+    if not isinstance(sweep, Sweep):
+        raise ValueError(f"sweep must be a capbook.sweep.Sweep, got {type(sweep).__name__}")
+
+    # 1-2: tokens and the forecast peak
+    s_out = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
+    s_out.index = pd.DatetimeIndex(s_out.index)
+    tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
+    ratio = tot_in / tot_out
+    mean_in, mean_out = tot_in / tot_req, tot_out / tot_req
+    horizon = horizon_for_lead_time(lead)
+    observed = _observed_peak(log, model, tier, ("model", "tier"))
+    peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
+                          growth_per_week=growth_per_week, observed_peak_tps=observed)
+    pk = peaks[horizon]
+    if pk.method == "observed":
+        notes.append(f"forecast not possible: {pk.note}")
+    elif pk.method != "calibrated" or "rough" in pk.note:
+        notes.append(f"week-{horizon} forecast: {pk.note}")
+    out_tps = pk.output_tps * scale
+    in_tps = out_tps * ratio
+    lam = out_tps / mean_out
+    if scale != 1:
+        notes.append(f"demand scaled by {scale:g} on top of the forecast (an overlay for a known event)")
+
+    # 3: slots, service time, rating, replicas
+    choice = choose_slots(sweep, slo.tpot_s, q=slo.tpot_percentile)
+    if choice.S == 0:
+        raise ValueError(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_s:g} s at any "
+                         f"measured concurrency ({choice.reason}); relax the TPOT objective or change hardware")
+    S = int(choice.S)
+    T = float(sweep.service_time(S, mean_in, mean_out))
+    rating = rating_from_sweep(sweep, S)
+    need = replicas_for_tokens(out_tps, in_tps, rating, h_room)
+    for n in getattr(sweep, "notes", []):
+        notes.append(f"sweep: {n}")
+
+    # 4: queueing at the peak
+    erl = int(queueing.replicas_pooled(lam, S, T, slo.wait_s, slo.late_share))
+    lq_n, lq_ttft = None, None
+    try:
+        lq_n = int(loadqueue.replicas_needed(sweep, lam, S, slo.ttft_s, slo.ttft_quantile,
+                                             input_tokens=mean_in, output_tokens=mean_out))
+    except ValueError as exc:
+        notes.append(f"load-dependent model not used: {exc}")
+    serving = max(need.replicas, erl, lq_n or 0, max(1, int(math.ceil(need.equivalents - 1e-9))))
+    late = float(fleet.late_share(serving, S, lam, T, slo.wait_s, "pooled"))
+    if lq_n is not None:
+        model_q = loadqueue.from_sweep(sweep, S, replicas=serving, input_tokens=mean_in, output_tokens=mean_out)
+        lq_ttft = float(model_q.solve(lam).ttft_quantile(slo.ttft_quantile))
+
+    # 5: burst and spares
+    burst = fleet.burst_headroom(ramp * lam, lag, lam / serving)
+    before = serving + burst.replicas
+    spare = fleet.failure_spares(before, int(spares), zones)
+
+    # 6: tenant limits
+    per_rep_out = h_room / (1.0 / rating.output_tps + ratio / rating.input_tps)
+    capacity_tpm = 60.0 * before * per_rep_out * (1.0 + ratio)
+    growth = out_tps / observed if observed > 0 else 1.0
+    try:
+        pm = log.per_minute(by=("model", "tier", "tenant"))
+        pm = _select(pm, model, tier)
+        tok = (pm["input_tokens"] + pm["output_tokens"]).groupby([pm["tenant"], pm["period_start"]]).sum()
+        demands = (tok.groupby(level=0).quantile(0.99) * growth).to_dict()
+        demands = {str(k): float(v) for k, v in demands.items()}
+    except ValueError:
+        demands = {"all callers": 60.0 * (out_tps + in_tps)}
+        notes.append("the log has no tenant column: one limit for all callers")
+    tpm = fleet.allocate_tpm(capacity_tpm, demands, reserve=reserve)
+
+    plan = CapacityPlan(
+        source={"requests": req_src, "sweep": sweep_src, "model": model, "tier": tier or "all tiers"},
+        slo=slo, horizon_weeks=horizon, lead_time_weeks=lead, quantile=q, headroom=h_room,
+        demand_scale=scale, peaks=peaks, output_tps=out_tps, input_tps=in_tps, request_rate=lam,
+        mean_input_tokens=mean_in, mean_output_tokens=mean_out, observed_peak_output_tps=observed,
+        slots=choice, service_time_s=T, rating=rating, need=need, erlang_replicas=erl,
+        erlang_late_share=late, loadq_replicas=lq_n, loadq_ttft_s=lq_ttft, ramp_per_min=ramp,
+        lag_min=lag, burst=burst, spares=int(spares), zones=zones, spare=spare,
+        capacity_tpm=capacity_tpm, tpm=tpm, notes=notes)
+
+    # 7: replay
+    if simulate:
+        plan.sim = replay_plan(plan, log, sweep, n_requests=n_sim, seed=seed)
+        if plan.sim["ttft_p99_s"] > slo.ttft_s:
+            p99_in = plan.sim["p99_input_tokens"]
+            notes.append(
+                f"the replay misses the TTFT objective (p99 {plan.sim['ttft_p99_s']:.2f} s > {slo.ttft_s:g} s) "
+                f"although the queueing models meet it: they use the mean prompt ({mean_in:,.0f} tokens), the "
+                f"replay real ones (p99 {p99_in:,.0f} tokens, {p99_in / sweep.prefill_rate_tps:.2f} s of "
+                "prefill alone). Cap prompt length, give long prompts their own objective, or add prefill capacity")
+    return plan
+
+
+def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, n_requests: int = 6_000,
+                seed: int = 2026) -> dict:
+    """Replay the log's busiest hours, time-scaled to the plan's peak, through the fleet.
+
+    Parameters
+    ----------
+    plan : CapacityPlan
+    log : capbook.traces.RequestLog
+    sweep : capbook.sweep.Sweep
+    replicas : int, optional
+        Fleet size (default: the plan's in-service count, serving + burst, with the spare
+        held back as it would be during a failure).
+    n_requests : int
+        Most requests replayed.
+    seed : int
+
+    Returns
+    -------
+    dict
+        :meth:`capbook.sim.SimResult.summary` against the plan's TTFT and TPOT objectives, plus
+        ``replicas``, ``replayed_requests`` and ``p99_input_tokens``.
+    """
+    from .arrivals import TraceArrivals, stack_busy_periods
+    from .sim import ContinuousBatching, Fleet, Simulation
+
+    n_rep = plan.in_service if replicas is None else int(replicas)
+    frame = log.to_pandas()
+    if plan.source["model"] is not None and "model" in frame.columns:
+        frame = frame[frame["model"] == plan.source["model"]]
+    tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
+    lam = plan.request_rate
+    hours_needed = max(1, int(math.ceil(n_requests / (lam * 3600.0))))
+    per_hour = pd.to_datetime(frame["arrival_time"], utc=True).dt.floor("h")
+    if tier is not None:
+        per_hour = per_hour[frame["tier"].astype(str) == tier]
+    n_hours = int(per_hour.nunique())
+    data = stack_busy_periods(frame, lam, n_periods=min(hours_needed, n_hours), tier=tier)
+    n = min(len(data), int(n_requests))
+    data = data.iloc[:n]
+    warm = float(data["arrival_time"].iloc[-1]) * 0.05
+    fleet = Fleet(n_rep, int(plan.slots.S), ContinuousBatching(sweep))
+    res = Simulation(fleet, TraceArrivals(data), warmup_s=warm, seed=seed).run()
+    s = res.summary(ttft_slo_s=plan.slo.ttft_s, tpot_slo_s=plan.slo.tpot_s)
+    s["replicas"] = n_rep
+    s["replayed_requests"] = n
+    s["p99_input_tokens"] = float(np.percentile(data["input_tokens"], 99))
+    return s

@@ -1,0 +1,260 @@
+"""Tests of capbook.plan: the capstone pipeline from a request log and a sweep to a plan.
+
+Oracles: a noise-free synthetic token series whose future peak is known from the generator;
+pandas computations on small logs built here (busiest hour, tokens per request, per-tenant
+minute totals); brute-force searches over the closed forms of capbook.queueing; arithmetic of
+the stages (ceil of the linear mix, burst = ceil(ramp × lag × serving), N+1 and zone spares).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from capbook import queueing
+from capbook.forecast import synthetic_token_series
+from capbook.plan import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
+from capbook.sweep import load_sample_sweep
+from capbook.traces import read_requests
+
+T0 = pd.Timestamp("2026-03-02 00:00:00", tz="UTC")
+
+
+def _series(df: pd.DataFrame, column: str = "output_tokens") -> pd.Series:
+    s = df.set_index(pd.DatetimeIndex(pd.to_datetime(df["period_start"], utc=True)))[column].astype(float)
+    return s
+
+
+def _log_frame(hours=3.0, rate=4.0, seed=1, tenants=("web", "agents"), batch_rate=0.5):
+    """Poisson interactive traffic with a mid-log surge, plus batch rows of another tier."""
+    rng = np.random.default_rng(seed)
+    span = hours * 3600
+    t = np.cumsum(rng.exponential(1 / rate, int(rate * span * 1.2)))
+    t = t[t < span]
+    surge = np.cumsum(rng.exponential(1 / rate, int(rate * 1200)))  # +100 % for 20 minutes
+    surge = 3600 + surge[surge < 1200]
+    t = np.sort(np.concatenate([t, surge]))
+    n = t.size
+    tb = np.sort(rng.uniform(0, span, int(batch_rate * span)))
+    frame = pd.DataFrame({
+        "arrival_time": np.concatenate([t, tb]),
+        "input_tokens": np.concatenate([rng.integers(500, 2500, n), rng.integers(3000, 5000, tb.size)]),
+        "output_tokens": np.concatenate([rng.integers(100, 500, n), rng.integers(50, 150, tb.size)]),
+        "model": "m-chat",
+        "tier": ["interactive"] * n + ["batch"] * tb.size,
+        "status": "served",
+        "tenant": list(rng.choice(list(tenants), n)) + ["etl"] * tb.size,
+    }).sort_values("arrival_time", kind="stable").reset_index(drop=True)
+    frame["arrival_time"] = T0 + pd.to_timedelta(np.round(frame["arrival_time"] * 1e6).astype(np.int64), unit="us")
+    return frame
+
+
+@pytest.fixture(scope="module")
+def small_log(tmp_path_factory):
+    frame = _log_frame()
+    path = tmp_path_factory.mktemp("plan") / "log.parquet"
+    frame.to_parquet(path, index=False)
+    return frame, read_requests(path)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return load_sample_sweep("illustrative_chat")
+
+
+@pytest.fixture(scope="module")
+def small_plan(small_log, sweep):
+    return capacity_plan(small_log[1], sweep, sim_requests=3000)
+
+
+# --------------------------------------------------------------------------------------------
+# SLO, horizons
+# --------------------------------------------------------------------------------------------
+def test_slo_parse_units_and_errors():
+    s = SLO.parse("ttft=1.5s, tpot=40ms, wait=0.25, late=2%, ttft_q=0.95, tpot_p=99")
+    assert (s.ttft_s, s.tpot_s, s.wait_s, s.ttft_quantile, s.tpot_percentile) == (1.5, 0.04, 0.25, 0.95, 99)
+    assert s.late_share == pytest.approx(0.02)
+    assert SLO.parse("ttft=3").tpot_s == SLO().tpot_s
+    for bad, word in [("ttft", "key=value"), ("speed=3", "unknown"), ("ttft=fast", "not a number"),
+                      ("late=150%", "late_share"), ("tpot=0", "tpot_s"), ("tpot_p=90", "tpot_percentile"), ("", "non-empty")]:
+        with pytest.raises(ValueError, match=word):
+            SLO.parse(bad)
+
+
+def test_horizon_matches_lead_time():
+    assert [horizon_for_lead_time(x) for x in (0.5, 1, 1.5, 4, 4.1, 12, 13.2)] == [1, 1, 4, 4, 12, 12, 14]
+    assert set(HORIZONS) == {1, 4, 12}
+    with pytest.raises(ValueError, match="lead_time_weeks"):
+        horizon_for_lead_time(0)
+
+
+# --------------------------------------------------------------------------------------------
+# The forecast peak
+# --------------------------------------------------------------------------------------------
+def test_noise_free_forecast_peak_matches_the_generator():
+    full = synthetic_token_series(weeks=24, noise=0.0, growth=0.035, seed=0)
+    s = _series(full)
+    train = s.iloc[: 20 * 168]
+    pf = peak_forecast(train, [1, 4], quantile=0.9)
+    for h in (1, 4):
+        week = s.iloc[(19 + h) * 168:(20 + h) * 168]
+        assert pf[h].method == "calibrated"
+        # trend × shape reproduces a noise-free compounding series to well under 1 %
+        assert pf[h].output_tps * 3600 == pytest.approx(week.max(), rel=0.01)
+        assert pf[h].peak_hour == week.idxmax()
+
+
+def test_forecast_ladder_uses_what_the_history_supports():
+    s = _series(synthetic_token_series(weeks=5, seed=3))
+    pf = peak_forecast(s, [1, 4, 12])
+    assert pf[1].method == "calibrated" and "rough" in pf[1].note   # 3 fit weeks + 1 origin
+    assert pf[4].method == "sqrt_h" and pf[12].method == "sqrt_h"
+    long = _series(synthetic_token_series(weeks=20, seed=3))
+    pf = peak_forecast(long, [1, 4, 12])
+    assert all(p.method == "calibrated" and "rough" not in p.note for p in pf.values())
+    # a wider horizon of a growing series plans for a higher peak
+    assert pf[1].output_tps < pf[4].output_tps < pf[12].output_tps
+
+
+def test_forecast_falls_back_to_the_observed_peak_with_a_reason():
+    s = _series(synthetic_token_series(weeks=1, seed=4)).iloc[:72]          # three days
+    pf = peak_forecast(s, [4], growth_per_week=0.02)
+    assert pf[4].method == "observed" and "less than one week" in pf[4].note
+    assert pf[4].output_tps == pytest.approx(s.max() / 3600 * 1.02 ** 4, rel=1e-12)
+    six = _series(synthetic_token_series(weeks=6, seed=5))
+    six.iloc[100] = 0.0
+    pf = peak_forecast(six, [1], observed_peak_tps=123.0)
+    assert pf[1].method == "observed" and "no tokens" in pf[1].note and pf[1].output_tps == 123.0
+
+
+# --------------------------------------------------------------------------------------------
+# The plan on a small log
+# --------------------------------------------------------------------------------------------
+def test_plan_peak_and_mix_from_the_log(small_log, small_plan):
+    frame, _ = small_log
+    p = small_plan
+    inter = frame[frame["tier"] == "interactive"]
+    per_min = inter.set_index("arrival_time")["output_tokens"].resample("1min").sum()
+    busiest = per_min.rolling(60).sum().max() / 3600
+    assert p.observed_peak_output_tps == pytest.approx(busiest, rel=1e-12)
+    assert p.peaks[4].method == "observed" and any("forecast not possible" in n for n in p.notes)
+    assert p.output_tps == pytest.approx(busiest, rel=1e-12)      # no growth assumed
+    ratio = inter["input_tokens"].sum() / inter["output_tokens"].sum()
+    assert p.input_tps == pytest.approx(p.output_tps * ratio, rel=1e-12)
+    assert p.request_rate == pytest.approx(p.output_tps / inter["output_tokens"].mean(), rel=1e-12)
+    assert p.source["tier"] == "interactive" and p.source["model"] == "m-chat"
+
+
+def test_plan_replicas_follow_the_rating_and_the_closed_forms(small_plan, sweep):
+    p = small_plan
+    assert p.slots.S == 32                            # p95 TPOT within 45 ms on the sample sweep
+    f = p.output_tps / p.rating.output_tps + p.input_tps / p.rating.input_tps
+    assert p.need.replicas == math.ceil(f / 0.8)
+    # Erlang C: the smallest pooled fleet meeting P(wait > 0.5 s) <= 1 %, by brute force
+    n = 1
+    while queueing.prob_wait_exceeds(0.5, n * 32, p.request_rate, p.service_time_s) > 0.01:
+        n += 1
+    assert p.erlang_replicas == n
+    assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_s
+    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas)
+    assert p.burst.replicas == math.ceil(0.0125 * 8 * p.serving - 1e-9)
+    assert p.spare == 1 and p.total == p.serving + p.burst.replicas + 1
+    st = p.stages()
+    assert st.loc["total", "replicas"] == p.total == st["added"].iloc[:-1].sum()
+    assert (st["added"] >= 0).all()
+
+
+def test_plan_tenant_limits_fit_the_fleet(small_log, small_plan):
+    frame, _ = small_log
+    p = small_plan
+    inter = frame[frame["tier"] == "interactive"].copy()
+    inter["tok"] = inter["input_tokens"] + inter["output_tokens"]
+    growth = p.output_tps / p.observed_peak_output_tps
+    for tenant, g in inter.groupby("tenant"):
+        per_min = g.set_index("arrival_time")["tok"].resample("1min").sum()
+        # the trace layer's minutes run over the whole log, so empty minutes count as zeros
+        full = per_min.reindex(pd.date_range(inter["arrival_time"].min().floor("min"),
+                                             inter["arrival_time"].max().floor("min"), freq="1min"), fill_value=0)
+        assert p.tpm.loc[tenant, "demand"] == pytest.approx(full.quantile(0.99) * growth, rel=1e-9)
+    assert "etl" not in p.tpm.index                          # batch tier is not planned
+    assert p.tpm["limit"].sum() <= p.capacity_tpm * 0.9
+    # capacity: the in-service replicas at the headroom, through the linear mix
+    ratio = p.input_tps / p.output_tps
+    per_rep = 0.8 / (1 / p.rating.output_tps + ratio / p.rating.input_tps) * (1 + ratio) * 60
+    assert p.capacity_tpm == pytest.approx(p.in_service * per_rep, rel=1e-12)
+
+
+def test_plan_replay_runs_on_the_in_service_fleet(small_plan):
+    s = small_plan.sim
+    assert s["replicas"] == small_plan.in_service
+    assert 0 < s["replayed_requests"] <= 3000
+    assert 0 < s["ttft_p99_s"] < 60 and 0 <= s["goodput_share"] <= 1
+    # the replay was scaled to the planned peak rate
+    assert 0.9 * s["replayed_requests"] <= s["requests"] <= s["replayed_requests"]   # 5 % warm-up
+
+
+def test_plan_exports(small_plan, tmp_path):
+    p = small_plan
+    csv = p.to_csv(tmp_path / "out" / "plan.csv")
+    back = pd.read_csv(csv)
+    assert list(back.columns) == ["step", "quantity", "value", "unit"]
+    row = back[back["quantity"] == "total replicas"]
+    assert int(float(row["value"].iloc[0])) == p.total
+    md = p.to_markdown(tmp_path / "plan.md")
+    assert (tmp_path / "plan.md").read_text() == md
+    assert md.startswith(f"# Capacity plan: {p.total} replicas") and "| stage |" in md
+    assert str(p).startswith(f"Capacity plan: {p.total} replicas")
+    spec = p.chart().to_dict()
+    assert len(spec["hconcat"]) == 2
+
+
+def test_demand_scale_and_zones(small_log, sweep, small_plan):
+    p3 = capacity_plan(small_log[1], sweep, demand_scale=3, zones=3, simulate=False)
+    assert p3.output_tps == pytest.approx(3 * small_plan.output_tps, rel=1e-12)
+    assert p3.request_rate == pytest.approx(3 * small_plan.request_rate, rel=1e-12)
+    assert p3.serving >= small_plan.serving and not p3.sim
+    # zone policy: losing the largest of 3 zones leaves the in-service fleet
+    assert p3.total - math.ceil(p3.total / 3) >= p3.in_service
+    assert p3.total - 1 - math.ceil((p3.total - 1) / 3) < p3.in_service or p3.spare == 1
+
+
+@pytest.mark.parametrize("kwargs, word", [
+    ({"headroom": 1.5}, "headroom"), ({"headroom": 0}, "headroom"), ({"demand_scale": 0}, "demand_scale"),
+    ({"model": "m-other"}, "m-other"), ({"tier": "gold"}, "gold"), ({"spares": -1}, "spares"),
+    ({"slo": SLO(tpot_s=0.001)}, "cannot meet"), ({"quantile": 1.0}, "quantile"), ({"tpm_reserve": 1}, "tpm_reserve"),
+])
+def test_plan_rejects_bad_input(small_log, sweep, kwargs, word):
+    with pytest.raises(ValueError, match=word):
+        capacity_plan(small_log[1], sweep, simulate=False, **kwargs)
+
+
+def test_plan_rejects_a_non_sweep(small_log):
+    with pytest.raises(ValueError, match="Sweep"):
+        capacity_plan(small_log[1], {"concurrency": [1]}, simulate=False)
+
+
+# --------------------------------------------------------------------------------------------
+# The sample data and a real trace
+# --------------------------------------------------------------------------------------------
+def test_sample_plan_is_forecast_and_checked(monkeypatch):
+    monkeypatch.delenv("CAPBOOK_REQUESTS", raising=False)
+    monkeypatch.delenv("CAPBOOK_SWEEP", raising=False)
+    p = capacity_plan(model="chat-70b", sim_requests=2000)
+    assert p.source["sweep"].startswith("sample sweep llama70b_h100_tp4_chat")
+    assert p.peaks[1].method == "calibrated" and p.peaks[4].method == "sqrt_h"   # four weeks of history
+    assert p.output_tps > p.observed_peak_output_tps    # growth and the P90 band lift the peak
+    assert p.sim["ttft_p99_s"] > p.loadq_ttft_s         # real prompt lengths: the replay's tail is longer
+
+
+def test_azure_trace_plans_from_the_observed_peak(shared_dir, sweep):
+    log = read_requests(shared_dir / "traces" / "AzureLLMInferenceTrace_code.csv")
+    p = capacity_plan(log, sweep, sim_requests=2000)
+    assert all(pk.method == "observed" for pk in p.peaks.values())
+    frame = log.to_pandas()
+    per_min = frame.set_index("arrival_time")["output_tokens"].resample("1min").sum()
+    expected = per_min.rolling(60).sum().max() / 3600 if len(per_min) >= 60 else \
+        per_min.sum() / log.span_s
+    assert p.output_tps == pytest.approx(expected, rel=1e-9)
+    assert p.total >= 2 and "all callers" in p.tpm.index
