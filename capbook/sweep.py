@@ -328,7 +328,11 @@ class SlotChoice:
     ----------
     S : int
         Slots: the highest measured concurrency meeting the limit, with every lower level
-        meeting it too (0 if even the lowest level fails).
+        meeting it too (0 if even the lowest level fails). Open-loop sweeps have fractional
+        levels (mean requests in flight); S is that level rounded down, at least 1.
+    level : float
+        The measured concurrency level S was taken from (a row of ``sweep.table``; NaN when
+        S = 0).
     reason : str
         Why the search stopped there.
     limit_s : float
@@ -342,6 +346,7 @@ class SlotChoice:
     """
 
     S: int
+    level: float
     reason: str
     tpot_target_s: float
     q: int
@@ -410,11 +415,15 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
     table["ok"] = passed
     fails = np.flatnonzero(~passed)
     lim_txt = f"{limit * 1e3:.1f} ms (target {tpot_target_s * 1e3:g} ms less {margin:.0%} margin)"
+    def as_slots(level):
+        return max(1, int(np.floor(level)))
+
     if len(fails) == 0:
         i = len(n) - 1
-        S, nxt = int(n[i]), None
+        S, nxt = as_slots(n[i]), None
         reason = (f"every measured level meets p{q} TPOT <= {lim_txt}; the sweep ends at "
-                  f"{int(n[i])}: measure higher concurrency to know whether more slots fit")
+                  f"{n[i]:g}: measure higher concurrency to know whether more slots fit")
+        level = float(n[i])
     else:
         f = fails[0]
         nxt = float(n[f])
@@ -424,14 +433,14 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
         if tt is not None and not ok_ttft[f]:
             why.append(f"p{ttft_q} TTFT {tt[f]:.3g} s exceeds the {ttft_target_s:g} s target")
         if f == 0:
-            S = 0
-            reason = (f"the lowest level ({int(n[0])}) already fails: " + "; ".join(why)
+            S, level = 0, float("nan")
+            reason = (f"the lowest level ({n[0]:g}) already fails: " + "; ".join(why)
                       + ": this configuration cannot meet the target")
         else:
-            S = int(n[f - 1])
-            reason = f"at the next level ({int(n[f])}) " + "; ".join(why)
-    tpot_at_S = float(sweep.tpot(S, q)) if S > 0 else float("nan")
-    return SlotChoice(S=S, reason=reason, tpot_target_s=float(tpot_target_s), q=q,
+            S, level = as_slots(n[f - 1]), float(n[f - 1])
+            reason = f"at the next level ({n[f]:g}) " + "; ".join(why)
+    tpot_at_S = float(tp[n == level][0]) if S > 0 else float("nan")
+    return SlotChoice(S=S, level=level, reason=reason, tpot_target_s=float(tpot_target_s), q=q,
                       margin=float(margin), limit_s=float(limit), tpot_at_S=tpot_at_S,
                       next_level=nxt, table=table)
 

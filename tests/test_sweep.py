@@ -289,3 +289,16 @@ def test_blends_validate_and_match_linear_mix(illus):
     assert np.all(np.diff(curve.input_tps) > 0)
     with pytest.raises(ValueError):
         capacity_vs_long_share(illus, 32, (1500, 300), (8000, 200), shares=[1.5])
+
+
+def test_choose_slots_on_open_loop_levels():
+    # open-loop sweeps have fractional mean in-flight levels; S is the passing level rounded
+    # down (at least one slot) and .level names the measured row
+    s = Sweep.from_frame(make_table([0.49, 17.0, 41.6, 93.3], [0.0035, 0.004, 0.005, 0.0074],
+                                    tpot95=[0.0035, 0.004, 0.005, 0.0094]))
+    c = choose_slots(s, 0.006, q=95, margin=0)
+    assert c.S == 41 and c.level == 41.6 and c.next_level == 93.3
+    assert c.tpot_at_S == pytest.approx(0.005)
+    assert "93.3" in c.reason
+    c1 = choose_slots(s, 0.0038, q=95, margin=0)
+    assert c1.S == 1 and c1.level == 0.49
