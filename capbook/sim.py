@@ -774,6 +774,7 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
         tl = [0.0] * R
         nxt = [_INF] * R        # time of each replica's next decode completion
         hv = [[] for _ in range(R)]
+    nmin, nidx = _INF, 0        # min(nxt) and its first index, kept up to date by resched
 
     heap = []
     seq = 0
@@ -846,8 +847,15 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
         tl[r] = t
 
     def resched(r, t):
+        nonlocal nmin, nidx
         h = hv[r]
-        nxt[r] = t + (h[0][0] - V[r]) * tp[running[r]] if h else _INF
+        v = t + (h[0][0] - V[r]) * tp[running[r]] if h else _INF
+        nxt[r] = v
+        if v < nmin or (v == nmin and r < nidx):
+            nmin, nidx = v, r
+        elif r == nidx:
+            nmin = min(nxt)
+            nidx = nxt.index(nmin)
 
     def take(r):
         """Pop the next waiting attempt for a free slot on replica r, or -1."""
@@ -958,10 +966,10 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
     while True:
         th = heap[0][0] if heap else _INF
         if not fixed:
-            tn = min(nxt)
+            tn = nmin
             if tn <= th and tn <= ta and tn < _INF:
                 # the next decode completion(s), on replica x
-                x = nxt.index(tn)
+                x = nidx
                 t = tn
                 advance(x, t)
                 h = hv[x]
