@@ -450,3 +450,31 @@ def test_mix_shift_changes_tokens_per_request_not_requests(weeks56_frame):
     assert per_req[48:].mean() / per_req[:44].mean() == pytest.approx(1.6, rel=0.02)  # 30 % x 3
     req = d.requests.to_numpy().reshape(56, H).sum(axis=1)
     assert req[40] / req[39] == pytest.approx(1.25 * 1.02, rel=0.03)  # the launch step
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(1e-3, 1e6), st.integers(0, 10_000))
+def test_forecast_scales_with_the_series(scale, seed):
+    """Multiplying the history by c multiplies every forecast line by c and leaves the growth
+    and the error offsets unchanged (the model is multiplicative)."""
+    s = fc.hourly_series(fc.synthetic_token_series(9, seed=seed))
+    a = fc.forecast_tokens(s, 2)
+    b = fc.forecast_tokens(s * scale, 2)
+    assert b.growth == pytest.approx(a.growth, abs=1e-9)
+    np.testing.assert_allclose(b.log_offsets.to_numpy(), a.log_offsets.to_numpy(), atol=1e-9)
+    np.testing.assert_allclose(b.frame[["point", "p10", "p90"]].to_numpy(),
+                               scale * a.frame[["point", "p10", "p90"]].to_numpy(), rtol=1e-9)
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.floats(-0.05, 0.1), st.integers(0, 10_000))
+def test_quantile_lines_are_ordered(growth, seed):
+    s = fc.hourly_series(fc.synthetic_token_series(10, growth=growth, seed=seed))
+    for m in ("calibrated", "sqrt_h"):
+        f = fc.forecast_tokens(s, 3, quantiles=(0.1, 0.5, 0.9), method=m).frame
+        assert (f["p10"] <= f["p50"]).all() and (f["p50"] <= f["p90"]).all()
+
+
+def test_naive_timestamps_taken_as_utc():
+    s = _series(np.ones(H)).tz_localize(None)
+    assert str(fc.validate_hourly(s).index.tz) == "UTC"
