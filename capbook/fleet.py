@@ -37,12 +37,13 @@ import math
 from dataclasses import dataclass, field, replace
 from numbers import Real
 
-import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import charts
 from . import queueing as q
+
+# Altair (and capbook.charts) are imported inside the chart methods, so that ``import capbook``
+# stays light for code that only computes plans.
 
 __all__ = [
     "ROUTING_POLICIES",
@@ -321,15 +322,19 @@ class RoutingComparison:
             )
         return pd.DataFrame(rows).set_index("approach")
 
-    def chart(self) -> alt.Chart:
+    def chart(self):
         """Bars of replicas per approach, coloured by whether the SLO is met, labelled with the
-        late share."""
+        late share (an ``altair.LayerChart``)."""
+        import altair as alt
+
+        from . import charts
+
         df = self.table().reset_index()
         df["label"] = [f"{n} replicas, {100 * p:.2g} % late" for n, p in zip(df.replicas, df.late_share)]
         df["verdict"] = np.where(df.meets_slo, "meets the SLO", "misses the SLO")
         base = alt.Chart(df).encode(
             y=alt.Y("approach:N", sort=list(df.approach), title=None),
-            x=alt.X("replicas:Q", title="replicas"),
+            x=alt.X("replicas:Q", title="replicas", scale=alt.Scale(domain=[0, 1.4 * float(df.replicas.max())])),
         )
         bars = base.mark_bar().encode(
             color=alt.Color(
@@ -929,7 +934,7 @@ class FleetPlan:
             )
         return pd.DataFrame(out).set_index("scenario")
 
-    def chart(self, title: str | None = None) -> alt.LayerChart:
+    def chart(self, title: str | None = None):
         """The breakdown as an Altair waterfall (floor → queueing → burst → spare → total)."""
         tab = self.table()
         steps = pd.DataFrame(
@@ -1329,16 +1334,11 @@ def alert_levels(
 # Chart
 # ---------------------------------------------------------------------------
 
-_KIND_COLOURS = {
-    "floor": charts.PALETTE[5],
-    "queueing": charts.PALETTE[0],
-    "burst": charts.PALETTE[4],
-    "spare": charts.PALETTE[3],
-    "total": charts.PALETTE[7],
-}
+#: Stage kinds of a waterfall and their index in :data:`capbook.charts.PALETTE`.
+_KIND_COLOURS = {"floor": 5, "queueing": 0, "burst": 4, "spare": 3, "total": 7}
 
 
-def waterfall_chart(steps: pd.DataFrame, *, title: str = "", y_title: str = "replicas") -> alt.LayerChart:
+def waterfall_chart(steps: pd.DataFrame, *, title: str = "", y_title: str = "replicas"):
     """A waterfall: each step a floating bar from the running total, the last bar from zero.
 
     Parameters
@@ -1356,6 +1356,10 @@ def waterfall_chart(steps: pd.DataFrame, *, title: str = "", y_title: str = "rep
     -------
     altair.LayerChart
     """
+    import altair as alt
+
+    from . import charts
+
     need = {"stage", "added", "kind"}
     if not need <= set(steps.columns):
         raise ValueError(f"steps must have columns {sorted(need)}, got {list(steps.columns)}")
@@ -1378,7 +1382,7 @@ def waterfall_chart(steps: pd.DataFrame, *, title: str = "", y_title: str = "rep
         y2="end:Q",
         color=alt.Color(
             "kind:N",
-            scale=alt.Scale(domain=kinds, range=[_KIND_COLOURS[k] for k in kinds]),
+            scale=alt.Scale(domain=kinds, range=[charts.PALETTE[_KIND_COLOURS[k]] for k in kinds]),
             legend=None,
         ),
         tooltip=["stage:N", alt.Tooltip("label:N", title="replicas"), alt.Tooltip("end:Q", title="running total")],
