@@ -128,8 +128,11 @@ def test_each_replica_under_random_routing_is_an_isolated_mmc():
 def test_allen_cunneen_error_for_lognormal_service_is_measured():
     """Measure (and print) Allen–Cunneen's error for lognormal service, Cs² from 0.5 to 4.
 
-    Not an exactness test: the approximation only uses two moments. Asserted: the simulated
-    wait grows with Cs², and the approximation stays within ±50 % of it in this range.
+    Not an exactness test: the approximation only uses two moments. Asserted are the claims
+    the book makes: the simulated wait grows with Cs²; at Cs² <= 1 the approximation is within
+    three standard errors of the simulation; at Cs² = 4 it errs high (on the safe side). The
+    relative error at Cs² = 4 is noisy (heavy tails are slow to estimate: ±10 % at 400,000
+    requests): +28 % here, +47 % in the replay chapter's run.
     """
     rows = []
     for cs2 in (0.5, 1.0, 2.0, 4.0):
@@ -143,7 +146,10 @@ def test_allen_cunneen_error_for_lognormal_service_is_measured():
         print(f"{cs2:4.1f}   {mean:10.4f}   {se:9.4f}   {ac:10.4f}   {err:+8.1%}")
     sims = [r[1] for r in rows]
     assert all(b > a for a, b in zip(sims, sims[1:]))
-    assert all(abs(r[4]) < 0.5 for r in rows)
+    for cs2, mean, se, ac, _ in rows[:2]:
+        assert abs(ac - mean) <= 3 * se, f"Cs²={cs2}: Allen–Cunneen {ac:.4f} vs simulated {mean:.4f} ± {se:.4f}"
+    cs2, mean, se, ac, _ = rows[-1]
+    assert ac > mean + se
 
 
 # --------------------------------------------------------------------------- admission control
