@@ -166,10 +166,136 @@ def _print_summary(s: dict) -> None:
 
 
 # --------------------------------------------------------------------------------------------
+# capbook plan / capbook book (the capstone; see capbook.plan and capbook.bookbuild)
+# --------------------------------------------------------------------------------------------
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+    from capbook.traces import FORMATS
+
+    p.add_argument("--requests", metavar="LOG", default=None,
+                   help="request log (CSV, Parquet or JSON lines); default: the sample log")
+    p.add_argument("--format", default="auto", choices=FORMATS, help="request log format (default: auto)")
+    p.add_argument("--sweep", metavar="FILE", default=None,
+                   help="sweep of your deployment (any load-generator output capbook reads, or a "
+                        "capbook sweep CSV); default: a sample sweep")
+
+
+def add_plan_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``capbook plan``."""
+    p = sub.add_parser(
+        "plan",
+        help="print the capacity plan for a request log and a sweep, and export it",
+        description=(
+            "Forecast the request log's tokens at the horizon of the decision's lead time, size the "
+            "fleet from the sweep's rating, check it with Erlang C, the load-dependent model and a "
+            "replay, and write plan.csv and plan.md. Exit status 2 on invalid input."
+        ),
+    )
+    _add_data_arguments(p)
+    p.add_argument("--model", default=None, help="model to plan (default: the one with most output tokens)")
+    p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
+    p.add_argument("--slo", default=None, metavar="SPEC",
+                   help="objectives, e.g. 'ttft=2,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse)")
+    p.add_argument("--horizon", type=float, default=4, metavar="WEEKS",
+                   help="lead time of the decision in weeks: 1, 4 or 12 (default 4)")
+    p.add_argument("--quantile", type=float, default=0.9, help="peak-hour quantile to plan for (default 0.9)")
+    p.add_argument("--headroom", type=float, default=0.8, help="share of each replica's rating to use (default 0.8)")
+    p.add_argument("--scale", type=float, default=1.0,
+                   help="demand multiplier for a known event on top of the forecast (default 1)")
+    p.add_argument("--growth", type=float, default=0.0,
+                   help="weekly growth for logs too short to forecast (default 0)")
+    p.add_argument("--spares", type=int, default=1, help="N+k spare replicas (default 1)")
+    p.add_argument("--zones", type=int, default=None, help="survive losing one of this many zones")
+    p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
+    p.add_argument("--out", default="capbook-plan", metavar="DIR",
+                   help="folder for plan.csv and plan.md (default ./capbook-plan)")
+    p.set_defaults(func=run_plan)
+
+
+def _load_inputs(args) -> tuple:
+    """Read and validate --requests/--sweep; raises ValueError/FileNotFoundError."""
+    from capbook import importers, traces
+
+    log = sweep = None
+    if args.requests is not None:
+        if not os.path.exists(args.requests):
+            raise FileNotFoundError(f"--requests {args.requests}: no such file")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            log = traces.read_requests(args.requests, format=args.format)
+    if args.sweep is not None:
+        if not os.path.exists(args.sweep):
+            raise FileNotFoundError(f"--sweep {args.sweep}: no such file or folder")
+        try:
+            sweep = importers.read_sweep(args.sweep)
+        except ValueError as exc:
+            raise ValueError(f"--sweep {args.sweep}: {exc}") from None
+    return log, sweep
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """Run ``capbook plan``; returns the exit code."""
+    from pathlib import Path
+
+    from capbook.plan import SLO, capacity_plan
+
+    try:
+        slo = SLO.parse(args.slo) if args.slo else SLO()
+        log, sweep = _load_inputs(args)
+        plan = capacity_plan(log, sweep, model=args.model, tier=None if args.tier == "all" else args.tier,
+                             slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
+                             headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
+                             spares=args.spares, zones=args.zones, simulate=not args.no_sim)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"capbook plan: {exc}", file=sys.stderr)
+        return 2
+    print(plan.render())
+    out = Path(args.out)
+    csv_path = plan.to_csv(out / "plan.csv")
+    md_path = out / "plan.md"
+    plan.to_markdown(md_path)
+    print(f"wrote {csv_path} and {md_path}")
+    return 0
+
+
+def add_book_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``capbook book``."""
+    p = sub.add_parser(
+        "book",
+        help="re-run every chapter of the book on your data and build the site",
+        description=(
+            "Validate the request log and sweep, execute every chapter on them (a fresh kernel per "
+            "chapter, progress per chapter) and build the static site into DIR. The repository's "
+            "own build and cache are not touched. Exit status 2 on invalid input, 1 when a "
+            "chapter fails."
+        ),
+    )
+    _add_data_arguments(p)
+    p.add_argument("--out", default="capbook-book", metavar="DIR",
+                   help="folder for the built site (default ./capbook-book); index.html inside")
+    p.add_argument("--timeout", type=int, default=300, help="seconds allowed per notebook cell (default 300)")
+    p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
+    p.set_defaults(func=run_book)
+
+
+def run_book(args: argparse.Namespace) -> int:
+    """Run ``capbook book``; returns the exit code."""
+    from capbook import bookbuild
+
+    try:
+        _load_inputs(args)
+        return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
+                                    sweep=args.sweep, timeout=args.timeout, keep_notebooks=args.keep)
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"capbook book: {exc}", file=sys.stderr)
+        return 2
+
+
+# --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
 #: Functions that each register one subcommand; append yours.
-COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_command]
+COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_command, add_plan_command,
+                                                                 add_book_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

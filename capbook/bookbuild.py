@@ -1,0 +1,271 @@
+"""Re-run the whole book on a reader's data and build the site (``capbook book``).
+
+Every chapter reads its data through :mod:`capbook.datasets`, so pointing ``CAPBOOK_REQUESTS``
+(and ``CAPBOOK_SWEEP``) at a reader's files is enough to re-run it. :func:`build_book` does
+that without touching the repository's own build:
+
+1. copies the book's sources (``_config.yml``, ``_toc.yml``, ``book/``) into a temporary
+   folder, with execution switched off in the copied configuration (the repository uses
+   ``execute_notebooks: cache``, whose cache would otherwise hold the sample-data results);
+2. writes a note at the top of the copied ``intro.md`` saying which data the copy was built
+   from (:func:`capbook.datasets.data_source`);
+3. executes every chapter of the table of contents, one fresh kernel each, with the data
+   variables in the kernel's environment, showing progress per chapter;
+4. builds the site from the executed copies with ``jupyter-book build`` and moves the HTML to
+   the output folder only when everything succeeded (nothing half-built is left behind).
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["ROOT", "chapter_files", "data_note", "build_book"]
+
+#: The repository root (where ``_config.yml`` and ``_toc.yml`` live).
+ROOT = Path(__file__).resolve().parents[1]
+_MARKER = ".capbook-book.json"
+
+
+def _toc_files(node) -> list[str]:
+    out = []
+    if isinstance(node, dict):
+        if "file" in node:
+            out.append(str(node["file"]))
+        for key in ("root",):
+            if key in node:
+                out.append(str(node[key]))
+        for key in ("parts", "chapters", "sections"):
+            for child in node.get(key, []) or []:
+                out += _toc_files(child)
+    elif isinstance(node, list):
+        for child in node:
+            out += _toc_files(child)
+    return out
+
+
+def chapter_files(root: Path = ROOT) -> list[Path]:
+    """The notebooks of the table of contents, in reading order (paths under ``root``)."""
+    import yaml
+
+    toc_path = Path(root) / "_toc.yml"
+    if not toc_path.is_file():
+        raise FileNotFoundError(f"{toc_path} not found: capbook book needs the repository checkout "
+                                "(the book's sources are not part of the installed package)")
+    toc = yaml.safe_load(toc_path.read_text(encoding="utf-8"))
+    out = []
+    for f in _toc_files(toc):
+        p = Path(root) / (f if f.endswith(".ipynb") else f + ".ipynb")
+        if p.is_file() and p not in out:
+            out.append(p)
+    return out
+
+
+@contextmanager
+def _environ(env: dict):
+    old = {k: os.environ.get(k) for k in env}
+    try:
+        for k, v in env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _data_env(requests, requests_format, sweep) -> dict:
+    return {
+        "CAPBOOK_REQUESTS": str(Path(requests).resolve()) if requests else None,
+        "CAPBOOK_REQUESTS_FORMAT": requests_format if requests and requests_format not in (None, "auto") else None,
+        "CAPBOOK_SWEEP": str(Path(sweep).resolve()) if sweep else None,
+    }
+
+
+def data_note(source: dict, when: str) -> str:
+    """The MyST admonition placed at the top of the first page of a reader's build."""
+    lines = [
+        ":::{admonition} The data this copy of the book was built from",
+        ":class: note",
+        f"Built by `capbook book` on {when} from:",
+        "",
+        f"- request log: `{source['requests']}`",
+        f"- sweep: `{source['sweep']}`",
+        "",
+    ]
+    if source["sample"]:
+        lines.append("These are the book's sample data, so every figure matches the published book.")
+    else:
+        lines.append(
+            "Every number in the chapters was recomputed from these data. Hidden checks of the "
+            "book's published figures apply only to the sample data and were skipped; where a "
+            "chapter needs something your data lack (weeks of history for a forecast, a column), "
+            "it says so and shows the sample data instead.")
+    lines.append(":::")
+    return "\n".join(lines) + "\n"
+
+
+def _prepare_source(work: Path, note: str) -> None:
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "_config.yml").read_text(encoding="utf-8"))
+    cfg.setdefault("execute", {})["execute_notebooks"] = "off"
+    (work / "_config.yml").write_text(yaml.safe_dump(cfg, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    shutil.copy2(ROOT / "_toc.yml", work / "_toc.yml")
+    shutil.copytree(ROOT / "book", work / "book",
+                    ignore=shutil.ignore_patterns(".ipynb_checkpoints", "_build", "__pycache__"))
+    (work / "site").symlink_to(ROOT / "site", target_is_directory=True)
+    toc = yaml.safe_load((work / "_toc.yml").read_text(encoding="utf-8"))
+    root_page = work / (str(toc.get("root", "book/intro")) + ".md")
+    if root_page.is_file():
+        text = root_page.read_text(encoding="utf-8").splitlines(keepends=True)
+        # after the page title (the first heading)
+        at = next((i + 1 for i, line in enumerate(text) if line.startswith("# ")), 0)
+        text[at:at] = ["\n", note, "\n"]
+        root_page.write_text("".join(text), encoding="utf-8")
+
+
+def _execute(path: Path, env: dict, timeout: int) -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.read(path, as_version=4)
+    kernel = (nb.metadata.get("kernelspec") or {}).get("name", "python3")
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
+                            resources={"metadata": {"path": str(path.parent)}})
+    client.execute(env=env)
+    nbformat.write(nb, path)
+
+
+def _first_error(exc: BaseException) -> str:
+    text = str(exc)
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    err = [ln for ln in lines if "Error" in ln or "Exception" in ln]
+    return (err[-1] if err else (lines[-1] if lines else repr(exc)))[:500]
+
+
+def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None, timeout: int = 300,
+               keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None) -> int:
+    """Execute every chapter on the given data and build the site into ``out``.
+
+    Parameters
+    ----------
+    out : str or Path
+        Output folder; it receives the HTML site (``index.html`` at its top). It must not
+        exist, be empty, or hold an earlier ``capbook book`` build (which is replaced).
+    requests, sweep : str or Path, optional
+        The reader's request log and sweep (default: the sample data). Validate them first
+        (``capbook book`` reads both before calling this).
+    requests_format : str
+        Format of the request log (see :data:`capbook.traces.FORMATS`).
+    timeout : int
+        Seconds allowed per notebook cell.
+    keep_notebooks : bool
+        Also copy the executed notebooks to ``out/notebooks``.
+    progress : bool
+        Show a progress bar and per-chapter times on standard error.
+    chapters : list of str, optional
+        Only these chapter stems (for tests); the site then holds the others unexecuted.
+
+    Returns
+    -------
+    int
+        0 when the site was built; 1 when a chapter or the site build failed (the message
+        names the chapter and the error; ``out`` is left untouched).
+    """
+    from tqdm.auto import tqdm
+
+    from . import datasets
+
+    out = Path(out).resolve()
+    if out == ROOT or ROOT / "book" in (out, *out.parents):
+        raise ValueError(f"--out {out}: choose a folder outside the repository's sources")
+    if out.exists():
+        if not out.is_dir():
+            raise ValueError(f"--out {out} exists and is not a folder")
+        if any(out.iterdir()) and not (out / _MARKER).is_file():
+            raise ValueError(f"--out {out} exists and is not empty (and is not an earlier capbook book "
+                             "build); choose a new folder")
+    for p, name in ((requests, "requests"), (sweep, "sweep")):
+        if p is not None and not Path(p).exists():
+            raise FileNotFoundError(f"--{name} {p}: no such file")
+    env_vars = _data_env(requests, requests_format, sweep)
+    with _environ(env_vars):
+        source = datasets.data_source()
+    env = os.environ.copy()
+    for k, v in env_vars.items():
+        if v is None:
+            env.pop(k, None)
+        else:
+            env[k] = v
+    env.setdefault("MPLBACKEND", "Agg")
+    when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    all_chapters = chapter_files(ROOT)
+    if chapters is not None:
+        wanted = set(chapters)
+        unknown = wanted - {p.stem for p in all_chapters}
+        if unknown:
+            raise ValueError(f"chapters {sorted(unknown)} are not in _toc.yml")
+        all_chapters = [p for p in all_chapters if p.stem in wanted]
+
+    def say(msg):
+        if progress:
+            tqdm.write(msg, file=sys.stderr)
+
+    with tempfile.TemporaryDirectory(prefix="capbook-book-") as tmp:
+        work = Path(tmp) / "src"
+        work.mkdir()
+        _prepare_source(work, data_note(source, when))
+        say(f"capbook book: {len(all_chapters)} chapters on requests={source['requests']}, sweep={source['sweep']}")
+        bar = tqdm(all_chapters, desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
+        for src in bar:
+            rel = src.relative_to(ROOT)
+            bar.set_postfix_str(rel.stem)
+            t0 = time.perf_counter()
+            try:
+                _execute(work / rel, env, timeout)
+            except Exception as exc:  # a chapter failed: report it, build nothing
+                bar.close()
+                print(f"capbook book: chapter {rel} failed on this data: {_first_error(exc)}\n"
+                      f"(run it in Jupyter with CAPBOOK_REQUESTS / CAPBOOK_SWEEP set to see the traceback); "
+                      f"nothing was written to {out}", file=sys.stderr)
+                return 1
+            say(f"  {rel.stem:<24} {time.perf_counter() - t0:6.1f} s")
+        bar.close()
+        say("capbook book: building the site (execution off; the chapters ran above)")
+        build_dir = Path(tmp) / "build"
+        jb = Path(sys.executable).with_name("jupyter-book")
+        cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(work), "--path-output", str(build_dir)]
+        log_path = Path(tmp) / "jupyter-book.log"
+        with open(log_path, "w", encoding="utf-8") as fh:
+            r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=str(work))
+        html = build_dir / "_build" / "html"
+        if r.returncode != 0 or not (html / "index.html").is_file():
+            tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
+            print("capbook book: the site build failed:\n" + "\n".join(tail) + f"\nnothing was written to {out}",
+                  file=sys.stderr)
+            return 1
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(html, out, symlinks=False)
+        if keep_notebooks:
+            for src in all_chapters:
+                dst = out / "notebooks" / src.name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(work / src.relative_to(ROOT), dst)
+        (out / _MARKER).write_text(json.dumps({"built": when, **source}, indent=2), encoding="utf-8")
+    print(f"capbook book: built {out / 'index.html'} from requests={source['requests']}, sweep={source['sweep']}")
+    return 0
