@@ -108,6 +108,8 @@ class Sweep:
         self._n = t["concurrency"].to_numpy(float)
         self._cols = {c: t[c].to_numpy(float) for c in t.columns
                       if c.startswith(("ttft_p", "tpot_p")) and c.endswith("_s")}
+        self._lo, self._hi = float(self._n[0]), float(self._n[-1])
+        self._ok: dict = {}  # (metric, q) -> validated column, for the fast path
 
     # -- construction ------------------------------------------------------------------------
     @staticmethod
@@ -185,7 +187,11 @@ class Sweep:
         return col in self._cols and bool(np.all(np.isfinite(self._cols[col])))
 
     # -- interpolation -----------------------------------------------------------------------
-    def _interp(self, metric: str, concurrency, q, extrapolate: bool):
+    def _column(self, metric: str, q) -> np.ndarray:
+        key = (metric, q)
+        y = self._ok.get(key)
+        if y is not None:
+            return y
         q = _check_q(q)
         col = f"{metric}_p{q}_s"
         y = self._cols.get(col)
@@ -194,7 +200,21 @@ class Sweep:
                 f"sweep {self.name!r} has no {col} values (the source did not report the "
                 f"p{q} of {metric.upper()}); use a percentile it has"
             )
+        self._ok[key] = y
+        return y
+
+    def _interp(self, metric: str, concurrency, q, extrapolate: bool):
+        y = self._column(metric, q)
+        if type(concurrency) in (int, float, np.float64, np.int64):  # fast scalar path
+            c = float(concurrency)
+            if self._lo <= c <= self._hi and len(self._n) > 1:
+                return float(np.interp(c, self._n, y))
         x = np.asarray(concurrency, dtype=float)
+        if x.size and len(self._n) > 1:
+            xmin, xmax = x.min(), x.max()  # NaN propagates, so NaN fails this test
+            if self._lo <= xmin and xmax <= self._hi:
+                res = np.interp(x, self._n, y)
+                return res[()] if res.ndim == 0 else res
         if np.any(~np.isfinite(x)) or np.any(x <= 0):
             raise ValueError(f"concurrency must be finite and > 0; got {concurrency!r}")
         lo, hi = self._n[0], self._n[-1]
