@@ -7,7 +7,8 @@ process for a scalar, a 64-point vector and a million points, and prints the rat
 times the regeneration of every sample sweep (``capbook.servingmodel``).
 
 Target (issue 3): Sweep.tpot within 3x of numpy.interp on a scalar and within 1.5x on 1e6
-points; all sample sweeps regenerated in under 10 s on 2 cores.
+points (a few microseconds of validation per call); all sample sweeps regenerated in about
+4 s of CPU time (wall time grows when the machine is shared).
 
 Run: ``.venv/bin/python benchmarks/bench_sweep.py``
 """
