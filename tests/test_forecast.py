@@ -478,3 +478,22 @@ def test_quantile_lines_are_ordered(growth, seed):
 def test_naive_timestamps_taken_as_utc():
     s = _series(np.ones(H)).tz_localize(None)
     assert str(fc.validate_hourly(s).index.tz) == "UTC"
+
+
+def test_trace_layer_hourly_frame_goes_through(monkeypatch):
+    """The trace layer's hourly sums (sample request log: 4 weeks, two models, two tiers)
+    feed the forecaster directly; skipped if the trace layer is not importable."""
+    pytest.importorskip("capbook.traces")
+    from capbook import datasets
+    monkeypatch.delenv("CAPBOOK_REQUESTS", raising=False)
+    hourly = datasets.load_requests().hourly()
+    assert set(fc.HOURLY_COLUMNS) <= set(hourly.columns)
+    with pytest.raises(ValueError, match="pass model="):
+        fc.hourly_series(hourly)
+    model = hourly.groupby("model")["output_tokens"].sum().idxmax()
+    s = fc.trim_to_whole_weeks(fc.hourly_series(hourly, model=model))
+    inter = hourly[(hourly.model == model) & (hourly.tier != "batch")]
+    assert s.sum() == inter.set_index("period_start")["output_tokens"].reindex(s.index).sum()
+    f = fc.forecast_tokens(s, 1, min_fit_weeks=3, min_origins=1)
+    assert f.frame.index[0] == s.index[-1] + pd.Timedelta(hours=1)
+    assert (f.frame["p90"] > f.frame["p10"]).all()
