@@ -533,6 +533,8 @@ def _parse_llmperf(d, path):
         mean_output_tokens=_num(_get(d, ["results_number_output_tokens_mean"], path), path, "results_number_output_tokens_mean"),
         num_requests=n_ok, model=d.get("model"), load_kind="concurrency", concurrency_source="set",
         failed_requests=_opt(d, "results_number_errors"), format="llmperf",
+        tpot_note="llmperf inter_token_latency: spreads TTFT over all output tokens, so it "
+                  "overstates TPOT by about TTFT / output tokens",
     )]
 
 
@@ -544,7 +546,11 @@ def _parse_llmperf_requests(items, path, concurrency=None):
     if not ok:
         raise _err(path, f"all {len(items)} requests have an 'error_code': no measurement")
     tt = np.array([_num(r.get("ttft_s"), path, "ttft_s") for r in ok])
-    itl = np.array([_num(r.get("inter_token_latency_s"), path, "inter_token_latency_s") for r in ok])
+    # TPOT per request as vLLM and AIPerf define it: (latency - TTFT) / (output tokens - 1);
+    # llmperf's own inter_token_latency_s spreads TTFT over the output and is not used
+    itl = np.array([(_num(r.get("end_to_end_latency_s"), path, "end_to_end_latency_s") - t)
+                    / (_num(r.get("number_output_tokens"), path, "number_output_tokens") - 1)
+                    for r, t in zip(ok, tt) if r.get("number_output_tokens", 0) > 1])
     p = np.percentile
     return [_row(
         concurrency=float(concurrency), ttft_p50_s=float(p(tt, 50)), ttft_p95_s=float(p(tt, 95)),

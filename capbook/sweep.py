@@ -294,6 +294,9 @@ class Sweep:
                 lv = [f"{n:g}: {int(k)}" for n, k in zip(self._n, f) if k > 0]
                 out.append("failed requests at some levels (concurrency: count) " + ", ".join(lv)
                            + "; the percentiles cover successful requests only")
+        if "tpot_note" in self._table:
+            for note in self._table["tpot_note"].dropna().unique():
+                out.append(str(note))
         if "concurrency_source" in self._table:
             src = set(self._table["concurrency_source"].dropna())
             if "littles_law" in src or "measured" in src:
