@@ -21,7 +21,8 @@ PALETTE = [
     "#000000",  # black
 ]
 
-#: Default chart size in pixels, chosen to fit the book's content column without scrolling.
+#: Default chart size in pixels, chosen to fit the book's content column without scrolling
+#: (the plot plus axes stays under about 650 px, leaving room for the chart's "..." menu).
 WIDTH = 560
 HEIGHT = 300
 
@@ -46,7 +47,17 @@ def theme_config() -> dict:
                 "domainColor": "#888",
                 "tickColor": "#888",
             },
-            "legend": {"labelFontSize": 12, "titleFontSize": 12, "orient": "right"},
+            # Legends go under the plot, three entries to a row: a legend on the right adds up
+            # to 250 px and pushed charts past the book's content column (about 690 px at a
+            # 1280-px window; the browser test in tests/browser checks every chart fits).
+            "legend": {
+                "labelFontSize": 12,
+                "titleFontSize": 12,
+                "orient": "bottom",
+                "direction": "horizontal",
+                "columns": 3,
+                "labelLimit": 160,
+            },
             "title": {"fontSize": 15, "anchor": "start", "fontWeight": "bold"},
             "line": {"strokeWidth": 2.5},
             "point": {"size": 50, "filled": True},
@@ -62,8 +73,34 @@ def _capbook_theme() -> alt.theme.ThemeConfig:  # pragma: no cover - exercised v
 
 
 def use_theme() -> None:
-    """Enable the capbook Altair theme for every chart drawn afterwards."""
+    """Prepare a chapter's display: the capbook Altair theme and plain numbers.
+
+    Enables the capbook theme for every chart drawn afterwards and, inside IPython, shows numpy
+    scalars as plain numbers (``0.9`` rather than ``np.float64(0.9)``). The latter matters for
+    myst-nb ``glue``: a glued ``np.float64`` would otherwise reach the page as text that the
+    ``{glue:text}`name:.2f``` formatter cannot parse.
+    """
     alt.theme.enable(THEME_NAME)
+    _plain_numpy_scalars()
+
+
+def _plain_numpy_scalars() -> None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover - IPython ships with Jupyter
+        return
+    ip = get_ipython()
+    if ip is None:
+        return
+    import numpy as np
+
+    fmt = ip.display_formatter.formatters["text/plain"]
+    # the pretty printer looks a printer up by the exact type first: register each scalar type
+    for t in (np.float16, np.float32, np.float64, np.longdouble):
+        fmt.for_type(t, lambda obj, p, cycle: p.text(repr(float(obj))))
+    for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32, np.uint64):
+        fmt.for_type(t, lambda obj, p, cycle: p.text(repr(int(obj))))
+    fmt.for_type(np.bool_, lambda obj, p, cycle: p.text(repr(bool(obj))))
 
 
 def slider(name: str, value: float, min: float, max: float, step: float, label: str) -> alt.Parameter:
