@@ -227,12 +227,14 @@ def backtest(series: pd.Series, horizon_weeks: int, *, first_origin: int | None 
         raise ValueError(f"forecast options {sorted(forecast_kw)} only apply to the default forecaster")
     origins = range(first_origin if first_origin is not None else 1, n - horizon + 1, step)
     out = []
+    last_error: ValueError | None = None
     for k in origins:
         train = s.iloc[:k * HOURS_PER_WEEK]
         try:
             fc = forecaster(train, horizon)
-        except ValueError:
+        except ValueError as exc:
             if first_origin is None and not out:
+                last_error = exc
                 continue  # still too short for this forecaster: try the next origin
             raise
         frame = fc.frame if isinstance(fc, TokenForecast) else fc
@@ -240,8 +242,9 @@ def backtest(series: pd.Series, horizon_weeks: int, *, first_origin: int | None 
         rec.insert(0, "origin", k)
         out.append(rec)
     if not out:
+        why = f" (the forecaster said: {last_error})" if last_error is not None else ""
         raise ValueError(f"series has {n} weeks: no origin leaves {horizon} week(s) to score after a fit the "
-                         "forecaster accepts; use a longer series or a shorter horizon")
+                         f"forecaster accepts; use a longer series or a shorter horizon{why}") from last_error
     return pd.concat(out)
 
 

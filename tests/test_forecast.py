@@ -497,3 +497,12 @@ def test_trace_layer_hourly_frame_goes_through(monkeypatch):
     f = fc.forecast_tokens(s, 1, min_fit_weeks=3, min_origins=1)
     assert f.frame.index[0] == s.index[-1] + pd.Timedelta(hours=1)
     assert (f.frame["p90"] > f.frame["p10"]).all()
+
+
+def test_backtest_too_short_says_why():
+    s, _ = _exact_series(8, 0.02)
+    with pytest.raises(ValueError, match="no origin leaves 4 week.*needs at least"):
+        bt.backtest(s, 4)
+    z = s.copy(); z.iloc[3] = 0.0
+    with pytest.raises(ValueError, match="is 0 at"):
+        bt.backtest(z, 1)
