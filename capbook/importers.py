@@ -444,11 +444,28 @@ def _parse_guidellm(d, path):
         conc_m, _ = _gl_metric(m, "request_concurrency", path, bi)
         pin, _ = _gl_metric(m, "prompt_token_count", path, bi)
         pout, _ = _gl_metric(m, "output_token_count", path, bi)
-        totals = b.get("request_totals") or {}
-        dur = _num(_get(b, ["duration"], path, f"benchmarks[{bi}]"), path, f"benchmarks[{bi}].duration")
-        ok = _num(totals.get("successful"), path, f"benchmarks[{bi}].request_totals.successful")
-        strategy = (b.get("args", {}).get("strategy") or {})
+        # request_totals sits beside metrics in GuideLLM 0.2 and inside it later; its
+        # "successful" is a count or a {count: ...} object
+        totals = b.get("request_totals") or m.get("request_totals")
+        if not isinstance(totals, Mapping):
+            raise _err(path, f"missing field 'benchmarks[{bi}].request_totals'")
+        succ = totals.get("successful")
+        ok = _num(succ.get("count") if isinstance(succ, Mapping) else succ, path,
+                  f"benchmarks[{bi}].request_totals.successful")
+        err = totals.get("errored")
+        err = err.get("count") if isinstance(err, Mapping) else err
+        strategy = {}
+        for holder in ("args", "config", "scheduler"):
+            cand = (b.get(holder) or {}).get("strategy") if isinstance(b.get(holder), Mapping) else None
+            if isinstance(cand, Mapping):
+                strategy = cand
+                break
         stype = strategy.get("type_") or strategy.get("type")
+        if b.get("duration") is not None:
+            out_tps = _num(pout.get("total_sum"), path, "output_token_count.successful.total_sum") / float(b["duration"])
+        else:
+            otps, _ = _gl_metric(m, "output_tokens_per_second", path, bi)
+            out_tps = _num(otps.get("mean"), path, f"benchmarks[{bi}].metrics.output_tokens_per_second.successful.mean")
         if stype == "synchronous":
             kind, n, src, rate = "concurrency", 1.0, "set", _NAN
         elif stype == "concurrent":
@@ -461,12 +478,13 @@ def _parse_guidellm(d, path):
             concurrency=n, ttft_p50_s=t50 / 1e3, ttft_p95_s=t95 / 1e3, ttft_p99_s=t99 / 1e3,
             tpot_p50_s=p50 / 1e3, tpot_p95_s=p95 / 1e3, tpot_p99_s=p99 / 1e3,
             request_throughput_rps=_num(rps_m.get("mean"), path, "requests_per_second.successful.mean"),
-            output_throughput_tps=_num(pout.get("total_sum"), path, "output_token_count.successful.total_sum") / dur,
+            output_throughput_tps=out_tps,
             mean_input_tokens=_num(pin.get("mean"), path, "prompt_token_count.successful.mean"),
             mean_output_tokens=_num(pout.get("mean"), path, "output_token_count.successful.mean"),
             num_requests=ok, model=(b.get("worker") or {}).get("backend_model"),
             load_kind=kind, concurrency_source=src, request_rate_target=rate,
-            failed_requests=_opt(totals, "errored"), format="guidellm", point=f"{stype}[{bi}]",
+            failed_requests=float(err) if err is not None else _NAN, format="guidellm",
+            point=f"{stype}[{bi}]",
         ))
     if not rows:
         raise _err(path, "field 'benchmarks' is empty")

@@ -274,6 +274,27 @@ def test_guidellm_json(sw):
     assert r.output_throughput_tps == pytest.approx(5888 / 29.997201442718506)
 
 
+def test_guidellm_later_layout(sw, tmp_path):
+    """Later GuideLLM versions move request_totals into metrics (as {count: ...}) and the
+    strategy under config; the same numbers must come out."""
+    d = json.loads((sw / "guidellm/neuralmagic-guidellm/tests/unit/entrypoints/assets/benchmarks_stripped.json").read_text())
+    b = d["benchmarks"][0]
+    b["metrics"]["request_totals"] = {k: {"count": v} for k, v in b.pop("request_totals").items()}
+    b["config"] = {"strategy": b.pop("args")["strategy"]}
+    del b["duration"]
+    p = tmp_path / "benchmarks.json"
+    p.write_text(json.dumps(d))
+    r = read_sweep(p).table.iloc[0]
+    assert r.concurrency == 1 and r.num_requests == 46
+    assert r.tpot_p50_s == pytest.approx(4.9241227427805505 * MS)
+    # without a duration, output tokens/s is output_tokens_per_second.successful.mean
+    assert r.output_throughput_tps == pytest.approx(198.13346751788123)
+    del b["metrics"]["request_totals"]
+    p.write_text(json.dumps(d))
+    with pytest.raises(ValueError, match=r"benchmarks\.json: missing field 'benchmarks\[0\]\.request_totals'"):
+        read_sweep(p)
+
+
 def test_guidellm_csv(sw):
     path = sw / "guidellm/nirjhar17-guidellm-pd-disaggregation/reports/all-benchmarks.csv"
     pts = read_points(path)
