@@ -3,19 +3,19 @@
 A *request log* has one row per request that reached the gateway, served or not. Every reader
 in this module maps its source onto the canonical columns
 
-=================== ============================ ===============================================
-column              type                         meaning
-=================== ============================ ===============================================
-``arrival_time``    datetime64[ns, UTC]          when the request arrived at the gateway
-``input_tokens``    int64                        prompt tokens (tokens)
-``output_tokens``   int64                        generated tokens (tokens)
-``model``           str                          model the caller asked for
-``tier``            str                          service tier (``interactive``, ``batch``, ...)
-``status``          str                          ``served``, ``throttled`` or ``failed``
-``first_token_time`` datetime64[ns, UTC], opt.   when the first output token left the server
-``end_time``        datetime64[ns, UTC], opt.    when the last output token left the server
-``tenant``          str, optional                the calling team or key
-=================== ============================ ===============================================
+===================== ============================ ===============================================
+column                type                         meaning
+===================== ============================ ===============================================
+``arrival_time``      datetime64[ns, UTC]          when the request arrived at the gateway
+``input_tokens``      int64                        prompt tokens (tokens)
+``output_tokens``     int64                        generated tokens (tokens)
+``model``             str                          model the caller asked for
+``tier``              str                          service tier (``interactive``, ``batch``, ...)
+``status``            str                          ``served``, ``throttled`` or ``failed``
+``first_token_time``  datetime64[ns, UTC], opt.    when the first output token left the server
+``end_time``          datetime64[ns, UTC], opt.    when the last output token left the server
+``tenant``            str, optional                the calling team or key
+===================== ============================ ===============================================
 
 The data stay in the source file: :func:`read_requests` runs one streaming DuckDB pass that
 validates every row and aggregates hourly sums at the same time, and every later statistic is
@@ -29,7 +29,8 @@ order, duplicated rows or an empty file raise :class:`ValueError` naming the fil
 the reason and the first offending rows. With ``drop_invalid=True`` bad rows are dropped and
 counted in :attr:`RequestLog.report` (and a warning says how many and why); with ``sort=True``
 rows out of order are accepted and sorted. A sanity check on span and rate catches a time unit
-read wrongly (milliseconds read as seconds).
+read wrongly (milliseconds read as seconds). For Parquet files, a check that the file's own
+column statistics rule out (no nulls in a column, no negative minimum) is skipped.
 """
 from __future__ import annotations
 
@@ -310,6 +311,23 @@ def _source_sql(con: duckdb.DuckDBPyConnection, path: str) -> tuple[str, dict[st
     return sql, {r[0]: r[1] for r in desc}
 
 
+def _parquet_stats(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> dict[str, dict]:
+    """Per-column null count, numeric min and text min over every row group of a Parquet file
+    (only for columns whose statistics are present in every row group)."""
+    if not sql.startswith("read_parquet("):
+        return {}
+    try:
+        rows = con.execute(
+            "SELECT path_in_schema, count(*) = count(stats_null_count), sum(stats_null_count), "
+            "min(TRY_CAST(stats_min_value AS DOUBLE)), count(*) = count(stats_min_value), "
+            f"min(stats_min_value) FROM parquet_metadata({_lit(path)}) GROUP BY 1"
+        ).fetchall()
+    except duckdb.Error:
+        return {}
+    return {r[0]: {"nulls": int(r[2]) if r[1] else None, "min_num": r[3] if r[4] else None,
+                   "min_text": r[5] if r[4] else None} for r in rows}
+
+
 def detect_format(path: str | os.PathLike) -> str:
     """Name the format of a request log from its column names.
 
@@ -366,6 +384,14 @@ class _Plan:
     checks: list[_Check]
     raw_cols: list[str]
     optional_present: list[str] = field(default_factory=list)
+    throttled: str = "false"  # SQL boolean on raw columns: the row is throttled
+
+    def ok(self) -> str:
+        """SQL boolean: the row has none of the problems (NULL-safe; a NULL condition only
+        arises where a 'missing' or 'unparseable' condition of the same row is true)."""
+        if not self.checks:
+            return "true"
+        return "NOT COALESCE(" + " OR ".join(f"({c.cond})" for c in self.checks) + ", false)"
 
 
 _INT_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -450,7 +476,23 @@ def _text_expr(cols: tuple[str, ...], types: dict[str, str]) -> str:
     return parts[0] if len(parts) == 1 else f"COALESCE({', '.join(parts)})"
 
 
-def _plan(path: str, cols: dict[str, str], m: Mapping) -> _Plan:
+def _impossible(cols: dict[str, str], stats: dict[str, dict]) -> set[str]:
+    """Check conditions that a Parquet file's own column statistics prove false everywhere."""
+    out: set[str] = set()
+    for col, st in stats.items():
+        if col not in cols:
+            continue
+        c = _q(col)
+        if st["nulls"] == 0:
+            out.add(f"{c} IS NULL")
+            if cols[col] == "VARCHAR" and st["min_text"]:  # no null and no empty string
+                out.add(f"({c} IS NULL OR {c} = '')")
+        if cols[col] in _INT_TYPES and st["min_num"] is not None and st["min_num"] >= 0:
+            out.add(f"{c} < 0")
+    return out
+
+
+def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | None = None) -> _Plan:
     wanted = m.columns()
     missing = []
     present: dict[str, tuple[str, ...]] = {}
@@ -520,23 +562,33 @@ def _plan(path: str, cols: dict[str, str], m: Mapping) -> _Plan:
         if m.status_values is not None:
             cases = " ".join(f"WHEN {_lit(k)} THEN {_lit(v)}" for k, v in m.status_values.items())
             e = f"(CASE {raw} {cases} ELSE NULL END)"
+            allowed = list(m.status_values)
+            thr = [k for k, v in m.status_values.items() if v == "throttled"]
         else:
-            e = f"(CASE WHEN {raw} IN ('served', 'throttled', 'failed') THEN {raw} END)"
+            e = raw  # valid rows hold a canonical value
+            allowed = list(STATUSES)
+            thr = ["throttled"]
+        throttled = f"{raw} IN ({', '.join(_lit(k) for k in thr)})" if thr else "false"
         if m.failed_if_zero_output:
             e = f"(CASE WHEN {exprs['output_tokens']} = 0 THEN 'failed' ELSE {e} END)"
+            throttled = f"({throttled} AND NOT ({exprs['output_tokens']} = 0))"
         exprs["status"] = e
-        allowed = list(m.status_values) if m.status_values is not None else list(STATUSES)
         add("status", col, [
             ("missing status", f"({raw} IS NULL OR {raw} = '')"),
             (f"unknown status (allowed: {', '.join(allowed)})",
-             f"{raw} IS NOT NULL AND {raw} <> '' AND {e} IS NULL"),
+             f"({raw} <> '' AND {raw} NOT IN ({', '.join(_lit(k) for k in allowed)}))"),
         ], raw)
     elif m.failed_if_zero_output:
         exprs["status"] = f"(CASE WHEN {exprs['output_tokens']} = 0 THEN 'failed' ELSE 'served' END)"
+        throttled = "false"
     else:
         exprs["status"] = "'served'"
+        throttled = "false"
     opt = [f for f in ("first_token_time", "end_time", "tenant") if f in exprs]
-    return _Plan(exprs, checks, list(cols), opt)
+    if stats:
+        gone = _impossible(cols, stats)
+        checks = [ch for ch in checks if ch.cond not in gone]
+    return _Plan(exprs, checks, list(cols), opt, throttled)
 
 
 # --------------------------------------------------------------------------------------------
@@ -628,7 +680,7 @@ class RequestLog:
         self._con = con
         self._lock = threading.Lock()
         self._src = source_sql
-        plan = _plan(path, cols, mapping)
+        plan = _plan(path, cols, mapping, _parquet_stats(con, source_sql, path))
         self._plan = plan
         self.columns = tuple(
             c for c in CANONICAL_COLUMNS
@@ -641,7 +693,8 @@ class RequestLog:
             self._check_units()
         return self
 
-    def _row_sql(self, numbered: bool = False, flags: bool = True, rowhash: bool = False) -> str:
+    def _row_sql(self, numbered: bool = False, flags: bool = True, rowhash: bool = False,
+                 ok: bool = False) -> str:
         """SQL of every source row: canonical expressions, per-problem flags, optional extras."""
         p = self._plan
         e = p.exprs
@@ -653,6 +706,8 @@ class RequestLog:
         if flags:
             for k, ch in enumerate(p.checks):
                 sel.append(f"COALESCE({ch.cond}, false) AS bad{k}")
+        if ok:
+            sel.append(f"{p.ok()} AS ok")
         if rowhash:
             sel.append(f"hash({', '.join(_q(c) for c in p.raw_cols)}) AS rowhash")
         if numbered:
@@ -662,39 +717,39 @@ class RequestLog:
     def _validate(self, *, drop_invalid: bool, sort: bool, progress: bool) -> None:
         p = self._plan
         nchk = len(p.checks)
-        valid = " AND ".join(f"NOT bad{k}" for k in range(nchk)) or "true"
-        # pass A (parallel): per-problem counts, and hourly sums per model and tier of valid rows
-        problem_aggs = "".join(f", count(*) FILTER (WHERE bad{k}) AS n{k}" for k in range(nchk))
+        valid = "ok"  # with _row_sql(ok=True)
+        # pass A (parallel): hourly sums per model and tier of valid rows, and the number of
+        # invalid rows; only when there are some, a second pass counts each problem.
         sql_a = f"""
-        SELECT CASE WHEN ok THEN t // {_US_PER_H} END AS h, model, tier,
+        SELECT t // {_US_PER_H} AS h, model, tier,
                count(*) AS n_all,
-               count(*) FILTER (WHERE ok) AS n,
-               count(*) FILTER (WHERE ok AND status = 'throttled') AS n_thr,
-               sum(i) FILTER (WHERE ok) AS s_in,
-               sum(o) FILTER (WHERE ok) AS s_out,
-               min(t) FILTER (WHERE ok) AS t_min,
-               max(t) FILTER (WHERE ok) AS t_max
-               {problem_aggs}
-        FROM (SELECT *, ({valid}) AS ok FROM ({self._row_sql()})) GROUP BY ALL
+               count(*) FILTER (WHERE NOT ok) AS n_bad,
+               count(*) FILTER (WHERE thr) AS n_thr,
+               sum(i) AS s_in, sum(o) AS s_out, min(t) AS t_min, max(t) AS t_max
+        FROM (SELECT {p.exprs['t']} AS t, {p.exprs['input_tokens']} AS i,
+                     {p.exprs['output_tokens']} AS o, {p.exprs['model']} AS model,
+                     {p.exprs['tier']} AS tier, {p.throttled} AS thr, {p.ok()} AS ok
+              FROM {self._src})
+        GROUP BY ALL
         """
         # pass B (streaming, arrival time only): rows earlier than, or tied with, the row above
         sql_b = (f"SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER () AS pt FROM "
                  f"(SELECT {p.exprs['t']} AS t FROM {self._src})) WHERE t <= pt")
         self._run([f"CREATE OR REPLACE TEMP TABLE pass1 AS {sql_a}",
                    f"CREATE OR REPLACE TEMP TABLE pass2 AS {sql_b}"], progress)
-        tot_sql = ", ".join(["sum(n_all)", "sum(n)", "min(t_min)", "max(t_max)"]
-                            + [f"sum(n{k})" for k in range(nchk)])
-        tot = self._con.execute(f"SELECT {tot_sql} FROM pass1").fetchone()
+        tot = self._con.execute(
+            "SELECT sum(n_all), sum(n_all) - sum(n_bad), min(t_min), max(t_max) FROM pass1").fetchone()
         n_all = int(tot[0] or 0)
         n_valid = int(tot[1] or 0)
         self.rows_read = n_all
         if n_all == 0:
             raise ValueError(f"{self.path}: the file has a header but no data rows (empty log)")
         problems = []
-        for k, ch in enumerate(p.checks):
-            cnt = int(tot[4 + k] or 0)
-            if cnt:
-                problems.append((ch, cnt, k))
+        if n_valid < n_all:
+            counts = self._con.execute(
+                "SELECT " + ", ".join(f"count(*) FILTER (WHERE bad{k})" for k in range(nchk))
+                + f" FROM ({self._row_sql()})").fetchone()
+            problems = [(ch, int(c), k) for k, (ch, c) in enumerate(zip(p.checks, counts)) if c]
         n_unsorted, n_ties = self._con.execute(
             "SELECT count(*) FILTER (WHERE unsorted), count(*) FILTER (WHERE NOT unsorted) "
             "FROM pass2").fetchone()
@@ -706,7 +761,7 @@ class RequestLog:
             restrict = "" if n_unsorted else " AND t IN (SELECT t FROM pass2)"
             n_dup = int(self._con.execute(
                 f"SELECT COALESCE(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM "
-                f"({self._row_sql(rowhash=True)}) WHERE {valid}{restrict} "
+                f"({self._row_sql(flags=False, rowhash=True, ok=True)}) WHERE {valid}{restrict} "
                 f"GROUP BY t, rowhash HAVING count(*) > 1)").fetchone()[0])
 
         if not drop_invalid and (problems or n_dup):
@@ -750,28 +805,30 @@ class RequestLog:
             raise ValueError(f"{self.path}: no valid rows left after dropping invalid rows")
         self._sorted = n_unsorted == 0
         self._dedupe = n_dup > 0
-        self._t_min = int(tot[2])
-        self._t_max = int(tot[3])
-        self.start = _utc(self._t_min)
-        self.end = _utc(self._t_max)
+        # pass1's sums cover every row: usable only when no row was dropped
+        self._pass1_ok = not problems and not self._dedupe
         # the canonical view every statistic reads
         if self._dedupe:
-            base = (f"SELECT * FROM ({self._row_sql(rowhash=True)}) WHERE {valid} "
+            base = (f"SELECT * FROM ({self._row_sql(flags=False, rowhash=True, ok=True)}) WHERE {valid} "
                     f"QUALIFY row_number() OVER (PARTITION BY t, rowhash) = 1")
         elif problems:
-            base = f"SELECT * FROM ({self._row_sql()}) WHERE {valid}"
+            base = f"SELECT * FROM ({self._row_sql(flags=False, ok=True)}) WHERE {valid}"
         else:
             base = self._row_sql(flags=False)
         self._con.execute(
             f"CREATE OR REPLACE TEMP VIEW req AS SELECT t, i, o, model, tier, status, "
             f"first_token_time, end_time, tenant FROM ({base})"
         )
+        if self._pass1_ok:
+            self._t_min, self._t_max = int(tot[2]), int(tot[3])
+        else:
+            lo, hi = self._con.execute("SELECT min(t), max(t) FROM req").fetchone()
+            self._t_min, self._t_max = int(lo), int(hi)
+        self.start = _utc(self._t_min)
+        self.end = _utc(self._t_max)
 
     def _plan_col(self, fld: str) -> str:
-        for ch in self._plan.checks:
-            if ch.field == fld:
-                return ch.column
-        return fld
+        return "/".join(self.mapping.columns().get(fld, (fld,)))
 
     def _run(self, sqls: list[str], progress: bool) -> None:
         if not progress:
@@ -830,7 +887,7 @@ class RequestLog:
     def _first_duplicates(self, valid: str) -> list[int]:
         rows = self._con.execute(
             f"SELECT rn FROM (SELECT rn, row_number() OVER (PARTITION BY t, rowhash ORDER BY rn) AS k "
-            f"FROM ({self._row_sql(numbered=True, rowhash=True)}) WHERE {valid}) "
+            f"FROM ({self._row_sql(numbered=True, flags=False, rowhash=True, ok=True)}) WHERE {valid}) "
             f"WHERE k > 1 ORDER BY rn LIMIT {_FIRST_ROWS}"
         ).fetchall()
         return [int(r[0]) for r in rows]
@@ -987,10 +1044,10 @@ class RequestLog:
             raise ValueError(f"period_s={period_s!r}: shorter than a microsecond")
         keys = "".join(f", {b}" for b in by)
         if p_us == _US_PER_H and by in (("model", "tier"), ("tier", "model"), ("model",), ("tier",), ()) \
-                and not self._dedupe:
-            src = (f"SELECT h AS p{keys}, sum(n) AS requests, sum(n_thr) AS throttled, "
+                and self._pass1_ok:
+            src = (f"SELECT h AS p{keys}, sum(n_all) AS requests, sum(n_thr) AS throttled, "
                    f"sum(s_in) AS input_tokens, sum(s_out) AS output_tokens FROM pass1 "
-                   f"WHERE h IS NOT NULL GROUP BY ALL")
+                   f"GROUP BY ALL")
         else:
             src = (f"SELECT t // {p_us} AS p{keys}, count(*) AS requests, "
                    f"count(*) FILTER (WHERE status = 'throttled') AS throttled, "
