@@ -1005,8 +1005,8 @@ def plan_fleet(
 ) -> FleetPlan:
     """Plan a fleet from one replica's rating: floor, queueing, burst headroom, failure spare.
 
-    Stages
-    ------
+    The plan has four stages:
+
     1. **Little's-law floor**: ``ceil(peak × T / S)``, what dividing by the mean buys.
     2. **Queueing**: the fewest replicas meeting ``P(wait > t) ≤ target`` at the peak under
        ``routing`` (:func:`replicas_for_routing`).
