@@ -2,7 +2,7 @@
 
 :func:`read_sweep` turns the files a load test left behind into a :class:`capbook.sweep.Sweep`;
 :func:`read_points` returns every load point it found as a flat table (use it to filter, then
-build the sweep with :meth:`Sweep.from_frame`). The format is detected from each file's content,
+build the sweep with :meth:`capbook.sweep.Sweep.from_frame`). The format is detected from each file's content,
 not its name:
 
 ================================  ==========================================================
@@ -51,6 +51,7 @@ from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
 
 __all__ = ["read_sweep", "read_points", "detect_format", "FORMATS"]
 
+#: Names of the formats :func:`detect_format` recognises.
 FORMATS = (
     "aiperf", "genai-perf", "aiperf-csv", "vllm", "guidellm", "guidellm-csv", "llmperf",
     "llmperf-requests", "inference-perf", "inference-benchmarker", "capbook",

@@ -78,10 +78,10 @@ class Sweep:
     Build one with :meth:`from_frame`, :meth:`from_csv`, :func:`load_sample_sweep` or
     :func:`capbook.importers.read_sweep`.
 
+    The sweep table is :attr:`table` (sorted by concurrency; a copy).
+
     Attributes
     ----------
-    table : pandas.DataFrame
-        The sweep table, sorted by concurrency (a copy; editing it does not change the sweep).
     config : dict
         The configuration columns (model, params_b, gpu, tensor_parallel, engine, precision,
         workload) and ``name``; ``None`` where the source did not say.
