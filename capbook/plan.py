@@ -589,10 +589,38 @@ def _frame_text(df: pd.DataFrame, markdown: bool) -> str:
 # --------------------------------------------------------------------------------------------
 # Building the plan
 # --------------------------------------------------------------------------------------------
-def _observed_peak(log, model, tier, mask_cols) -> float:
+_CACHE: "weakref.WeakKeyDictionary" = None  # type: ignore[assignment]
+
+
+def _aggregates(log) -> dict:
+    """Hourly and per-minute sums of a log, computed once per log object (plans re-use them)."""
+    global _CACHE
+    import weakref
+
+    if _CACHE is None:
+        _CACHE = weakref.WeakKeyDictionary()
+    try:
+        got = _CACHE.get(log)
+    except TypeError:  # not weak-referenceable
+        got = None
+    if got is None:
+        got = {"hourly": log.hourly()}
+        try:
+            got["minute"] = log.per_minute(by=("model", "tier", "tenant"))
+            got["tenant"] = True
+        except ValueError:
+            got["minute"] = log.per_minute(by=("model", "tier"))
+            got["tenant"] = False
+        try:
+            _CACHE[log] = got
+        except TypeError:
+            pass
+    return got
+
+
+def _observed_peak(log, per_minute: pd.DataFrame, model, tier) -> float:
     """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs)."""
-    pm = log.per_minute(by=mask_cols)
-    sel = _select(pm, model, tier)
+    sel = _select(per_minute, model, tier)
     per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
     if len(per_min) >= 60:
         return float(per_min.rolling(60).sum().max()) / 3600.0
@@ -695,7 +723,8 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
     if sample_log:
         req_src = "sample request log (data/requests)"
 
-    hourly = log.hourly()
+    agg = _aggregates(log)
+    hourly = agg["hourly"]
     # model
     models = sorted(map(str, pd.unique(hourly["model"])))
     if model is None:
@@ -744,7 +773,7 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
     ratio = tot_in / tot_out
     mean_in, mean_out = tot_in / tot_req, tot_out / tot_req
     horizon = horizon_for_lead_time(lead)
-    observed = _observed_peak(log, model, tier, ("model", "tier"))
+    observed = _observed_peak(log, agg["minute"], model, tier)
     peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
                           growth_per_week=growth_per_week, observed_peak_tps=observed)
     pk = peaks[horizon]
@@ -793,13 +822,12 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
     per_rep_out = h_room / (1.0 / rating.output_tps + ratio / rating.input_tps)
     capacity_tpm = 60.0 * before * per_rep_out * (1.0 + ratio)
     growth = out_tps / observed if observed > 0 else 1.0
-    try:
-        pm = log.per_minute(by=("model", "tier", "tenant"))
-        pm = _select(pm, model, tier)
+    if agg["tenant"]:
+        pm = _select(agg["minute"], model, tier)
         tok = (pm["input_tokens"] + pm["output_tokens"]).groupby([pm["tenant"], pm["period_start"]]).sum()
         demands = (tok.groupby(level=0).quantile(0.99) * growth).to_dict()
         demands = {str(k): float(v) for k, v in demands.items()}
-    except ValueError:
+    else:
         demands = {"all callers": 60.0 * (out_tps + in_tps)}
         notes.append("the log has no tenant column: one limit for all callers")
     tpm = fleet.allocate_tpm(capacity_tpm, demands, reserve=reserve)
@@ -853,7 +881,10 @@ def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, 
     from .sim import ContinuousBatching, Fleet, Simulation
 
     n_rep = plan.in_service if replicas is None else int(replicas)
-    frame = log.to_pandas()
+    agg = _aggregates(log)
+    if "frame" not in agg:
+        agg["frame"] = log.to_pandas()
+    frame = agg["frame"]
     if plan.source["model"] is not None and "model" in frame.columns:
         frame = frame[frame["model"] == plan.source["model"]]
     tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None

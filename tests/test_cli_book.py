@@ -1,0 +1,168 @@
+"""Tests of ``capbook plan`` and ``capbook book``.
+
+The two end-to-end tests (marked ``book_build``) execute every chapter and build the site: one
+on the sample data, one on a real trace from ../shared/traces converted with the trace layer.
+They are slow (minutes); deselect them with ``-m "not book_build"`` while developing.
+"""
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from capbook.bookbuild import ROOT, chapter_files, data_note
+from capbook.cli import main
+from capbook.plan import capacity_plan
+from capbook.sweep import SAMPLE_DIR, load_sample_sweep
+from capbook.traces import read_requests
+
+
+def _log(tmp_path, hours=2.0, rate=3.0, seed=7):
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1 / rate, int(rate * hours * 3600 * 1.2)))
+    t = t[t < hours * 3600]
+    n = t.size
+    df = pd.DataFrame({
+        "arrival_time": pd.Timestamp("2026-02-02", tz="UTC") + pd.to_timedelta(np.round(t * 1e6), unit="us"),
+        "input_tokens": rng.integers(200, 3000, n), "output_tokens": rng.integers(20, 600, n),
+        "model": "m", "tier": "interactive", "status": "served",
+    })
+    p = tmp_path / "log.parquet"
+    df.to_parquet(p, index=False)
+    return p
+
+
+SWEEP_CSV = SAMPLE_DIR / "illustrative_chat.csv"
+
+
+# --------------------------------------------------------------------------------------------
+# capbook plan
+# --------------------------------------------------------------------------------------------
+def test_plan_command_prints_and_exports_the_api_plan(tmp_path, capsys):
+    log_path = _log(tmp_path)
+    out = tmp_path / "plan"
+    code = main(["plan", "--requests", str(log_path), "--sweep", str(SWEEP_CSV), "--out", str(out),
+                 "--no-sim", "--slo", "tpot=100ms", "--horizon", "12", "--spares", "2"])
+    assert code == 0
+    text = capsys.readouterr().out
+    api = capacity_plan(read_requests(log_path), load_sample_sweep("illustrative_chat"),
+                        slo=capacity_plan.__globals__["SLO"](tpot_s=0.1), lead_time_weeks=12, spares=2,
+                        simulate=False)
+    assert text.startswith(f"Capacity plan: {api.total} replicas of m for week 12")
+    assert api.slots.S == 64                      # the 100 ms TPOT objective reached the plan
+    table = pd.read_csv(out / "plan.csv")
+    got = dict(zip(table["quantity"], table["value"]))
+    assert int(float(got["total replicas"])) == api.total and int(float(got["failure spare"])) == 2
+    assert float(got["output tokens"]) == pytest.approx(api.output_tps, rel=1e-9)
+    md = (out / "plan.md").read_text()
+    assert md.startswith(f"# Capacity plan: {api.total} replicas")
+
+
+@pytest.mark.parametrize("argv, word", [
+    (["--requests", "/nonexistent/log.csv"], "no such file"),
+    (["--sweep", "/nonexistent/sweep.json"], "no such file"),
+    (["--slo", "ttft=fast"], "not a number"),
+    (["--headroom", "1.5"], "headroom"),
+])
+def test_plan_command_rejects_bad_input(tmp_path, capsys, argv, word):
+    out = tmp_path / "plan"
+    assert main(["plan", "--no-sim", "--out", str(out), *argv]) == 2
+    assert word in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_plan_command_rejects_a_file_that_is_not_a_log(tmp_path, capsys):
+    bad = tmp_path / "notes.csv"
+    bad.write_text("a,b\n1,2\n")
+    assert main(["plan", "--requests", str(bad), "--no-sim", "--out", str(tmp_path / "o")]) == 2
+    assert "notes.csv" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------------------------
+# capbook book: validation and the pieces
+# --------------------------------------------------------------------------------------------
+def test_book_validates_before_building(tmp_path, capsys):
+    out = tmp_path / "site"
+    bad_sweep = tmp_path / "sweep.csv"
+    bad_sweep.write_text("x,y\n1,2\n")
+    assert main(["book", "--sweep", str(bad_sweep), "--out", str(out)]) == 2
+    assert "--sweep" in capsys.readouterr().err and not out.exists()
+    assert main(["book", "--requests", str(tmp_path / "missing.parquet"), "--out", str(out)]) == 2
+    assert "no such file" in capsys.readouterr().err and not out.exists()
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "keep.txt").write_text("mine")
+    assert main(["book", "--out", str(busy)]) == 2
+    assert "not empty" in capsys.readouterr().err and (busy / "keep.txt").read_text() == "mine"
+    assert main(["book", "--out", str(ROOT / "book" / "x")]) == 2
+    assert "outside the repository" in capsys.readouterr().err
+
+
+def test_chapter_list_follows_the_toc():
+    import yaml
+
+    toc = (ROOT / "_toc.yml").read_text()
+    files = [p.stem for p in chapter_files()]
+    in_toc = re.findall(r"file:\s*book/(\w+)", toc)
+    assert files == [f for f in in_toc if (ROOT / "book" / f"{f}.ipynb").is_file()]
+    assert "capstone_plan" in files and files[-1] == "capstone_plan"
+    assert yaml.safe_load(toc)["parts"][-1]["caption"] == "Reference"
+
+
+def test_data_note_names_the_sources():
+    note = data_note({"requests": "/data/log.parquet", "sweep": "sample sweeps (data/sweeps)", "sample": False},
+                     "2026-11-30 12:00 UTC")
+    assert note.startswith(":::{admonition}") and note.rstrip().endswith(":::")
+    assert "`/data/log.parquet`" in note and "skipped" in note
+    assert "matches the published book" in data_note(
+        {"requests": "sample", "sweep": "sample", "sample": True}, "now")
+
+
+# --------------------------------------------------------------------------------------------
+# capbook book end to end (slow: every chapter, then the site)
+# --------------------------------------------------------------------------------------------
+def _check_site(out, expect_in_note):
+    index = out / "index.html"
+    assert index.is_file()
+    intro = (out / "book" / "intro.html").read_text()
+    text = re.sub(r"<[^>]+>", "", intro)
+    assert "The data this copy of the book was built from" in text
+    assert expect_in_note in text
+    marker = json.loads((out / ".capbook-book.json").read_text())
+    assert set(marker) >= {"requests", "sweep", "sample", "built"}
+    for p in chapter_files():
+        page = (out / "book" / f"{p.stem}.html").read_text()
+        assert "Traceback" not in page, f"{p.stem} shows a traceback"
+    return marker
+
+
+@pytest.mark.book_build
+def test_book_end_to_end_on_the_sample_data(tmp_path, monkeypatch):
+    for k in ("CAPBOOK_REQUESTS", "CAPBOOK_SWEEP", "CAPBOOK_REQUESTS_FORMAT"):
+        monkeypatch.delenv(k, raising=False)
+    out = tmp_path / "site"
+    assert main(["book", "--out", str(out)]) == 0
+    marker = _check_site(out, "sample request log")
+    assert marker["sample"] is True
+    plan_page = re.sub(r"<[^>]+>", "", (out / "book" / "capstone_plan.html").read_text())
+    assert "replicas" in plan_page
+
+
+@pytest.mark.book_build
+def test_book_end_to_end_on_a_real_trace(shared_dir, tmp_path, monkeypatch):
+    for k in ("CAPBOOK_REQUESTS", "CAPBOOK_SWEEP", "CAPBOOK_REQUESTS_FORMAT"):
+        monkeypatch.delenv(k, raising=False)
+    # convert the Azure 2023 conversation trace to the canonical layout with the trace layer
+    log = read_requests(shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv")
+    conv = tmp_path / "azure_conv.parquet"
+    log.to_pandas().to_parquet(conv, index=False)
+    out = tmp_path / "site"
+    assert main(["book", "--requests", str(conv), "--out", str(out)]) == 0
+    marker = _check_site(out, "azure_conv.parquet")
+    assert marker["sample"] is False
+    # the forecasting chapters say why they fall back on a one-hour log
+    fc = re.sub(r"<[^>]+>", "", (out / "book" / "forecast_tokens.html").read_text())
+    assert "sample" in fc.lower()
