@@ -231,7 +231,7 @@ def test_choose_slots_edge_cases():
         choose_slots(s.table, 0.05)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     incs=st.lists(st.floats(0.0, 0.02), min_size=2, max_size=8),
     target=st.floats(0.005, 0.2),
