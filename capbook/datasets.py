@@ -105,15 +105,71 @@ def load_sweep(name: str | None = None):
     return sweep.load_sample_sweep(name) if name else sweep.load_sample_sweep()
 
 
-def load_token_series(name: str | None = None):
+def load_token_series(name: str | None = None, *, min_weeks: int | None = None):
     """An hourly token series for the forecasting chapters.
 
     With a reader's request log, the series is aggregated from it (hourly tokens per model and
-    tier); otherwise the named generated series from ``data/tokens``.
+    tier, :meth:`capbook.traces.RequestLog.hourly`); otherwise the named generated series from
+    ``data/tokens``.
+
+    Parameters
+    ----------
+    name : str, optional
+        Sample series (see :func:`capbook.forecast.load_sample_series`).
+    min_weeks : int, optional
+        Whole weeks of history the caller needs. When the reader's log cannot give that many
+        (too short, or an hour with no tokens for its busiest model outside the batch tier),
+        the sample series is returned instead and a note saying why is printed (and kept in
+        ``frame.attrs["capbook_note"]``): a chapter then shows the method on the sample rather
+        than fail. ``frame.attrs["capbook_source"]`` names the data returned.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The trace layer's hourly layout: ``period_start, model, tier, requests, throttled,
+        input_tokens, output_tokens``.
     """
     from . import forecast
 
+    def sample(note: str | None = None):
+        frame = forecast.load_sample_series(name) if name else forecast.load_sample_series()
+        frame.attrs["capbook_source"] = f"sample token series {name or 'weeks20'} (data/tokens)"
+        if note:
+            frame.attrs["capbook_note"] = note
+            print(f"capbook: {note}")
+        return frame
+
     path = requests_path()
-    if path is not None:
-        return load_requests().hourly()
-    return forecast.load_sample_series(name) if name else forecast.load_sample_series()
+    if path is None:
+        return sample()
+    hourly = load_requests().hourly()
+    hourly.attrs["capbook_source"] = str(path)
+    if min_weeks is None:
+        return hourly
+    need = int(min_weeks)
+    why = _history_shortfall(hourly, need)
+    if why is None:
+        return hourly
+    return sample(f"your request log ({path.name}) {why}; this chapter needs {need} whole weeks "
+                  f"of hourly tokens, so it shows the sample series {name or 'weeks20'} instead")
+
+
+def _history_shortfall(hourly, need: int) -> str | None:
+    """Why an hourly frame cannot give ``need`` whole weeks of positive hours (None if it can)."""
+    rows = hourly[~hourly["tier"].isin(["batch"])] if "tier" in hourly.columns else hourly
+    if rows.empty or rows["output_tokens"].sum() <= 0:
+        return "has no output tokens outside the batch tier"
+    if "model" in rows.columns:
+        model = rows.groupby("model")["output_tokens"].sum().idxmax()
+        rows = rows[rows["model"] == model]
+    s = rows.groupby("period_start")["output_tokens"].sum()
+    hours = len(s)
+    weeks = hours // 168
+    if weeks < need:
+        return f"covers {hours:,} hours ({weeks} whole week{'s' if weeks != 1 else ''})"
+    tail = s.iloc[len(s) - weeks * 168:]
+    zero = int((tail <= 0).sum())
+    if zero:
+        return (f"has {zero} hour(s) with no output tokens (first at {tail.index[(tail <= 0).argmax()]}); "
+                "the trend × weekly-shape forecast needs every hour positive")
+    return None
