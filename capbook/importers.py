@@ -753,6 +753,8 @@ def read_points(path_or_paths, *, concurrency=None) -> pd.DataFrame:
         A file named explicitly is not a supported format, or a recognised file lacks a field
         (the message names the file and the field).
     """
+    if not isinstance(path_or_paths, (str, Path)):
+        path_or_paths = list(path_or_paths)
     files = _expand(path_or_paths)
     explicit = {Path(p) for p in ([path_or_paths] if isinstance(path_or_paths, (str, Path)) else path_or_paths)
                 if not Path(p).is_dir()}
@@ -835,6 +837,10 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         raise ValueError(f"load={load!r} must be 'auto', 'concurrency', 'rate' or 'all'")
     if repeats not in ("error", "mean"):
         raise ValueError(f"repeats={repeats!r} must be 'error' or 'mean'")
+    if not isinstance(path_or_paths, (str, Path)):
+        path_or_paths = list(path_or_paths)
+        if not path_or_paths:
+            raise ValueError("no input files given")
     pts = read_points(path_or_paths, concurrency=concurrency)
     skipped = list(pts.attrs.get("skipped", []))
     src = path_or_paths if isinstance(path_or_paths, (str, Path)) else next(iter(path_or_paths))

@@ -90,6 +90,8 @@ class Sweep:
     def __init__(self, table: pd.DataFrame, name: str | None = None):
         self._table = self._validate(table)
         self.name = name
+        #: Files an importer passed over while reading this sweep, with the reason.
+        self.skipped: list = []
         cfg = {}
         for c in CONFIG_COLUMNS:
             if c in self._table:

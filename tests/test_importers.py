@@ -426,6 +426,11 @@ def test_inference_benchmarker_sweep_report(sw):
     # three reports together: VU 1, VU 2 and the 64-VU point form a closed-loop sweep
     s3 = read_sweep(sorted((sw / GEMMA).glob("*.json")), load="concurrency")
     assert s3.concurrency.tolist() == [1, 2, 64]
+    # a generator of paths works too (it is consumed once)
+    s4 = read_sweep((p for p in sorted((sw / GEMMA).glob("*.json"))), load="concurrency")
+    assert s4.concurrency.tolist() == [1, 2, 64]
+    with pytest.raises(ValueError, match="no input files"):
+        read_sweep([])
 
 
 # -- capbook's own layout, the book's datasets entry point ------------------------------------------
