@@ -5,3 +5,4 @@ from .forecast import event_calendar, fit_trend_shape, forecast_tokens  # noqa: 
 from .backtest import compare_forecasts, score_forecast  # noqa: E402,F401
 from .sim import Fleet, Simulation, simulate  # noqa: E402,F401
 from .plan import SLO, CapacityPlan, capacity_plan  # noqa: E402,F401
+from .traces import Mapping, RequestLog, load_sample_requests, read_requests  # noqa: E402,F401
