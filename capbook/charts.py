@@ -23,7 +23,7 @@ PALETTE = [
 
 #: Default chart size in pixels, chosen to fit the book's content column without scrolling
 #: (the plot plus axes stays under about 650 px, leaving room for the chart's "..." menu).
-WIDTH = 560
+WIDTH = 520
 HEIGHT = 300
 
 THEME_NAME = "capbook"
