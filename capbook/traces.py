@@ -274,6 +274,7 @@ def _file_kind(path: str) -> str:
 def _connect(threads: int | None = None, memory_limit: str | None = None) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect(":memory:")
     con.execute("SET TimeZone='UTC'")
+    con.execute("SET enable_progress_bar_print=false")  # capbook shows its own (tqdm) bar
     if threads:
         con.execute(f"SET threads={int(threads)}")
     if memory_limit:
@@ -831,6 +832,8 @@ class RequestLog:
         return "/".join(self.mapping.columns().get(fld, (fld,)))
 
     def _run(self, sqls: list[str], progress: bool) -> None:
+        if progress:
+            self._con.execute("SET enable_progress_bar=true")
         if not progress:
             for sql in sqls:
                 self._con.execute(sql)

@@ -274,7 +274,7 @@ def test_canonical_round_trip_parquet_and_csv(tmp_path):
     a = read_requests(pq_path).to_pandas()
     pd.testing.assert_frame_equal(a, df.astype({"model": object, "tier": object, "status": object,
                                                 "tenant": object}), check_dtype=False)
-    b = read_requests(_write_csv(df, tmp_path / "log.csv")).to_pandas()
+    b = read_requests(_write_csv(df, tmp_path / "log.csv"), progress=True).to_pandas()
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
     assert str(b["arrival_time"].dtype) == "datetime64[ns, UTC]"
 
