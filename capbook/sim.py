@@ -650,20 +650,41 @@ def simulate(fleet: Fleet, arrivals, n_requests=None, duration_s=None, warmup_s=
 
 
 def _fcfs_recursion(times, svc, c):
-    """Start times and slot indices of a c-server FCFS queue (heap of slot-free times)."""
-    heap = [(0.0, j) for j in range(c)]
+    """Start times of a c-server FCFS queue: a heap of the c slot-free times (floats only)."""
+    heap = [0.0] * c
     replace = heapq.heapreplace
-    start = [0.0] * len(times)
-    slot = [0] * len(times)
-    i = 0
+    start = []
+    push = start.append
     for a, s in zip(times.tolist(), svc.tolist()):
-        f, j = heap[0]
-        b = a if a > f else f
-        replace(heap, (b + s, j))
-        start[i] = b
+        f = heap[0]
+        if a >= f:
+            replace(heap, a + s)
+            push(a)
+        else:
+            replace(heap, f + s)
+            push(f)
+    return np.array(start)
+
+
+def _assign_slots(start, end, c):
+    """Slot index of each request of an FCFS run (starts non-decreasing): reuse the earliest-free
+    slot, so no slot ever holds two requests at once."""
+    heap = []
+    slot = np.empty(start.size, dtype=np.int64)
+    replace, push = heapq.heapreplace, heapq.heappush
+    used = 0
+    for i, (b, e) in enumerate(zip(start.tolist(), end.tolist())):
+        if heap and heap[0][0] <= b:
+            j = heap[0][1]
+            replace(heap, (e, j))
+        elif used < c:
+            j = used
+            used += 1
+            push(heap, (e, j))
+        else:  # pragma: no cover - impossible for a valid FCFS schedule
+            raise RuntimeError("FCFS schedule uses more than c slots")
         slot[i] = j
-        i += 1
-    return np.array(start), np.array(slot, dtype=np.int64)
+    return slot
 
 
 def _routing_draws(rng, routing, R, n):
@@ -681,8 +702,8 @@ def _routing_draws(rng, routing, R, n):
 def _fast_fcfs(wl, fleet, rng):
     n, R, S = wl.times.size, fleet.replicas, fleet.slots
     if fleet.routing == "shared":
-        start, slot = _fcfs_recursion(wl.times, wl.svc, R * S)
-        replica = slot // S
+        start = _fcfs_recursion(wl.times, wl.svc, R * S)
+        replica = None          # assigned on first use (SimResult.replica): waits do not need it
     else:
         if fleet.routing == "random":
             replica = _routing_draws(rng, "random", R, n)
@@ -692,11 +713,12 @@ def _fast_fcfs(wl, fleet, rng):
         for r in range(R):
             idx = np.flatnonzero(replica == r)
             if idx.size:
-                start[idx], _ = _fcfs_recursion(wl.times[idx], wl.svc[idx], S)
+                start[idx] = _fcfs_recursion(wl.times[idx], wl.svc[idx], S)
     end = start + wl.svc
     return dict(request_id=np.arange(n), attempt=np.zeros(n, dtype=np.int64), src=np.arange(n),
                 arrival=wl.times.copy(), start=start, first_token=start.copy(), end=end,
-                replica=np.asarray(replica, dtype=np.int64), rejected=np.zeros(n, dtype=bool),
+                replica=None if replica is None else np.asarray(replica, dtype=np.int64),
+                rejected=np.zeros(n, dtype=bool),
                 retry_after=np.full(n, np.nan), abandoned=np.zeros(n, dtype=bool))
 
 
@@ -1042,8 +1064,6 @@ class SimResult:
         ``start - arrival``, ``first_token - arrival`` and ``(end - first_token) /
         (output_tokens - 1)`` in seconds (TPOT is ``NaN`` for fixed service and one-token
         outputs).
-    replica : numpy.ndarray
-        Replica index, -1 when rejected.
     """
 
     def __init__(self, cols, wl, fleet, warmup_s):
@@ -1051,7 +1071,7 @@ class SimResult:
         self.warmup_s = warmup_s
         self._wl = wl
         for k, v in cols.items():
-            setattr(self, k, v)
+            setattr(self, "_replica" if k == "replica" else k, v)
         src = cols["src"]
         self.cls = wl.cls[src]
         self.wait = self.start - self.arrival
@@ -1069,6 +1089,13 @@ class SimResult:
         else:
             self.tpot = np.full(self.arrival.size, np.nan)
         self.horizon_s = float(wl.times[-1])
+
+    @property
+    def replica(self) -> np.ndarray:
+        """Replica index of each attempt (-1 when rejected)."""
+        if self._replica is None:   # shared-queue fast path: slots assigned on first use
+            self._replica = _assign_slots(self.start, self.end, self.fleet.total_slots) // self.fleet.slots
+        return self._replica
 
     @property
     def n_requests(self) -> int:

@@ -500,6 +500,12 @@ def test_property_event_engine_equals_fcfs_recursion(replicas, slots, load, rout
         t = np.concatenate([fast.start, fast.end])
         busy = np.cumsum(ev[np.lexsort((ev, t))])
         assert busy.max() <= replicas * slots
+        # the slots assigned on demand never hold two requests at once
+        for r in range(replicas):
+            m = fast.replica == r
+            ev = np.concatenate([np.ones(m.sum()), -np.ones(m.sum())])
+            t = np.concatenate([fast.start[m], fast.end[m]])
+            assert m.sum() == 0 or np.cumsum(ev[np.lexsort((ev, t))]).max() <= slots
 
 
 @settings(max_examples=25, deadline=None)
