@@ -35,7 +35,7 @@ The hardware and model figures are public datasheet and model-card values, liste
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -159,6 +159,11 @@ class Deployment:
         Most sequences decoded together.
     max_batched_tokens : int
         Prompt-token budget of one prefill step (a longer single prompt still runs alone).
+    chunked_prefill : int
+        0 (default): a prefill step runs alone and stalls every decode. N > max_num_seqs:
+        chunked prefill with a token budget of N per step: every step decodes one token for
+        each running sequence and fills the rest of the budget with prompt chunks, so
+        decodes keep advancing while long prompts are prefilled (vLLM's chunked prefill).
     step_noise : float
         Log-normal sigma of the multiplicative noise on every step time.
     hiccup_prob, hiccup_s : float
@@ -180,6 +185,7 @@ class Deployment:
     gpu_memory_utilization: float = 0.90
     max_num_seqs: int = 256
     max_batched_tokens: int = 8192
+    chunked_prefill: int = 0
     step_noise: float = 0.03
     hiccup_prob: float = 0.002
     hiccup_s: float = 0.030
@@ -197,6 +203,11 @@ class Deployment:
             v = getattr(self, name)
             if not 0 < v <= 1:
                 raise ValueError(f"{name}={v!r} must be in (0, 1]")
+        if self.chunked_prefill and self.chunked_prefill <= self.max_num_seqs:
+            raise ValueError(
+                f"chunked_prefill={self.chunked_prefill!r} must be 0 (off) or more than "
+                f"max_num_seqs={self.max_num_seqs} (the decode tokens of a full batch)"
+            )
         if self.kv_capacity_tokens <= 0:
             raise ValueError(
                 f"{self.model.name} in {self.precision} does not fit on {self.tensor_parallel} x "
@@ -239,6 +250,23 @@ class Deployment:
         comm = 2 * self.model.layers * self.allreduce_s if tp > 1 else 0.0
         mem = (self.weight_bytes + np.asarray(context_tokens, float) * self.kv_bytes_per_token) / tp
         return self.step_overhead_s + mem / bw + comm + 0.0 * np.asarray(batch, float)
+
+    def mixed_step_time(self, batch: int, prompt_tokens: int, context_tokens: float,
+                        prefill_scale: float = 1.0, decode_scale: float = 1.0) -> float:
+        """Noise-free time of one chunked-prefill step, seconds.
+
+        The step decodes ``batch`` tokens and prefills ``prompt_tokens``; it is bound by the
+        larger of its compute (``2 N (batch + prompt_tokens)`` FLOPs) and its memory traffic
+        (weights plus ``context_tokens`` of KV cache). With ``prompt_tokens = 0`` it is a
+        decode step; with ``batch = 0`` a prefill step.
+        """
+        comm = 2 * self.model.layers * self.allreduce_s if self.tensor_parallel > 1 else 0.0
+        base = self.step_overhead_s + comm
+        compute = 2.0 * self.model.params_b * 1e9 * (batch + prompt_tokens) / (
+            self.gpu.bf16_tflops * 1e12 * self.prefill_mfu * self.tensor_parallel)
+        mem = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.tensor_parallel / (
+            self.gpu.bandwidth_tbs * 1e12 * self.bw_efficiency)
+        return max((base + compute) * prefill_scale, (base + mem) * decode_scale)
 
     def prefill_time(self, prompt_tokens):
         """Noise-free time of a prefill step over ``prompt_tokens`` tokens in total, seconds."""
@@ -418,12 +446,68 @@ def simulate_level(
     done_measured = 0
 
     sigma = dep.step_noise
+    chunk = int(dep.chunked_prefill)
+    pf_ids: deque = deque()  # chunked prefill: admitted prompts part-way through prefill
+    pf_left: deque = deque()
     while done_measured < num_requests:
         while pending_ids and arrival[pending_ids[0]] <= t:
             waiting.append(pending_ids.popleft())
-        if not waiting and len(run_id) == 0:
+        if not waiting and len(run_id) == 0 and not pf_ids:
             t = float(arrival[pending_ids[0]])
             continue
+        if chunk:
+            # chunked prefill: admit prompts (reserving KV), then run one mixed step while any
+            # prompt is part-way through its prefill
+            while waiting and len(run_id) + len(pf_ids) < dep.max_num_seqs:
+                r = waiting[0]
+                need = inp_l[r] + out_l[r]
+                if kv_used + need > kv_cap:
+                    break
+                waiting.popleft()
+                pf_ids.append(r)
+                pf_left.append(inp_l[r])
+                kv_used += need
+            kv_peak = max(kv_peak, kv_used)
+            if pf_ids:
+                b = len(run_id)
+                budget, c, done_pf = chunk - b, 0, []
+                while pf_ids and c < budget:
+                    take = min(pf_left[0], budget - c)
+                    c += take
+                    pf_left[0] -= take
+                    if pf_left[0] == 0:
+                        done_pf.append(pf_ids.popleft())
+                        pf_left.popleft()
+                dt = dep.mixed_step_time(b, c, float(run_ctx.sum()), prefill_scale, decode_scale)
+                dt *= float(np.exp(sigma * rng.standard_normal()))
+                dt += dep.hiccup_s * float(rng.random() < dep.hiccup_prob)
+                t += dt
+                prefill_time_total += dt
+                if b:
+                    decode_time_total += dt
+                    batch_time += b * dt
+                    run_ctx = run_ctx + 1
+                    run_left = run_left - 1
+                    fin = run_left == 0
+                    if fin.any():
+                        fin_ids = run_id[fin]
+                        finish[fin_ids] = t
+                        kv_used -= int((inp[fin_ids] + out[fin_ids]).sum())
+                        done_measured += int(((fin_ids >= measured_lo) & (fin_ids < measured_hi)).sum())
+                        run_id, run_ctx, run_left = run_id[~fin], run_ctx[~fin], run_left[~fin]
+                        nf = len(fin_ids)
+                        if issued + nf > total_cap:  # pragma: no cover - bound is generous
+                            raise RuntimeError("request budget exhausted")
+                        arrival[issued:issued + nf] = t
+                        waiting.extend(range(issued, issued + nf))
+                        issued += nf
+                if done_pf:
+                    ids = np.asarray(done_pf, np.int64)
+                    first[ids] = t
+                    run_id = np.concatenate([run_id, ids])
+                    run_ctx = np.concatenate([run_ctx, inp[ids] + 1])
+                    run_left = np.concatenate([run_left, out[ids] - 1])
+                continue
         # 1. prefill step when prompts wait and fit
         admit: list[int] = []
         tokens = 0
@@ -788,7 +872,7 @@ def sample_scales(name: str) -> tuple[float, float]:
     return calibrate(spec) if spec.calibrate else (1.0, 1.0)
 
 
-def blend_sweep(name: str, classes, levels=None, *, seed: int = 7) -> pd.DataFrame:
+def blend_sweep(name: str, classes, levels=None, *, seed: int = 7, chunked_prefill: int = 0) -> pd.DataFrame:
     """Re-run a sample sweep's replica at a blended workload (a modelled "re-sweep").
 
     Parameters
@@ -800,6 +884,8 @@ def blend_sweep(name: str, classes, levels=None, *, seed: int = 7) -> pd.DataFra
     levels : sequence of int, optional
         Concurrency levels (default: the sample sweep's own).
     seed : int
+    chunked_prefill : int
+        Token budget per step for chunked prefill (0: off, as in the sample sweeps).
 
     Returns
     -------
@@ -816,7 +902,8 @@ def blend_sweep(name: str, classes, levels=None, *, seed: int = 7) -> pd.DataFra
         label = " + ".join(f"{p:.0%} {w.name}" for p, w in classes)
         work = MixedWorkload(label, classes)
     ps, ds = sample_scales(name)
-    df = generate_sweep(spec.deployment, work, spec.levels if levels is None else levels,
+    dep = replace(spec.deployment, chunked_prefill=int(chunked_prefill))
+    df = generate_sweep(dep, work, spec.levels if levels is None else levels,
                         seed=seed, prefill_scale=ps, decode_scale=ds)
     df["source"] = "modelled by capbook.servingmodel (not measured)"
     return df

@@ -207,3 +207,32 @@ def test_blend_resweep_long_prompts_raise_tpot():
     assert mix.workload.iloc[0].startswith("70% chat + 30% summarisation")
     with pytest.raises(ValueError, match="unknown sample sweep"):
         sm.blend_sweep("nope", [(1.0, WORKLOADS["chat"])])
+
+
+def test_chunked_prefill_step_and_validation():
+    d = Deployment(MODELS["Llama-3.1-8B"], GPUS["A100-SXM-80GB"], chunked_prefill=2048)
+    # a step with no decodes is a prefill step; a step with no prompt tokens is a decode step
+    assert d.mixed_step_time(0, 2000, 0.0) == pytest.approx(float(d.prefill_time(2000)))
+    assert d.mixed_step_time(8, 0, 12_000.0) == pytest.approx(float(d.decode_step_time(8, 12_000.0)))
+    # compute-bound when the chunk is large: time grows with the chunk
+    assert d.mixed_step_time(8, 2000, 12_000.0) > d.mixed_step_time(8, 500, 12_000.0)
+    with pytest.raises(ValueError, match="chunked_prefill"):
+        Deployment(MODELS["Llama-3.1-8B"], GPUS["A100-SXM-80GB"], chunked_prefill=128)
+
+
+def test_chunked_prefill_trades_ttft_for_tpot():
+    """Chunking lets decodes advance while long prompts prefill (lower TPOT) but a prompt now
+    waits for its chunks (higher TTFT); Little's law still holds."""
+    import dataclasses
+
+    spec = SAMPLE_SPECS["illustrative_chat"]
+    mix = sm.MixedWorkload("70/30", ((0.7, WORKLOADS["chat"]), (0.3, WORKLOADS["summarisation"])))
+    rows = {}
+    for chunk in (0, 512):
+        dep = dataclasses.replace(spec.deployment, chunked_prefill=chunk)
+        rows[chunk] = simulate_level(dep, mix, 16, 200, np.random.default_rng(11))
+    assert rows[512]["tpot_p50_s"] < 0.95 * rows[0]["tpot_p50_s"]
+    assert rows[512]["ttft_p50_s"] > 1.2 * rows[0]["ttft_p50_s"]
+    for r in rows.values():
+        client = 0.008 * np.exp(0.25**2 / 2)
+        assert r["request_throughput_rps"] * (r["e2e_mean_s"] - client) == pytest.approx(16, rel=0.08)
