@@ -228,7 +228,7 @@ def test_timeout_retries_without_backoff_collapse_goodput():
 
 def test_priority_classes_serve_interactive_first():
     fleet = Fleet(2, 8, FixedService(Exponential(1.0)), priority=("interactive", "batch"))
-    res = Simulation(fleet, PoissonArrivals(15.0), n_requests=60_000, seed=12,
+    res = Simulation(fleet, PoissonArrivals(15.0), n_requests=30_000, seed=12,
                      classes={"interactive": 0.5, "batch": 0.5}).run()
     rec = res.records
     by = rec[rec.arrival >= WARMUP].groupby("class")["wait"].mean()
@@ -394,7 +394,7 @@ def test_determinism_and_seed_sensitivity():
                                            input_tokens=Lognormal(800, 1.0), output_tokens=Gamma(200, 2.0)),
                   routing="p2c")
     a = Simulation(fleet, PoissonArrivals(3.0), n_requests=3_000, seed=1).run().records
-    b = Simulation(fleet, PoissonArrivals(3.0), n_requests=3_000, rng=np.random.default_rng(1)).run().records
+    b = Simulation(fleet, PoissonArrivals(3.0), n_requests=3_000, rng=np.random.default_rng(1)).run(progress=True).records
     c = Simulation(fleet, PoissonArrivals(3.0), n_requests=3_000, seed=2).run().records
     pd.testing.assert_frame_equal(a, b)
     assert not a["end"].equals(c["end"])
@@ -402,7 +402,7 @@ def test_determinism_and_seed_sensitivity():
 
 def test_summary_utilisation_and_slot_series_agree_with_littles_law():
     fleet = Fleet(2, 8, FixedService(Exponential(1.0)))
-    res = Simulation(fleet, PoissonArrivals(12.0), n_requests=100_000, seed=6).run()
+    res = Simulation(fleet, PoissonArrivals(12.0), n_requests=50_000, seed=6).run()
     s = res.summary(warmup_s=WARMUP)
     # busy slots = λ E[S] / c on average
     assert s["utilisation"] == pytest.approx(12.0 / 16, rel=0.02)
