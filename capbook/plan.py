@@ -628,6 +628,16 @@ def _observed_peak(log, per_minute: pd.DataFrame, model, tier) -> float:
     return float(per_min.sum()) / span
 
 
+def _is_sample_log(log) -> bool:
+    """True when ``log`` is the book's sample request log."""
+    from .traces import sample_requests_path
+
+    try:
+        return Path(str(getattr(log, "path", ""))).resolve() == Path(sample_requests_path()).resolve()
+    except (OSError, ValueError):
+        return False
+
+
 def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
     out = frame
     if model is not None and "model" in out.columns:
@@ -716,9 +726,9 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
     n_sim = int(_num(sim_requests, "sim_requests"))
     notes: list[str] = []
 
-    sample_log = log is None and datasets.requests_path() is None
     if log is None:
         log = datasets.load_requests()
+    sample_log = _is_sample_log(log)
     req_src = str(getattr(log, "path", "")) or "request log"
     if sample_log:
         req_src = "sample request log (data/requests)"
