@@ -145,7 +145,7 @@ class QueueSolution:
         while self.prob_wait_exceeds(hi) > 1 - q:
             hi *= 2
         lo = 0.0
-        for _ in range(100):
+        while hi - lo > 1e-9 * hi:  # bisection to a relative 1e-9
             mid = 0.5 * (lo + hi)
             if self.prob_wait_exceeds(mid) > 1 - q:
                 lo = mid
@@ -191,7 +191,7 @@ class QueueSolution:
         while self.prob_ttft_exceeds(hi) > 1 - q:
             hi *= 2
         lo = 0.0
-        for _ in range(100):
+        while hi - lo > 1e-9 * hi:  # bisection to a relative 1e-9
             mid = 0.5 * (lo + hi)
             if self.prob_ttft_exceeds(mid) > 1 - q:
                 lo = mid
