@@ -862,12 +862,6 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
         else:
             heappush(heap, (t + pre[k], seq, 1, k, r))
 
-    def advance(r, t):
-        nr = running[r]
-        if nr:
-            V[r] += (t - tl[r]) / tp[nr]
-        tl[r] = t
-
     def resched(r, t):
         nonlocal nmin, nidx
         h = hv[r]
@@ -931,7 +925,10 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
                 m = min(running)
                 r = running.index(m)
                 if not fixed:
-                    advance(r, t)
+                    nr = running[r]
+                    if nr:
+                        V[r] += (t - tl[r]) / tp[nr]
+                    tl[r] = t
                 outst[r] += 1
                 start(k, r, t)
                 if not fixed:
@@ -961,7 +958,10 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
                 r = r1 if outst[r1] <= outst[r2] else r2
             if running[r] < S:
                 if not fixed:
-                    advance(r, t)
+                    nr = running[r]
+                    if nr:
+                        V[r] += (t - tl[r]) / tp[nr]
+                    tl[r] = t
                 outst[r] += 1
                 start(k, r, t)
                 if not fixed:
@@ -993,7 +993,10 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
                 # the next decode completion(s), on replica x
                 x = nidx
                 t = tn
-                advance(x, t)
+                nr = running[x]
+                if nr:
+                    V[x] += (t - tl[x]) / tp[nr]
+                tl[x] = t
                 h = hv[x]
                 if V[x] < h[0][0]:
                     V[x] = h[0][0]
@@ -1008,7 +1011,10 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
             if kind == 0:                       # fixed-service completion
                 finish(x, y, t)
             elif kind == 1:                     # prefill done: first token
-                advance(y, t)
+                nr = running[y]
+                if nr:
+                    V[y] += (t - tl[y]) / tp[nr]
+                tl[y] = t
                 a_first[x] = t
                 rem = outn[x] - 1
                 if rem <= 0:
