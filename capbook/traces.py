@@ -3,19 +3,19 @@
 A *request log* has one row per request that reached the gateway, served or not. Every reader
 in this module maps its source onto the canonical columns
 
-===================== ============================ ===============================================
-column                type                         meaning
-===================== ============================ ===============================================
-``arrival_time``      datetime64[ns, UTC]          when the request arrived at the gateway
-``input_tokens``      int64                        prompt tokens (tokens)
-``output_tokens``     int64                        generated tokens (tokens)
-``model``             str                          model the caller asked for
-``tier``              str                          service tier (``interactive``, ``batch``, ...)
-``status``            str                          ``served``, ``throttled`` or ``failed``
-``first_token_time``  datetime64[ns, UTC], opt.    when the first output token left the server
-``end_time``          datetime64[ns, UTC], opt.    when the last output token left the server
-``tenant``            str, optional                the calling team or key
-===================== ============================ ===============================================
+====================== ============================ ==========================================
+column                 type                         meaning
+====================== ============================ ==========================================
+``arrival_time``       datetime64[ns, UTC]          when the request arrived at the gateway
+``input_tokens``       int64                        prompt tokens (tokens)
+``output_tokens``      int64                        generated tokens (tokens)
+``model``              str                          model the caller asked for
+``tier``               str                          service tier (interactive, batch, ...)
+``status``             str                          served, throttled or failed
+``first_token_time``   datetime64[ns, UTC], opt.    when the first output token left the server
+``end_time``           datetime64[ns, UTC], opt.    when the last output token left the server
+``tenant``             str, optional                the calling team or key
+====================== ============================ ==========================================
 
 The data stay in the source file: :func:`read_requests` runs one streaming DuckDB pass that
 validates every row and aggregates hourly sums at the same time, and every later statistic is
