@@ -51,6 +51,8 @@ __all__ = [
     "late_share",
     "replicas_for_routing",
     "replicas_partitioned",
+    "late_share_round_robin",
+    "replicas_round_robin",
     "RoutingComparison",
     "compare_routing",
     "ScaleUpLag",
@@ -80,11 +82,14 @@ ROUTING_POLICIES = {
     "round-robin": "per-replica",
     "random": "per-replica",
     "per-replica": "per-replica",
+    "strict-round-robin": "cyclic",
+    "cyclic": "cyclic",
 }
 
 _ROUTING_LABEL = {
     "pooled": "load-aware (one shared queue)",
     "per-replica": "random / round-robin (a queue per replica)",
+    "cyclic": "strict round-robin from one dispatcher (a queue per replica)",
 }
 
 
@@ -172,10 +177,13 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     t : float
         Wait threshold, seconds.
     routing : str
-        ``"pooled"`` (one M/M/c with ``c = replicas × slots``) or ``"round-robin"`` /
+        ``"pooled"`` (one M/M/c with ``c = replicas × slots``); ``"round-robin"`` /
         ``"random"`` (each replica an M/M/S fed ``arrival_rate / replicas``: exact for a random
-        split of Poisson arrivals; round-robin smooths each replica's arrivals and does somewhat
-        better, but keeps the separate queues).
+        split of Poisson arrivals, and the model of round-robin used for sizing, since several
+        load-balancer instances each cycling on their own merge into a nearly random split); or
+        ``"strict-round-robin"`` (one dispatcher cycling over the replicas: each replica sees
+        every n-th arrival, an E_n/M/S queue, computed exactly by
+        :func:`late_share_round_robin`).
 
     Returns
     -------
@@ -197,6 +205,9 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     tt = _real(t, "t")
     if kind == "pooled":
         return q.prob_wait_exceeds(tt, n * s, lam, ts)
+    if kind == "cyclic":
+        out = np.array([_late_cyclic(int(k), s, lam, ts, tt) for k in np.ravel(n)]).reshape(n.shape)
+        return out.item() if out.ndim == 0 else out
     return q.prob_wait_exceeds(tt, s, lam / n, ts)
 
 
@@ -204,7 +215,8 @@ def replicas_for_routing(arrival_rate, slots, service_time, t, target, routing="
     """Fewest replicas meeting ``P(wait > t) ≤ target`` under a routing policy.
 
     ``"pooled"`` calls :func:`capbook.queueing.replicas_pooled`; ``"round-robin"``,
-    ``"random"`` and ``"per-replica"`` call :func:`capbook.queueing.replicas_isolated`.
+    ``"random"`` and ``"per-replica"`` call :func:`capbook.queueing.replicas_isolated`;
+    ``"strict-round-robin"`` calls :func:`replicas_round_robin`.
 
     Examples
     --------
@@ -215,7 +227,189 @@ def replicas_for_routing(arrival_rate, slots, service_time, t, target, routing="
     lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
     if kind == "pooled":
         return q.replicas_pooled(lam, s, ts, tt, p)
+    if kind == "cyclic":
+        return replicas_round_robin(lam, s, ts, tt, p)
     return q.replicas_isolated(lam, s, ts, tt, p)
+
+
+# ---------------------------------------------------------------------------
+# Strict round-robin: each replica an E_n/M/S queue, solved exactly
+# ---------------------------------------------------------------------------
+
+def _cyclic_boundary(n: int, slots: int, arrival_rate: float, service_time: float):
+    """Strict round-robin (E_n/M/S): the probability an arrival waits and the decay ratio σ.
+
+    The replica sees every n-th arrival of a Poisson stream of rate λ, so its inter-arrival
+    time A is Erlang(n, λ). Between two of its arrivals the number in the replica follows a
+    pure-death process with generator G (rate ``min(m, S) / T`` in state m), and
+    ``E[exp(G A)] = (λ (λI − G)^{-1})^n`` exactly: the transition matrix of the chain embedded
+    at arrival epochs. As in every GI/M/c queue the arrival-epoch probabilities are geometric
+    from S − 1 up, ``q_{S-1+k} = C σ^k`` with σ the root in (0, 1) of
+    ``σ = (λ / (λ + S μ (1 − σ)))^n``. The balance equations of states 0 … S − 1 with that tail
+    give q_0 … q_{S-2} and C; the geometric sums are cut where the neglected terms (weight
+    σ^k times the probability of falling below S in one inter-arrival time) are below 1e-16.
+
+    Returns
+    -------
+    (prob_wait, sigma)
+    """
+    from scipy import linalg, optimize
+
+    mu = 1.0 / service_time
+    smu = slots * mu
+    lam = arrival_rate
+
+    def g(sig):
+        return n * math.log(lam / (lam + smu * (1.0 - sig))) - math.log(sig)
+
+    hi = 1.0 - 1e-12
+    if g(hi) > 0:  # pragma: no cover - only when ρ is within 1e-12 of 1
+        return 1.0, hi
+    sigma = optimize.brentq(g, 1e-300, hi, xtol=1e-16, rtol=4 * np.finfo(float).eps)
+
+    extra = 64
+    while True:
+        size = slots + extra + 1
+        m = np.arange(size)
+        death = mu * np.minimum(m, slots)
+        band = np.zeros((2, size))
+        band[0] = lam + death
+        band[1, :-1] = -death[1:]
+        # columns j < S of R^n, R = λ (λI − G)^{-1}
+        cols = np.eye(size)[:, :slots]
+        if n <= 32:  # n banded solves on S columns
+            for _ in range(n):
+                cols = linalg.solve_banded((1, 0), band, lam * cols, check_finite=False)
+        else:  # binary powering of the dense R (einsum: immune to BLAS thread contention)
+            r = linalg.solve_banded((1, 0), band, lam * np.eye(size), check_finite=False)
+            k = n
+            while k:
+                if k & 1:
+                    cols = np.einsum("ij,jk->ik", r, cols)
+                k >>= 1
+                if k:
+                    r = np.einsum("ij,jk->ik", r, r)
+        # P[i, j] = (R^n)[i + 1, j]: the arrival joins, then the interval passes
+        low = cols[1:]  # rows i = 0 .. size-2, columns j = 0 .. S-1
+        # rows beyond the cut carry weight σ^k ≤ σ^extra and reach below S with probability at
+        # most that of the last row kept: bound the neglected part of every balance equation
+        if low[-1].sum() * sigma**extra / (1.0 - sigma) < 1e-16 or extra >= 4096:
+            break
+        extra *= 2
+    k = np.arange(low.shape[0] - (slots - 1))
+    weights = sigma ** k  # q_{S-1+k} / C
+    tail = weights @ low[slots - 1:]  # sum_k σ^k P[S-1+k, j] for j < S
+    # unknowns x = (q_0 .. q_{S-2}, C); equations q_j = Σ_i q_i P[i, j] for j = 0 .. S-1
+    a = np.zeros((slots, slots))
+    a[:, : slots - 1] = low[: slots - 1, :].T
+    a[:, slots - 1] = tail
+    a -= np.eye(slots)  # x_j for j < S-1 is q_j; x_{S-1} = C = q_{S-1}
+    # replace one balance equation (they are linearly dependent) by the normalisation
+    a[-1, : slots - 1] = 1.0
+    a[-1, slots - 1] = 1.0 / (1.0 - sigma)
+    b = np.zeros(slots)
+    b[-1] = 1.0
+    x = np.linalg.solve(a, b)
+    c = x[-1]
+    return float(min(1.0, max(0.0, c * sigma / (1.0 - sigma)))), sigma
+
+
+def _late_cyclic(n: int, slots: int, arrival_rate: float, service_time: float, t: float) -> float:
+    if arrival_rate == 0:
+        return 0.0
+    if arrival_rate * service_time / n >= slots:
+        return 1.0
+    pw, sigma = _cyclic_boundary(n, slots, arrival_rate, service_time)
+    # a request that waits needs a geometric number of exponential(S/T) departures: its wait
+    # beyond zero is exponential with rate S (1 − σ) / T
+    return float(pw * math.exp(-slots * (1.0 - sigma) * t / service_time))
+
+
+def late_share_round_robin(replicas, slots, arrival_rate, service_time, t) -> float:
+    r"""``P(wait > t)`` under strict round-robin from a single dispatcher, computed exactly.
+
+    Each replica receives every ``replicas``-th request of a Poisson stream, so its arrivals
+    are Erlang-distributed (much more regular than Poisson) while its slots still form a
+    separate queue: an E_n/M/S queue. The distribution of requests an arrival finds at its
+    replica comes from the chain embedded at arrival epochs (see Notes). A request finding
+    ``j ≥ S`` waits for ``j − S + 1`` departures at rate ``S / T``, and above ``S − 1`` that
+    distribution is geometric with ratio σ, so the wait of a request that waits is exponential:
+
+    .. math:: P(W > t) = P(W > 0)\, e^{-S (1 - \sigma) t / T}.
+
+    Parameters
+    ----------
+    replicas : int
+        Replicas the dispatcher cycles over (n), ≥ 1.
+    slots : int
+        Slots per replica (S).
+    arrival_rate : float
+        Requests per second reaching the dispatcher (Poisson).
+    service_time : float
+        Mean seconds in service (exponential).
+    t : float
+        Wait threshold, seconds.
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    For an Erlang(n, λ) inter-arrival time A and the pure-death generator G of a replica,
+    ``E[exp(G A)] = (λ (λI − G)^{-1})^n``: the embedded transition matrix is exact, not
+    integrated numerically. σ is the root in (0, 1) of ``σ = (λ/(λ + Sμ(1 − σ)))^n``; the
+    boundary probabilities solve S linear equations. With one replica the result is the M/M/S
+    tail (Erlang C), and the tests check it against a simulation of strict round-robin.
+
+    Several load-balancer instances, each cycling on its own, merge into a stream that each
+    replica sees as nearly Poisson again: that case is the random split
+    (``routing="round-robin"``), not this one.
+
+    Examples
+    --------
+    >>> round(late_share_round_robin(21, 32, 40, 12.25, 0.5), 4)
+    0.0051
+    """
+    n = _int(replicas, "replicas", 1)
+    s = _int(slots, "slots", 1)
+    lam = _real(arrival_rate, "arrival_rate")
+    ts = _real(service_time, "service_time", positive=True)
+    tt = _real(t, "t")
+    return _late_cyclic(n, s, lam, ts, tt)
+
+
+def replicas_round_robin(arrival_rate, slots, service_time, t, target) -> int:
+    """Fewest replicas meeting ``P(wait > t) ≤ target`` under strict round-robin (exact E_n/M/S).
+
+    Parameters
+    ----------
+    arrival_rate, slots, service_time, t, target
+        As in :func:`capbook.queueing.replicas_pooled`.
+
+    Returns
+    -------
+    int
+        Never fewer than the pooled answer, never more than the random-split answer.
+
+    Examples
+    --------
+    >>> replicas_round_robin(40, 32, 12.25, 0.5, 0.01)
+    21
+    """
+    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
+    lo = q.replicas_pooled(lam, s, ts, tt, p)
+    hi = q.replicas_isolated(lam, s, ts, tt, p)
+    # the tail falls as replicas are added; bisect between the two bounds
+    if _late_cyclic(lo, s, lam, ts, tt) <= p:
+        return lo
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if _late_cyclic(mid, s, lam, ts, tt) <= p:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
@@ -1304,6 +1498,11 @@ def alert_levels(
     if p >= 1:
         raise ValueError(f"target must lie strictly between 0 and 1, got {target!r}")
     kind = routing_kind(routing)
+    if kind == "cyclic":
+        raise ValueError(
+            "routing='strict-round-robin' is not supported by alert_levels (its queue depth has "
+            "no closed form here); use 'round-robin' (the conservative per-replica model) or 'pooled'"
+        )
     f = _real(warn_fraction, "warn_fraction", positive=True)
     if f >= 1:
         raise ValueError(f"warn_fraction must lie strictly between 0 and 1, got {warn_fraction!r}")

@@ -179,13 +179,13 @@ def test_failure_spares_policies():
     assert f.failure_spares(10, 3, zones=20) == 3
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     lam=st.floats(1.0, 150.0),
     slots=st.integers(1, 64),
     ts=st.floats(0.5, 30.0),
     target=st.sampled_from([0.001, 0.01, 0.05]),
-    routing=st.sampled_from(["pooled", "round-robin"]),
+    routing=st.sampled_from(["pooled", "round-robin", "strict-round-robin"]),
     ramp=st.floats(0.0, 2.0),
     lag=st.floats(0.0, 15.0),
     spares=st.integers(0, 3),
@@ -212,6 +212,63 @@ def test_pooled_never_needs_more_than_per_replica_and_mean_never_more_than_poole
         lam, s, ts = rng.uniform(1, 100), int(rng.integers(1, 64)), rng.uniform(1, 20)
         r = f.compare_routing(lam, s, ts, 0.5, 0.01)
         assert r.by_mean <= r.pooled <= r.per_replica
+
+
+# ---------------------------------------------------------------------------
+# Strict round-robin (E_n/M/S per replica)
+# ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("slots, lam, ts, t", [(1, 0.05, 12.25, 1.0), (4, 0.25, 12.25, 0.0), (32, 2.0, 12.25, 0.5), (8, 0.9, 8.0, 2.0)])
+def test_round_robin_over_one_replica_is_mmc(slots, lam, ts, t):
+    # one replica receives every arrival: Poisson in, so the E_1/M/S queue is M/M/S
+    assert f.late_share_round_robin(1, slots, lam, ts, t) == pytest.approx(mp_tail(t, slots, lam, ts), rel=1e-9)
+
+
+def _simulate_strict_round_robin(n, slots, lam, ts, t, arrivals, rng):
+    """One replica under strict round-robin: every n-th arrival of a Poisson(lam) stream."""
+    import heapq
+
+    gaps = rng.gamma(n, 1.0 / lam, arrivals)
+    arr = np.cumsum(gaps)
+    svc = rng.exponential(ts, arrivals)
+    free = [0.0] * slots
+    late = np.empty(arrivals, dtype=bool)
+    for i in range(arrivals):
+        start = max(heapq.heappop(free), arr[i])
+        late[i] = start - arr[i] > t
+        heapq.heappush(free, start + svc[i])
+    return late
+
+
+def test_round_robin_matches_simulation():
+    n, slots, lam, ts, t = 3, 4, 9.0, 1.0, 0.1  # each replica at 75 %
+    exact = f.late_share_round_robin(n, slots, lam, ts, t)
+    late = _simulate_strict_round_robin(n, slots, lam, ts, t, 240_000, np.random.default_rng(20261130))
+    batches = late[24_000:].reshape(36, -1).mean(axis=1)  # batch means absorb the autocorrelation
+    est, se = batches.mean(), batches.std(ddof=1) / math.sqrt(batches.size)
+    assert abs(est - exact) < 4 * se, (est, exact, se)
+    # and it is a different number from the random split's, by far more than the noise
+    random_split = f.late_share(n, slots, lam, ts, t, "random")
+    assert random_split - exact > 10 * se
+
+
+def test_round_robin_sits_between_pooled_and_random():
+    assert f.replicas_round_robin(PEAK, SLOTS, T, WAIT, TARGET) == 21
+    for lam, s, ts, target in ((40, 32, 12.25, 0.01), (10, 8, 8.0, 0.05), (100, 16, 5.0, 0.001), (3, 4, 2.0, 0.05)):
+        n = f.replicas_round_robin(lam, s, ts, 0.5, target)
+        assert q.replicas_pooled(lam, s, ts, 0.5, target) <= n <= q.replicas_isolated(lam, s, ts, 0.5, target)
+        assert f.late_share_round_robin(n, s, lam, ts, 0.5) <= target
+        if n > 1:
+            assert f.late_share_round_robin(n - 1, s, lam, ts, 0.5) > target
+        for k in (n, n + 3):
+            assert (
+                f.late_share(k, s, lam, ts, 0.5, "pooled")
+                <= f.late_share_round_robin(k, s, lam, ts, 0.5)
+                <= f.late_share(k, s, lam, ts, 0.5, "random")
+            )
+    assert f.replicas_for_routing(PEAK, SLOTS, T, WAIT, TARGET, "strict-round-robin") == 21
+    with pytest.raises(ValueError, match="strict-round-robin"):
+        f.alert_levels(21, SLOTS, T, WAIT, TARGET, routing="strict-round-robin")
 
 
 def test_partitioning_loses_pooling():
