@@ -1487,8 +1487,8 @@ def alert_levels(
     Examples
     --------
     >>> a = alert_levels(17, 32, 12.25, 0.5, 0.01)
-    >>> round(a.table().loc["breach", "slot_utilisation"], 3)
-    0.911
+    >>> round(float(a.table().loc["breach", "slot_utilisation"]), 3)
+    0.927
     """
     n = _int(replicas, "replicas", 1)
     s = _int(slots, "slots", 1)

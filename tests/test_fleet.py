@@ -452,3 +452,10 @@ def test_plan_renders_table_chart_and_html():
     r.chart().to_dict()
     with pytest.raises(ValueError, match="columns"):
         f.waterfall_chart(pd.DataFrame({"stage": ["a"], "added": [1]}))
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    result = doctest.testmod(f, optionflags=doctest.NORMALIZE_WHITESPACE)
+    assert result.attempted > 15 and result.failed == 0
