@@ -506,3 +506,14 @@ def test_backtest_too_short_says_why():
     z = s.copy(); z.iloc[3] = 0.0
     with pytest.raises(ValueError, match="is 0 at"):
         bt.backtest(z, 1)
+
+
+def test_calibrated_at_1_4_and_12_weeks(weeks56_frame):
+    """Rolling-origin backtest on the 40 pre-launch weeks of the 56-week sample, origins 20-28:
+    the calibrated P90 covers about 90 % at 1, 4 and 12 weeks; sqrt(h) covers ~all hours at 12."""
+    s = fc.hourly_series(weeks56_frame).iloc[:40 * H]
+    cal = bt.score_backtest(bt.backtest(s, 12, first_origin=20, method="calibrated", quantiles=(0.9,)))
+    sq = bt.score_backtest(bt.backtest(s, 12, first_origin=20, method="sqrt_h", quantiles=(0.9,)))
+    assert cal.loc[[1, 4, 12], "coverage_p90"].between(0.85, 0.95).all()
+    assert sq.loc[12, "coverage_p90"] > 0.98
+    assert (cal.loc[[4, 12], "pinball_p90"].to_numpy() < sq.loc[[4, 12], "pinball_p90"].to_numpy()).all()
