@@ -186,3 +186,13 @@ def test_intro_table_names_only_real_parts():
     assert rows, "the landing page's parts table is empty"
     stale = [r for r in rows if r not in captions]
     assert not stale, f"book/intro.md lists parts that _toc.yml does not have: {stale}"
+
+
+def test_toc_numbers_the_chapters():
+    """With ``parts:``, sphinx-external-toc ignores root ``options:``; numbering needs ``defaults:``."""
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    assert "options" not in toc, "_toc.yml: root `options:` is ignored when the book has parts; use `defaults:`"
+    default = toc.get("defaults", {}).get("numbered", False)
+    for part in toc["parts"][:-1]:
+        assert part.get("numbered", default), f"part {part['caption']!r} is not numbered"
+    assert toc["parts"][-1].get("numbered") is False, "the Reference part should not be numbered"
