@@ -382,8 +382,11 @@ class RetryPolicy:
         Whether jittered clients wait at least the server's hint.
     timeout_s : float, optional
         Client timeout on the first token, seconds: an attempt without a first token by then is
-        abandoned and re-sent (if retries remain). The server keeps the abandoned attempt: it
-        still waits and is still served, as with a gateway that cannot cancel.
+        abandoned and re-sent (if retries remain). By default the server keeps the abandoned
+        attempt: it still waits and is still served, as with a gateway that cannot cancel.
+    cancel_on_timeout : bool
+        The gateway notices the client left and drops the abandoned attempt if it is still
+        queued (an attempt already running is served to the end).
     """
 
     max_retries: int = 3
@@ -392,6 +395,7 @@ class RetryPolicy:
     cap_s: float = 60.0
     honour_retry_after: bool = True
     timeout_s: float | None = None
+    cancel_on_timeout: bool = False
 
     def __post_init__(self):
         if int(self.max_retries) != self.max_retries or self.max_retries < 0:
@@ -769,6 +773,8 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
     # retries
     max_retries = 0 if retry is None else retry.max_retries
     timeout = None if retry is None else retry.timeout_s
+    cancel = retry is not None and retry.cancel_on_timeout
+    qrep = {}                   # queued attempt -> its replica (per-replica queues, with cancel)
     jitter = retry is not None and retry.backoff == "jittered"
     if retry is not None:
         base, cap, honour = retry.base_s, retry.cap_s, retry.honour_retry_after
@@ -981,6 +987,8 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
         else:
             qlen[r] += 1
             outst[r] += 1
+            if cancel:
+                qrep[k] = r
 
     times = a_arr  # primaries are a_arr[0:n]; retries appended later are never read through i
     i = 0
@@ -1030,6 +1038,15 @@ def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight lo
             else:                               # client timeout
                 if a_first[x] != a_first[x] and not a_rej[x]:
                     a_aband[x] = True
+                    if cancel and a_start[x] != a_start[x]:   # still queued: drop it
+                        if shared:
+                            queue[a_pri[x]].remove(x)
+                            qlen[0] -= 1
+                        else:
+                            r = qrep.pop(x)
+                            rqueue[r][a_pri[x]].remove(x)
+                            qlen[r] -= 1
+                            outst[r] -= 1
                     if a_att[x] < max_retries:
                         new_attempt(x, t + retry_delay(x, _NAN))
         elif i < n:
@@ -1097,6 +1114,11 @@ class SimResult:
         self.horizon_s = float(wl.times[-1])
 
     @property
+    def served(self) -> np.ndarray:
+        """Boolean per attempt: it got a slot (not rejected, not cancelled while queued)."""
+        return np.isfinite(self.start)
+
+    @property
     def replica(self) -> np.ndarray:
         """Replica index of each attempt (-1 when rejected)."""
         if self._replica is None:   # shared-queue fast path: slots assigned on first use
@@ -1127,6 +1149,7 @@ class SimResult:
             "rejected": self.rejected,
             "retry_after": self.retry_after,
             "abandoned": self.abandoned,
+            "cancelled": self.abandoned & ~self.served & ~self.rejected,
             "retries": self.attempt,
             "warmup": self.request_arrival < self.warmup_s,
         })
@@ -1188,7 +1211,7 @@ class SimResult:
         if mask is not None:
             m = m & mask
         window = self.horizon_s - w
-        served = m & ~self.rejected
+        served = m & self.served
         first = m & (self.attempt == 0)
         n_req = int(first.sum())
         wait = self.wait[served]
@@ -1203,12 +1226,12 @@ class SimResult:
         n_good = int(np.unique(self.src[good]).size)
         # rates count completions inside the window [w, last arrival]
         t1 = self.horizon_s
-        done_in = ~self.rejected & (self.end >= w) & (self.end <= t1)
+        done_in = self.served & (self.end >= w) & (self.end <= t1)
         if mask is not None:
             done_in &= mask
         good_in = good & (self.end <= t1)
         n_good_in = int(np.unique(self.src[good_in]).size)
-        every = ~self.rejected if mask is None else (~self.rejected & mask)
+        every = self.served if mask is None else (self.served & mask)
         busy = _busy_slot_seconds(self.start[every], self.end[every], w, t1)
         return {
             "requests": n_req,
@@ -1233,7 +1256,7 @@ class SimResult:
         TTFT is measured from the request's *first* arrival, so time lost to rejections and
         retries counts against it; a one-token output meets any TPOT target.
         """
-        g = ~self.rejected & ~self.abandoned
+        g = self.served & ~self.abandoned
         if ttft_slo_s is not None:
             g &= (self.first_token - self.request_arrival) <= ttft_slo_s
         if tpot_slo_s is not None:
@@ -1265,7 +1288,7 @@ class SimResult:
             "offered_rps": rate(self.arrival[self.attempt == 0]),
             "attempts_rps": rate(self.arrival),
             "rejected_rps": rate(self.arrival[self.rejected]),
-            "throughput_rps": rate(self.end[~self.rejected]),
+            "throughput_rps": rate(self.end[self.served]),
             "goodput_rps": rate(self.end[good]),
             "utilisation": util.utilisation.to_numpy(),
             "waiting": util.waiting.to_numpy(),
@@ -1275,11 +1298,12 @@ class SimResult:
         """Busy slots / total slots over time, averaged in bins of ``bin_s`` seconds.
 
         Returns a DataFrame with ``time_s`` (bin start), ``utilisation`` (0–1) and
-        ``waiting`` (mean number of attempts queued in the bin).
+        ``waiting`` (mean number of attempts queued in the bin, counting those that later got a
+        slot).
         """
         if not math.isfinite(bin_s) or bin_s <= 0:
             raise ValueError(f"bin_s must be positive seconds, got {bin_s!r}")
-        served = ~self.rejected
+        served = self.served
         t_end = max(float(np.max(self.arrival)), float(np.nanmax(self.end[served])) if served.any() else 0.0)
         edges = np.arange(0.0, t_end + bin_s, bin_s)
         busy = _integrate_intervals(self.start[served], self.end[served], edges)

@@ -511,14 +511,18 @@ def test_property_event_engine_equals_fcfs_recursion(replicas, slots, load, rout
 @settings(max_examples=25, deadline=None)
 @given(replicas=st.integers(1, 3), slots=st.integers(1, 5), load=st.floats(0.3, 1.5),
        routing=st.sampled_from(["shared", "jsq", "p2c", "round_robin", "random"]),
-       budget=st.one_of(st.none(), st.floats(0.0, 3.0)), seed=st.integers(0, 10_000))
-def test_property_continuous_batching_invariants(replicas, slots, load, routing, budget, seed):
+       budget=st.one_of(st.none(), st.floats(0.0, 3.0)), cancel=st.booleans(), seed=st.integers(0, 10_000))
+def test_property_continuous_batching_invariants(replicas, slots, load, routing, budget, cancel, seed):
     svc = ContinuousBatching(lambda n: 0.01 + 0.002 * n, prefill_rate_tps=5000.0,
                              input_tokens=Lognormal(1000, 1.0), output_tokens=Lognormal(100, 1.0))
     fleet = Fleet(replicas, slots, svc, routing=routing,
                   admission=None if budget is None else Admission(max_wait_s=budget))
-    res = Simulation(fleet, PoissonArrivals(load * replicas * slots / 1.3), n_requests=300, seed=seed).run()
-    ok = ~res.rejected
+    retry = RetryPolicy(max_retries=1, timeout_s=2.0, backoff="none", base_s=0.5, cancel_on_timeout=cancel)
+    res = Simulation(fleet, PoissonArrivals(load * replicas * slots / 1.3), n_requests=300, seed=seed,
+                     retry=retry).run()
+    ok = res.served
+    cancelled = res.abandoned & ~ok & ~res.rejected
+    assert cancel or not cancelled.any()
     assert np.all(res.start[ok] >= res.arrival[ok])
     assert np.all(res.first_token[ok] >= res.start[ok])
     assert np.all(res.end[ok] >= res.first_token[ok])
@@ -531,4 +535,25 @@ def test_property_continuous_batching_invariants(replicas, slots, load, routing,
         t = np.concatenate([res.start[m], res.end[m]])
         busy = np.cumsum(ev[np.lexsort((ev, t))])
         assert busy.size == 0 or busy.max() <= slots
-    assert ok.sum() + res.rejected.sum() == 300
+    assert ok.sum() + res.rejected.sum() + cancelled.sum() == res.arrival.size
+    assert np.all(res.attempt <= 1) and np.sum(res.attempt == 0) == 300
+
+
+def test_cancel_on_timeout_drops_queued_abandoned_attempts():
+    fleet = Fleet(2, 4, FixedService(Exponential(1.0)), routing="jsq")
+    kw = dict(n_requests=8_000, seed=4)
+    keep = Simulation(fleet, PoissonArrivals(7.6), retry=RetryPolicy(max_retries=3, timeout_s=3.0, backoff="none",
+                                                                     base_s=0.0), **kw).run()
+    drop = Simulation(fleet, PoissonArrivals(7.6), retry=RetryPolicy(max_retries=3, timeout_s=3.0, backoff="none",
+                                                                     base_s=0.0, cancel_on_timeout=True), **kw).run()
+    rec = drop.records
+    cancelled = rec[rec.cancelled]
+    assert len(cancelled) > 100
+    assert cancelled.start.isna().all() and (cancelled.replica == -1).all() and not cancelled.rejected.any()
+    # an attempt that had started before its timeout is served to the end
+    started = rec[rec.abandoned & ~rec.cancelled]
+    assert (started.start <= started.arrival + 3.0).all() and started.end.notna().all()
+    # no slot time is spent on cancelled attempts, so more requests are good
+    assert drop.summary(ttft_slo_s=3.0)["goodput_share"] > keep.summary(ttft_slo_s=3.0)["goodput_share"]
+    s = drop.summary()
+    assert s["served"] == int((~rec.rejected & ~rec.cancelled).sum())
