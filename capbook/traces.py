@@ -385,14 +385,24 @@ class _Plan:
     checks: list[_Check]
     raw_cols: list[str]
     optional_present: list[str] = field(default_factory=list)
-    throttled: str = "false"  # SQL boolean on raw columns: the row is throttled
+    throttled: str = "false"  # SQL boolean on the raw status column: the row is throttled
+    zero_output_fails: bool = False  # rows with zero output tokens are failed, not throttled
+    label_cols: list[str] = field(default_factory=list)  # raw columns of model, tier, status
 
-    def ok(self) -> str:
+    def ok(self, which: str = "all") -> str:
         """SQL boolean: the row has none of the problems (NULL-safe; a NULL condition only
-        arises where a 'missing' or 'unparseable' condition of the same row is true)."""
-        if not self.checks:
+        arises where a 'missing' or 'unparseable' condition of the same row is true).
+
+        ``which``: ``"all"``, ``"row"`` (checks on times and tokens) or ``"label"`` (checks on
+        model, tier and status, which depend only on the label columns)."""
+        checks = [c for c in self.checks
+                  if which == "all" or (which == "label") == (c.field in _LABEL_FIELDS)]
+        if not checks:
             return "true"
-        return "NOT COALESCE(" + " OR ".join(f"({c.cond})" for c in self.checks) + ", false)"
+        return "NOT COALESCE(" + " OR ".join(f"({c.cond})" for c in checks) + ", false)"
+
+
+_LABEL_FIELDS = ("model", "tier", "status")
 
 
 _INT_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT",
@@ -572,7 +582,6 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         throttled = f"{raw} IN ({', '.join(_lit(k) for k in thr)})" if thr else "false"
         if m.failed_if_zero_output:
             e = f"(CASE WHEN {exprs['output_tokens']} = 0 THEN 'failed' ELSE {e} END)"
-            throttled = f"({throttled} AND NOT ({exprs['output_tokens']} = 0))"
         exprs["status"] = e
         add("status", col, [
             ("missing status", f"({raw} IS NULL OR {raw} = '')"),
@@ -589,7 +598,9 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
     if stats:
         gone = _impossible(cols, stats)
         checks = [ch for ch in checks if ch.cond not in gone]
-    return _Plan(exprs, checks, list(cols), opt, throttled)
+    label_cols = [c for f in _LABEL_FIELDS for c in present.get(f, ())]
+    return _Plan(exprs, checks, list(cols), opt, throttled, m.failed_if_zero_output,
+                 list(dict.fromkeys(label_cols)))
 
 
 # --------------------------------------------------------------------------------------------
@@ -721,15 +732,19 @@ class RequestLog:
         valid = "ok"  # with _row_sql(ok=True)
         # pass A (parallel): hourly sums per model and tier of valid rows, and the number of
         # invalid rows; only when there are some, a second pass counts each problem.
+        labels = "".join(f", {_q(c)}" for c in p.label_cols)
+        row_ok = p.ok("row")
+        nbad = f', count(*) FILTER (WHERE NOT "__ok") AS "__nbad"' if row_ok != "true" else ', 0 AS "__nbad"'
+        nzero = (', count(*) FILTER (WHERE "__o" = 0) AS "__nzero"' if p.zero_output_fails
+                 else ', 0 AS "__nzero"')
+        # grouped by hour and the raw label columns: the checks on labels and the status run on
+        # the few groups afterwards, not on every row
         sql_a = f"""
-        SELECT t // {_US_PER_H} AS h, model, tier,
-               count(*) AS n_all,
-               count(*) FILTER (WHERE NOT ok) AS n_bad,
-               count(*) FILTER (WHERE thr) AS n_thr,
-               sum(i) AS s_in, sum(o) AS s_out, min(t) AS t_min, max(t) AS t_max
-        FROM (SELECT {p.exprs['t']} AS t, {p.exprs['input_tokens']} AS i,
-                     {p.exprs['output_tokens']} AS o, {p.exprs['model']} AS model,
-                     {p.exprs['tier']} AS tier, {p.throttled} AS thr, {p.ok()} AS ok
+        SELECT "__t" // {_US_PER_H} AS "__h"{labels}, count(*) AS "__n"{nbad}{nzero},
+               sum("__i") AS "__si", sum("__o") AS "__so", min("__t") AS "__tmin",
+               max("__t") AS "__tmax"
+        FROM (SELECT {p.exprs['t']} AS "__t", {p.exprs['input_tokens']} AS "__i",
+                     {p.exprs['output_tokens']} AS "__o", {row_ok} AS "__ok"{labels}
               FROM {self._src})
         GROUP BY ALL
         """
@@ -738,8 +753,10 @@ class RequestLog:
                  f"(SELECT {p.exprs['t']} AS t FROM {self._src})) WHERE t <= pt")
         self._run([f"CREATE OR REPLACE TEMP TABLE pass1 AS {sql_a}",
                    f"CREATE OR REPLACE TEMP TABLE pass2 AS {sql_b}"], progress)
+        label_ok = p.ok("label")
         tot = self._con.execute(
-            "SELECT sum(n_all), sum(n_all) - sum(n_bad), min(t_min), max(t_max) FROM pass1").fetchone()
+            f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '
+            f'min("__tmin"), max("__tmax") FROM pass1').fetchone()
         n_all = int(tot[0] or 0)
         n_valid = int(tot[1] or 0)
         self.rows_read = n_all
@@ -1034,12 +1051,7 @@ class RequestLog:
             the log; empty periods are zeros.
         """
         by = tuple(by)
-        allowed = {"model", "tier", "status", "tenant"}
-        bad = [b for b in by if b not in allowed]
-        if bad:
-            raise ValueError(f"by={by}: unknown column(s) {bad}; use any of {sorted(allowed)}")
-        if "tenant" in by and "tenant" not in self._plan.optional_present:
-            raise ValueError("by contains 'tenant' but this log has no tenant column")
+        self._check_by(by)
         if not (period_s > 0) or not math.isfinite(period_s):
             raise ValueError(f"period_s={period_s!r}: must be a positive number of seconds")
         p_us = int(round(period_s * _US_PER_S))
@@ -1048,10 +1060,14 @@ class RequestLog:
         keys = "".join(f", {b}" for b in by)
         if p_us == _US_PER_H and by in (("model", "tier"), ("tier", "model"), ("model",), ("tier",), ()) \
                 and self._pass1_ok:
-            src = (f"SELECT h AS p{keys}, sum(n_all) AS requests, sum(n_thr) AS throttled, "
-                   f"sum(s_in) AS input_tokens, sum(s_out) AS output_tokens FROM pass1 "
-                   f"GROUP BY ALL")
+            e = self._plan.exprs
+            lab = "".join(f", {e[b]} AS {b}" for b in by)
+            src = (f'SELECT "__h" AS p{lab}, sum("__n") AS requests, '
+                   f'sum(CASE WHEN {self._plan.throttled} THEN "__n" - "__nzero" ELSE 0 END) AS throttled, '
+                   f'sum("__si") AS input_tokens, sum("__so") AS output_tokens FROM pass1 GROUP BY ALL')
         else:
+            keys = "".join(f", COALESCE({b}, '(none)') AS {b}" if b == "tenant" else f", {b}"
+                           for b in by)
             src = (f"SELECT t // {p_us} AS p{keys}, count(*) AS requests, "
                    f"count(*) FILTER (WHERE status = 'throttled') AS throttled, "
                    f"sum(i) AS input_tokens, sum(o) AS output_tokens FROM req GROUP BY ALL")
@@ -1075,6 +1091,14 @@ class RequestLog:
         for b in by:
             full[b] = full[b].astype(object)
         return full.reset_index(drop=True)
+
+    def _check_by(self, by: tuple) -> None:
+        allowed = {"model", "tier", "status", "tenant"}
+        bad = [b for b in by if b not in allowed]
+        if bad:
+            raise ValueError(f"by={by}: unknown column(s) {bad}; use any of {sorted(allowed)}")
+        if "tenant" in by and "tenant" not in self._plan.optional_present:
+            raise ValueError("by contains 'tenant' but this log has no tenant column")
 
     def hourly(self, by: Iterable[str] = ("model", "tier")) -> pd.DataFrame:
         """Hourly sums per group on a complete hourly index; see :meth:`aggregate`."""
@@ -1109,6 +1133,7 @@ class RequestLog:
             if cap is not None and (not isinstance(cap, (int, np.integer)) or cap < 0):
                 raise ValueError(f"{name}={cap!r}: must be a non-negative integer number of tokens")
         by = (by,) if isinstance(by, str) else tuple(by or ())
+        self._check_by(by)
         keys = "".join(f"{b}, " for b in by)
         parts = []
         for kind, col, cap in (("input_tokens", "i", input_cap), ("output_tokens", "o", output_cap)):

@@ -259,6 +259,10 @@ def test_litellm_spend_logs(tmp_path, ext):
     # model_group where given, else the deployment's model
     assert (out["model"] == "azure/gpt-4o-2024-08-06").sum() == 10
     assert set(out["tenant"]) == {"team-a", "team-b"}
+    per_tenant = log.hourly(by=("tenant",))
+    assert per_tenant.groupby("tenant")["requests"].sum().to_dict() == {"team-a": 20, "team-b": 20}
+    with pytest.raises(ValueError, match="unknown column"):
+        log.token_stats(by="region")
     assert out["first_token_time"].isna().sum() == 4
     served = df[df["status"] == "success"]
     dur = (pd.to_datetime(served["endTime"], format="ISO8601")
@@ -276,6 +280,10 @@ def test_canonical_round_trip_parquet_and_csv(tmp_path):
                                                 "tenant": object}), check_dtype=False)
     b = read_requests(_write_csv(df, tmp_path / "log.csv"), progress=True).to_pandas()
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
+    df.loc[[3, 4], "tenant"] = None
+    df.to_parquet(pq_path, index=False)
+    per_tenant = read_requests(pq_path).hourly(by=("tenant",)).groupby("tenant")["requests"].sum()
+    assert per_tenant["(none)"] == 2 and per_tenant.sum() == len(df)
     assert str(b["arrival_time"].dtype) == "datetime64[ns, UTC]"
 
 
