@@ -177,15 +177,34 @@ def test_toc_ends_with_the_reference_part():
     assert [c["file"] for c in last["chapters"]] == ["book/glossary", "book/bibliography", "book/api"]
 
 
-def test_intro_table_names_only_real_parts():
+def _time_to_learn(chapter: str) -> int:
+    """Minutes a chapter states as its "Time to learn" (Prerequisites section)."""
+    path = ROOT / f"{chapter}.ipynb"
+    if not path.is_file():
+        path = ROOT / f"{chapter}.md"
+    text = path.read_text()
+    if path.suffix == ".ipynb":
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "markdown")
+    m = re.search(r"Time to learn\W*(?:about\s*)?(\d+)\s*min", text, flags=re.I)
+    assert m, f"{path.name}: no 'Time to learn: N minutes' in its Prerequisites"
+    return int(m.group(1))
+
+
+def test_intro_table_lists_every_part_with_its_time():
+    """The landing page's table: one row per part, in _toc.yml order, time = sum of its chapters."""
     toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
-    captions = {p["caption"] for p in toc["parts"]}
+    parts = [p for p in toc["parts"] if p["caption"] != "Reference"]
     intro = (BOOK / "intro.md").read_text()
     table = intro.split("| Part | What it teaches | Time |", 1)[1].split("\n\n", 1)[0]
-    rows = [line.split("|")[1].strip() for line in table.strip().splitlines()[1:]]
-    assert rows, "the landing page's parts table is empty"
-    stale = [r for r in rows if r not in captions]
-    assert not stale, f"book/intro.md lists parts that _toc.yml does not have: {stale}"
+    rows = [[cell.strip() for cell in line.strip().strip("|").split("|")]
+            for line in table.strip().splitlines()[1:]]
+    assert [r[0] for r in rows] == [p["caption"] for p in parts], (
+        "book/intro.md: the parts table must have one row per part of _toc.yml, in order")
+    for (caption, _, time), part in zip(rows, parts):
+        want = sum(_time_to_learn(c["file"]) for c in part["chapters"])
+        assert time == f"{want} minutes", (
+            f"book/intro.md: part {caption!r} says {time!r}; its chapters' times to learn add up "
+            f"to {want} minutes")
 
 
 def test_toc_numbers_the_chapters():
