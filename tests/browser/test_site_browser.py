@@ -219,6 +219,17 @@ def page_problems(page, rec: Recorder, links: LinkChecker) -> list[str]:
             problems.append(f"widget #{w['index']} shows {w['emptyOutputs']} empty output area(s)")
         if not w["kernelNote"]:
             problems.append(f"widget #{w['index']} has no note nearby saying it is live only in a kernel")
+    # Exercises' solutions and quiz answers stay folded until the reader opens them.
+    folded = page.evaluate("""() => ({
+      solutions: Array.from(document.querySelectorAll('div.solution')).filter(el =>
+        Array.from(el.children).some(c => !c.classList.contains('admonition-title')
+                                          && c.getBoundingClientRect().height > 0)).length,
+      dropdowns: document.querySelectorAll('details.sd-dropdown[open]').length,
+    })""")
+    if folded["solutions"]:
+        problems.append(f"{folded['solutions']} exercise solution(s) shown unfolded on page load")
+    if folded["dropdowns"]:
+        problems.append(f"{folded['dropdowns']} dropdown(s) (quiz answers) open on page load")
     overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
     if overflow > 1:
         problems.append(f"page scrolls sideways by {overflow} px at a {page.viewport_size['width']} px window")
@@ -236,10 +247,25 @@ def screenshot_name(path: str) -> str:
 
 
 # ----------------------------------------------------------------------------- tests
-def test_page(page_path, browser_context, server, links, screenshot_dir):
+def launch_problems(page, page_path: str, site: Path) -> list[str]:
+    """A chapter (a notebook) offers JupyterLab on Binder and its .ipynb for download."""
+    source = site / "_sources" / (page_path.removesuffix(".html") + ".ipynb")
+    if not source.is_file():
+        return []
+    hrefs = page.evaluate("() => Array.from(document.querySelectorAll('a[href]'), a => a.href)")
+    notebook = page_path.removesuffix(".html") + ".ipynb"
+    problems = []
+    if not any("mybinder.org/v2/" in h and f"urlpath=lab/tree/{notebook}" in h for h in hrefs):
+        problems.append(f"no Binder launch button opening {notebook} in JupyterLab")
+    if not any(h.endswith("_sources/" + notebook) for h in hrefs):
+        problems.append(f"no download link for {notebook}")
+    return problems
+
+
+def test_page(page_path, browser_context, server, links, screenshot_dir, site):
     page, rec = open_page(browser_context, server, page_path)
     try:
-        problems = page_problems(page, rec, links)
+        problems = page_problems(page, rec, links) + launch_problems(page, page_path, site)
         height = page.evaluate("() => document.documentElement.scrollHeight")
         clip = None if height <= MAX_SHOT_PX else {
             "x": 0, "y": 0, "width": page.viewport_size["width"], "height": MAX_SHOT_PX}
