@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import multiprocessing
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -149,6 +151,16 @@ def _execute(path: Path, env: dict, timeout: int) -> None:
     nbformat.write(nb, path)
 
 
+def _execute_timed(path: str, env: dict, timeout: int) -> float:
+    """Execute one notebook in place (in a worker process); returns the seconds it took."""
+    t0 = time.perf_counter()
+    try:
+        _execute(Path(path), env, timeout)
+    except Exception as exc:  # nbclient's errors do not always survive pickling
+        raise RuntimeError(str(exc)) from None
+    return time.perf_counter() - t0
+
+
 def _first_error(exc: BaseException) -> str:
     text = str(exc)
     lines = [ln for ln in text.splitlines() if ln.strip()]
@@ -157,7 +169,8 @@ def _first_error(exc: BaseException) -> str:
 
 
 def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None, timeout: int = 300,
-               keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None) -> int:
+               keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None,
+               jobs: int = 2) -> int:
     """Execute every chapter on the given data and build the site into ``out``.
 
     Parameters
@@ -178,6 +191,8 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         Show a progress bar and per-chapter times on standard error.
     chapters : list of str, optional
         Only these chapter stems (for tests); the site then holds the others unexecuted.
+    jobs : int
+        Chapters executed at once (each in its own kernel); 2 suits a two-core machine.
 
     Returns
     -------
@@ -189,6 +204,8 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
 
     from . import datasets
 
+    if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:
+        raise ValueError(f"--jobs {jobs!r}: must be a whole number of chapters, at least 1")
     out = Path(out).resolve()
     if out == ROOT or ROOT / "book" in (out, *out.parents):
         raise ValueError(f"--out {out}: choose a folder outside the repository's sources")
@@ -229,21 +246,31 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         work.mkdir()
         _prepare_source(work, data_note(source, when))
         say(f"capbook book: {len(all_chapters)} chapters on requests={source['requests']}, sweep={source['sweep']}")
-        bar = tqdm(all_chapters, desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
-        for src in bar:
-            rel = src.relative_to(ROOT)
-            bar.set_postfix_str(rel.stem)
-            t0 = time.perf_counter()
-            try:
-                _execute(work / rel, env, timeout)
-            except Exception as exc:  # a chapter failed: report it, build nothing
-                bar.close()
-                print(f"capbook book: chapter {rel} failed on this data: {_first_error(exc)}\n"
-                      f"(run it in Jupyter with CAPBOOK_REQUESTS / CAPBOOK_SWEEP set to see the traceback); "
-                      f"nothing was written to {out}", file=sys.stderr)
-                return 1
-            say(f"  {rel.stem:<24} {time.perf_counter() - t0:6.1f} s")
+        bar = tqdm(total=len(all_chapters), desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
+        failed = None
+        n_jobs = max(1, min(int(jobs), len(all_chapters))) if all_chapters else 1
+        with ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_execute_timed, str(work / p.relative_to(ROOT)), env, timeout): p
+                       for p in all_chapters}
+            for fut in as_completed(futures):
+                rel = futures[fut].relative_to(ROOT)
+                try:
+                    seconds = fut.result()
+                except Exception as exc:  # a chapter failed: report it, build nothing
+                    failed = (rel, exc)
+                    for other in futures:
+                        other.cancel()
+                    break
+                bar.update(1)
+                bar.set_postfix_str(rel.stem)
+                say(f"  {rel.stem:<24} {seconds:6.1f} s")
         bar.close()
+        if failed is not None:
+            rel, exc = failed
+            print(f"capbook book: chapter {rel} failed on this data: {_first_error(exc)}\n"
+                  f"(run it in Jupyter with CAPBOOK_REQUESTS / CAPBOOK_SWEEP set to see the traceback); "
+                  f"nothing was written to {out}", file=sys.stderr)
+            return 1
         say("capbook book: building the site (execution off; the chapters ran above)")
         build_dir = Path(tmp) / "build"
         jb = Path(sys.executable).with_name("jupyter-book")

@@ -274,6 +274,7 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
                    help="folder for the built site (default ./capbook-book); index.html inside")
     p.add_argument("--timeout", type=int, default=300, help="seconds allowed per notebook cell (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
+    p.add_argument("--jobs", type=int, default=2, help="chapters executed at once (default 2)")
     p.set_defaults(func=run_book)
 
 
@@ -284,7 +285,8 @@ def run_book(args: argparse.Namespace) -> int:
     try:
         _load_inputs(args)
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
-                                    sweep=args.sweep, timeout=args.timeout, keep_notebooks=args.keep)
+                                    sweep=args.sweep, timeout=args.timeout, keep_notebooks=args.keep,
+                                    jobs=args.jobs)
     except (ValueError, FileNotFoundError) as exc:
         print(f"capbook book: {exc}", file=sys.stderr)
         return 2

@@ -166,3 +166,19 @@ def test_book_end_to_end_on_a_real_trace(shared_dir, tmp_path, monkeypatch):
     # the forecasting chapters say why they fall back on a one-hour log
     fc = re.sub(r"<[^>]+>", "", (out / "book" / "forecast_tokens.html").read_text())
     assert "sample" in fc.lower()
+
+
+def test_a_failing_chapter_is_reported_with_its_error(tmp_path):
+    import nbformat
+
+    from capbook.bookbuild import _execute_timed
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("raise ValueError('the log has 2 periods')")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "bad.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(RuntimeError, match="the log has 2 periods"):
+        _execute_timed(str(path), {**__import__("os").environ}, 60)
+    with pytest.raises(ValueError, match="jobs"):
+        __import__("capbook.bookbuild").bookbuild.build_book(tmp_path / "o", jobs=0)
