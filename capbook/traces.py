@@ -751,8 +751,8 @@ class RequestLog:
         # pass B (streaming, arrival time only): rows earlier than, or tied with, the row above
         sql_b = (f"SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER () AS pt FROM "
                  f"(SELECT {p.exprs['t']} AS t FROM {self._src})) WHERE t <= pt")
-        self._run([f"CREATE OR REPLACE TEMP TABLE pass1 AS {sql_a}",
-                   f"CREATE OR REPLACE TEMP TABLE pass2 AS {sql_b}"], progress)
+        self._run([f"CREATE OR REPLACE TABLE pass1 AS {sql_a}",
+                   f"CREATE OR REPLACE TABLE pass2 AS {sql_b}"], progress)
         label_ok = p.ok("label")
         tot = self._con.execute(
             f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '
@@ -849,40 +849,44 @@ class RequestLog:
         return "/".join(self.mapping.columns().get(fld, (fld,)))
 
     def _run(self, sqls: list[str], progress: bool) -> None:
+        """Run the statements concurrently, each on its own cursor of this log's database
+        (the streaming pass is single-threaded, so it overlaps the parallel one)."""
         if progress:
             self._con.execute("SET enable_progress_bar=true")
-        if not progress:
-            for sql in sqls:
-                self._con.execute(sql)
-            return
-        from tqdm.auto import tqdm
-
+        cursors = [self._con] + [self._con.cursor() for _ in sqls[1:]]
         err: list[BaseException] = []
-        done = [0]
 
-        def work() -> None:
+        def work(cur: duckdb.DuckDBPyConnection, sql: str) -> None:
             try:
-                for sql in sqls:
-                    self._con.execute(sql)
-                    done[0] += 1
+                cur.execute(sql)
             except BaseException as exc:  # noqa: BLE001 - re-raised below
                 err.append(exc)
 
-        th = threading.Thread(target=work)
-        th.start()
-        with tqdm(total=100, desc=f"reading {Path(self.path).name}", unit="%", delay=1.0,
-                  bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}") as bar:
-            while th.is_alive():
-                th.join(0.2)
-                try:
-                    pct = self._con.query_progress()
-                except Exception:  # noqa: BLE001 - the bar is cosmetic
-                    pct = -1
-                if pct is not None and pct >= 0:
-                    bar.n = min(100.0, (100.0 * done[0] + float(pct)) / len(sqls))
-                    bar.refresh()
-            bar.n = 100
-            bar.refresh()
+        threads = [threading.Thread(target=work, args=(c, q)) for c, q in zip(cursors, sqls)]
+        for th in threads:
+            th.start()
+        if progress:
+            from tqdm.auto import tqdm
+
+            with tqdm(total=100, desc=f"reading {Path(self.path).name}", unit="%", delay=1.0,
+                      bar_format="{desc}: {percentage:3.0f}%|{bar}| {elapsed}") as bar:
+                while threads[0].is_alive():
+                    threads[0].join(0.2)
+                    try:
+                        pct = self._con.query_progress()
+                    except Exception:  # noqa: BLE001 - the bar is cosmetic
+                        pct = -1
+                    if pct is not None and pct >= 0:
+                        bar.n = min(99.0, float(pct))
+                        bar.refresh()
+                for th in threads:
+                    th.join()
+                bar.n = 100
+                bar.refresh()
+        for th in threads:
+            th.join()
+        for cur in cursors[1:]:
+            cur.close()
         if err:
             raise err[0]
 
