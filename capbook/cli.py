@@ -42,6 +42,11 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
                    help="skip the span/rate sanity check of the time unit")
     p.add_argument("--output-cap", type=int, default=None, metavar="TOKENS",
                    help="report the share of requests above this max-tokens cap")
+    p.add_argument("--sweep", default=None, metavar="PATH",
+                   help="a concurrency sweep (any format capbook.importers reads), to compute Cs2 "
+                        "from token counts; needs --concurrency")
+    p.add_argument("--concurrency", type=float, default=None, metavar="N",
+                   help="concurrency at which to read the sweep's TPOT (e.g. your slots S)")
     p.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
                    help="prefill rate in tokens/s, to compute Cs2 from token counts")
     p.add_argument("--tpot", type=float, default=None, metavar="SECONDS",
@@ -64,13 +69,29 @@ def run_trace(args: argparse.Namespace) -> int:
     """Run ``capbook trace``; returns the exit code."""
     from capbook.traces import read_requests
 
-    sweep = None
+    sweep, concurrency = None, None
     if (args.prefill_rate is None) != (args.tpot is None):
         print("capbook trace: give both --prefill-rate and --tpot (or neither)", file=sys.stderr)
         return 2
+    if args.sweep is not None and args.prefill_rate is not None:
+        print("capbook trace: give --sweep or --prefill-rate/--tpot, not both", file=sys.stderr)
+        return 2
     if args.prefill_rate is not None:
         tpot = args.tpot
-        sweep = SimpleNamespace(prefill_rate_tps=args.prefill_rate, tpot=lambda n: tpot)
+        sweep, concurrency = SimpleNamespace(prefill_rate_tps=args.prefill_rate, tpot=lambda n: tpot), 1
+    if args.sweep is not None:
+        if args.concurrency is None:
+            print("capbook trace: --sweep needs --concurrency (the slots at which to read TPOT)",
+                  file=sys.stderr)
+            return 2
+        from capbook.importers import read_sweep
+
+        try:
+            sweep = read_sweep(args.sweep)
+        except (ValueError, FileNotFoundError) as exc:
+            print(f"capbook trace: {exc}", file=sys.stderr)
+            return 2
+        concurrency = args.concurrency
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
     try:
         with warnings.catch_warnings():
@@ -78,8 +99,7 @@ def run_trace(args: argparse.Namespace) -> int:
             log = read_requests(args.file, format=args.format, drop_invalid=args.drop_invalid,
                                 sort=args.sort, check_units=not args.no_unit_check,
                                 progress=size > 20_000_000)
-        s = log.summary(sweep=sweep, concurrency=1 if sweep is not None else None,
-                        output_cap=args.output_cap)
+        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=args.output_cap)
     except (ValueError, FileNotFoundError) as exc:
         print(f"capbook trace: {exc}", file=sys.stderr)
         return 2
@@ -156,7 +176,8 @@ def _print_summary(s: dict) -> None:
         w(f"caveat    {a['caveat']}")
     svc = s["service"]
     if svc is None:
-        w("Cs2       n/a (no end times in the log; pass --prefill-rate and --tpot)")
+        w("Cs2       n/a (no end times in the log; pass --sweep and --concurrency, or "
+          "--prefill-rate and --tpot)")
     else:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
     p = s["peak_to_mean"]

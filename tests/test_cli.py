@@ -49,6 +49,22 @@ def test_trace_json_and_cs2_from_rates(tmp_path, capsys):
     assert s["span_s"] == pytest.approx((df["arrival_time"].iloc[-1] - df["arrival_time"].iloc[0]).total_seconds())
 
 
+def test_trace_with_a_sweep_file(tmp_path, repo_root, capsys):
+    sweep_file = repo_root / "data" / "sweeps" / "illustrative_chat.csv"
+    if not sweep_file.exists():
+        pytest.skip("sample sweeps not generated")
+    from capbook.importers import read_sweep
+
+    sw = read_sweep(sweep_file)
+    p, df = _small_log(tmp_path)
+    assert main(["trace", str(p), "--json", "--sweep", str(sweep_file), "--concurrency", "16"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    T = df["input_tokens"] / sw.prefill_rate_tps + df["output_tokens"] * float(sw.tpot(16))
+    assert s["service"]["cs2"] == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
+    assert main(["trace", str(p), "--sweep", str(sweep_file)]) == 2
+    assert "--concurrency" in capsys.readouterr().err
+
+
 def test_trace_real_burstgpt(shared_dir, capsys):
     path = shared_dir / "traces" / "burstgpt" / "burstgpt3_slice.csv"
     with open(path, newline="") as f:
