@@ -309,6 +309,10 @@ def _source_sql(con: duckdb.DuckDBPyConnection, path: str) -> tuple[str, dict[st
         if kind == "csv" and os.path.isfile(path) and os.path.getsize(path) == 0:
             raise ValueError(f"{path}: the file is empty (no header, no rows)") from None
         raise ValueError(f"{path}: cannot read as {kind}: {msg.splitlines()[0]}") from None
+    if kind == "csv" and len(desc) == 1 and any(d in desc[0][0] for d in (",", ";", "\t", "|")):
+        raise ValueError(
+            f"{path}: the CSV reader could not split the header {desc[0][0]!r} into columns; a row "
+            "near the top probably has a different number of fields than the header")
     return sql, {r[0]: r[1] for r in desc}
 
 
@@ -751,8 +755,12 @@ class RequestLog:
         # pass B (streaming, arrival time only): rows earlier than, or tied with, the row above
         sql_b = (f"SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER () AS pt FROM "
                  f"(SELECT {p.exprs['t']} AS t FROM {self._src})) WHERE t <= pt")
-        self._run([f"CREATE OR REPLACE TABLE pass1 AS {sql_a}",
-                   f"CREATE OR REPLACE TABLE pass2 AS {sql_b}"], progress)
+        try:
+            self._run([f"CREATE OR REPLACE TABLE pass1 AS {sql_a}",
+                       f"CREATE OR REPLACE TABLE pass2 AS {sql_b}"], progress)
+        except duckdb.Error as exc:  # a malformed file (e.g. a CSV row with extra fields)
+            lines = [ln for ln in str(exc).splitlines() if ln.strip()][:3]
+            raise ValueError(f"{self.path}: malformed file: " + " | ".join(lines)) from None
         label_ok = p.ok("label")
         tot = self._con.execute(
             f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '

@@ -409,6 +409,21 @@ def test_duplicated_rows(tmp_path):
     assert read_requests(_write_csv(same_t, tmp_path / "tie.csv")).rows == 30
 
 
+def test_malformed_csv_rows(tmp_path):
+    header = "arrival_time,input_tokens,output_tokens,model,tier,status\n"
+    ok = "2026-01-01T00:00:{:02d}Z,1,2,m,interactive,served\n"
+    near = tmp_path / "near.csv"
+    near.write_text(header + ok.format(0) + ok.format(1).replace("served", "served,x,y") + ok.format(2))
+    with pytest.raises(ValueError, match="near.csv: the CSV reader could not split the header"):
+        read_requests(near)
+    far = tmp_path / "far.csv"
+    rows = [ok.format(k % 60).replace("00:00:", f"{k // 3600:02d}:{k // 60 % 60:02d}:") for k in range(30_000)]
+    rows[25_000] = rows[25_000].replace("served", "served,x,y")
+    far.write_text(header + "".join(rows))
+    with pytest.raises(ValueError, match=r"far.csv: malformed file: .*Line: 25002"):
+        read_requests(far)
+
+
 def test_empty_files(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
