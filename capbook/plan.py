@@ -908,12 +908,13 @@ def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, 
         frame = frame[frame["model"] == plan.source["model"]]
     tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
     lam = plan.request_rate
-    hours_needed = max(1, int(math.ceil(n_requests / (lam * 3600.0))))
     per_hour = pd.to_datetime(frame["arrival_time"], utc=True).dt.floor("h")
     if tier is not None:
         per_hour = per_hour[frame["tier"].astype(str) == tier]
-    n_hours = int(per_hour.nunique())
-    data = stack_busy_periods(frame, lam, n_periods=min(hours_needed, n_hours), tier=tier)
+    # the busiest hours first, as many as it takes to hold n_requests requests
+    counts = np.sort(per_hour.value_counts().to_numpy())[::-1]
+    n_periods = int(min(np.searchsorted(np.cumsum(counts), n_requests) + 1, counts.size))
+    data = stack_busy_periods(frame, lam, n_periods=n_periods, tier=tier)
     n = min(len(data), int(n_requests))
     data = data.iloc[:n]
     warm = float(data["arrival_time"].iloc[-1]) * 0.05
