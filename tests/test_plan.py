@@ -258,3 +258,12 @@ def test_azure_trace_plans_from_the_observed_peak(shared_dir, sweep):
         per_min.sum() / log.span_s
     assert p.output_tps == pytest.approx(expected, rel=1e-9)
     assert p.total >= 2 and "all callers" in p.tpm.index
+
+
+def test_replay_stacks_enough_busy_hours_at_any_scale(small_log, sweep):
+    frame = small_log[0]
+    inter = frame[frame["tier"] == "interactive"]
+    busiest = int(inter["arrival_time"].dt.floor("h").value_counts().max())
+    want = busiest + 2000                     # more than the busiest hour holds
+    p = capacity_plan(small_log[1], sweep, demand_scale=200, sim_requests=want)
+    assert p.sim["replayed_requests"] == want
