@@ -435,8 +435,9 @@ def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, s
             ("missing timestamp", f"{txt} IS NULL"),
             ("unparseable timestamp", f"{txt} IS NOT NULL AND {parsed} IS NULL"),
         ]
-    epoch_us = int(pd.Timestamp(m.epoch, tz="UTC").value // 1000) if pd.Timestamp(m.epoch).tzinfo is None \
-        else int(pd.Timestamp(m.epoch).tz_convert("UTC").value // 1000)
+    ep = pd.Timestamp(m.epoch)
+    ep = ep.tz_localize("UTC") if ep.tzinfo is None else ep.tz_convert("UTC")
+    epoch_us = int(ep.value // 1000)
     f = _US_PER_UNIT[m.time_unit]
     if ctype in _INT_TYPES:
         num = f"CAST({c} AS DOUBLE)"

@@ -298,6 +298,12 @@ def test_generic_mapping_numeric_epoch_and_format(tmp_path):
     base = pd.Timestamp("2025-02-03 10:00:00", tz="UTC")
     assert list(df["arrival_time"]) == [base + pd.Timedelta(milliseconds=v) for v in (1000, 2500, 3600000)]
     assert list(df["model"]) == ["A", "B", "A"] and list(df["tier"]) == ["batch", "interactive", "batch"]
+    # an epoch with a zone offset is converted to UTC
+    m_tz = replace_unit(m, "ms")
+    from dataclasses import replace
+
+    log_tz = read_requests(path, mapping=replace(m_tz, epoch="2025-02-03 12:00:00+02:00"))
+    assert log_tz.start == base + pd.Timedelta(seconds=1)
     fmt_path = tmp_path / "eu.csv"
     fmt_path.write_text("when,in,out\n03/02/2025 10:00:01,1,2\n03/02/2025 10:00:02,3,4\n")
     m2 = Mapping(arrival_time="when", input_tokens="in", output_tokens="out",
