@@ -452,9 +452,9 @@ def test_bad_row_past_the_first_million(tmp_path):
     table = pa.table({
         "arrival_time": pa.array(t, type=pa.timestamp("us", tz="UTC")),
         "input_tokens": inp, "output_tokens": np.full(n, 10, dtype=np.int64),
-        "model": pa.array(["m"] * n).dictionary_encode(),
-        "tier": pa.array(["interactive"] * n).dictionary_encode(),
-        "status": pa.array(["served"] * n).dictionary_encode(),
+        "model": pa.DictionaryArray.from_arrays(np.zeros(n, np.int8), pa.array(["m"])),
+        "tier": pa.DictionaryArray.from_arrays(np.zeros(n, np.int8), pa.array(["interactive"])),
+        "status": pa.DictionaryArray.from_arrays(np.zeros(n, np.int8), pa.array(["served"])),
     })
     p = tmp_path / "big.parquet"
     pq.write_table(table, p)
