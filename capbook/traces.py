@@ -1401,7 +1401,9 @@ def read_requests(
     ----------
     path : str or path-like
         The file. Its type comes from the extension (``.csv``, ``.tsv``, ``.parquet``,
-        ``.jsonl``/``.json``, optionally ``.gz``).
+        ``.jsonl``/``.json``, optionally ``.gz``). A glob pattern (``logs/*.parquet``) reads
+        several files of one type as one log, in file-name order; row numbers in messages then
+        count across the files.
     format : str
         ``"auto"`` (recognise the columns), ``"canonical"``, ``"azure2023"``, ``"azure2024"``,
         ``"burstgpt"``, ``"mooncake"`` or ``"litellm"``. Ignored when ``mapping`` is given.

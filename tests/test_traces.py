@@ -287,6 +287,15 @@ def test_canonical_round_trip_parquet_and_csv(tmp_path):
     assert str(b["arrival_time"].dtype) == "datetime64[ns, UTC]"
 
 
+def test_glob_of_daily_files(tmp_path):
+    df = _canonical_frame(400, span_s=2 * 86400)
+    day = df["arrival_time"].dt.floor("D")
+    for k, (d, part) in enumerate(df.groupby(day)):
+        part.to_parquet(tmp_path / f"day{k}.parquet", index=False)
+    log = read_requests(tmp_path / "day*.parquet")
+    assert log.rows == len(df) and log.hourly()["output_tokens"].sum() == df["output_tokens"].sum()
+
+
 def test_generic_mapping_numeric_epoch_and_format(tmp_path):
     path = tmp_path / "gateway.tsv"
     path.write_text("ts_ms\tprompt\tcompletion\tengine\tlane\n"
