@@ -32,10 +32,10 @@ $(VENDOR): site/node_modules/.package-lock.json tools/vendor_assets.py
 	$(BIN)/python tools/vendor_assets.py
 
 unit: setup
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser $(XDIST)
 
 notebooks: setup
-	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
+	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider $(XDIST)
 
 site: setup
 	$(BIN)/jupyter-book build . -W -n --keep-going
@@ -47,9 +47,12 @@ site: setup
 browser: setup
 	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider
 
+# Tests and notebooks run on both cores (pytest-xdist; a notebook's cells stay on one worker).
+XDIST := -n 2 --dist loadfile
+
 test: setup
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser
-	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
+	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser $(XDIST)
+	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider $(XDIST)
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider
 	@echo "All tests passed; the site is in _build/html/index.html"
