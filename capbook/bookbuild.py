@@ -143,11 +143,18 @@ def _execute(path: Path, env: dict, timeout: int) -> None:
     import nbformat
     from nbclient import NotebookClient
 
+    from traitlets.config import Config
+
     nb = nbformat.read(path, as_version=4)
     kernel = (nb.metadata.get("kernelspec") or {}).get("name", "python3")
-    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel, allow_errors=False,
-                            resources={"metadata": {"path": str(path.parent)}})
-    client.execute(env=env)
+    # Kernels started at the same time by parallel workers can race for the same TCP ports;
+    # Unix sockets in a folder of this worker's own cannot collide (and stay off the network).
+    with tempfile.TemporaryDirectory(prefix="cbk-") as sock_dir:
+        cfg = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sock_dir) / "k")}})
+        client = NotebookClient(nb, timeout=timeout, startup_timeout=120, kernel_name=kernel,
+                                allow_errors=False, config=cfg,
+                                resources={"metadata": {"path": str(path.parent)}})
+        client.execute(env=env)
     nbformat.write(nb, path)
 
 
