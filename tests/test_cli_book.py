@@ -164,8 +164,11 @@ def test_book_end_to_end_on_a_real_trace(shared_dir, tmp_path, monkeypatch):
     marker = _check_site(out, "azure_conv.parquet")
     assert marker["sample"] is False
     # the forecasting chapters say why they fall back on a one-hour log
-    fc = re.sub(r"<[^>]+>", "", (out / "book" / "forecast_tokens.html").read_text())
-    assert "sample" in fc.lower()
+    for page in ("forecast_tokens", "backtesting"):
+        text = re.sub(r"<[^>]+>", "", (out / "book" / f"{page}.html").read_text())
+        assert "azure_conv.parquet) covers 2 hours" in text and "needs 20 whole weeks" in text, page
+    plan_page = re.sub(r"<[^>]+>", "", (out / "book" / "capstone_plan.html").read_text())
+    assert "forecast not possible" in plan_page
 
 
 def test_a_failing_chapter_is_reported_with_its_error(tmp_path):
