@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import multiprocessing
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -158,14 +158,36 @@ def _execute(path: Path, env: dict, timeout: int) -> None:
     nbformat.write(nb, path)
 
 
-def _execute_timed(path: str, env: dict, timeout: int) -> float:
-    """Execute one notebook in place (in a worker process); returns the seconds it took."""
+def _execute_timed(path: str, env: dict, timeout: int, wall_s: float = 600.0, attempts: int = 2) -> float:
+    """Execute one notebook in place in a child process; returns the seconds it took.
+
+    The child (``python -m capbook.bookbuild --execute``) starts the kernel and runs the
+    cells. A child that makes no progress for ``wall_s`` seconds (a kernel that stopped
+    answering) is killed, and the chapter is run again, up to ``attempts`` times; the kernel
+    exits by itself when its parent dies. A cell error is not retried.
+    """
+    cmd = [sys.executable, "-m", "capbook.bookbuild", "--execute", str(path), "--timeout", str(int(timeout))]
     t0 = time.perf_counter()
-    try:
-        _execute(Path(path), env, timeout)
-    except Exception as exc:  # nbclient's errors do not always survive pickling
-        raise RuntimeError(str(exc)) from None
-    return time.perf_counter() - t0
+    for attempt in range(1, attempts + 1):
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
+        try:
+            _, err = proc.communicate(timeout=wall_s)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            if attempt < attempts:
+                continue
+            raise RuntimeError(f"{Path(path).name}: no result after {wall_s:g} s, {attempts} attempts "
+                               "(a kernel stopped answering, or the chapter is far too slow)") from None
+        if proc.returncode != 0:
+            lines = [ln for ln in (err or "").splitlines() if ln.strip()]
+            raise RuntimeError(lines[-1] if lines else f"exit status {proc.returncode}")
+        return time.perf_counter() - t0
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _first_error(exc: BaseException) -> str:
@@ -256,7 +278,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         bar = tqdm(total=len(all_chapters), desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
         failed = None
         n_jobs = max(1, min(int(jobs), len(all_chapters))) if all_chapters else 1
-        with ProcessPoolExecutor(max_workers=n_jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
             futures = {pool.submit(_execute_timed, str(work / p.relative_to(ROOT)), env, timeout): p
                        for p in all_chapters}
             for fut in as_completed(futures):
@@ -303,3 +325,22 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         (out / _MARKER).write_text(json.dumps({"built": when, **source}, indent=2), encoding="utf-8")
     print(f"capbook book: built {out / 'index.html'} from requests={source['requests']}, sweep={source['sweep']}")
     return 0
+
+
+def _main(argv=None) -> int:  # the child process of _execute_timed
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m capbook.bookbuild")
+    p.add_argument("--execute", required=True, help="notebook to execute in place")
+    p.add_argument("--timeout", type=int, default=300, help="seconds per cell")
+    args = p.parse_args(argv)
+    try:
+        _execute(Path(args.execute), os.environ.copy(), args.timeout)
+    except Exception as exc:
+        print(_first_error(exc), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

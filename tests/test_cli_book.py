@@ -185,3 +185,17 @@ def test_a_failing_chapter_is_reported_with_its_error(tmp_path):
         _execute_timed(str(path), {**__import__("os").environ}, 60)
     with pytest.raises(ValueError, match="jobs"):
         __import__("capbook.bookbuild").bookbuild.build_book(tmp_path / "o", jobs=0)
+
+
+def test_a_hung_chapter_is_killed_and_reported(tmp_path):
+    import nbformat
+
+    from capbook.bookbuild import _execute_timed
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(600)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "hang.ipynb"
+    nbformat.write(nb, path)
+    with pytest.raises(RuntimeError, match="no result after 15 s, 1 attempts"):
+        _execute_timed(str(path), {**__import__("os").environ}, 300, wall_s=15, attempts=1)
+    assert nbformat.read(path, 4).cells[0].outputs == []      # nothing half-written
