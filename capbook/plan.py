@@ -2,7 +2,7 @@ r"""The capstone: a capacity plan from a request log and a sweep.
 
 :func:`capacity_plan` chains the book, one chapter per step:
 
-1. **Hourly tokens** per model and tier from the request log (:meth:`RequestLog.hourly`);
+1. **Hourly tokens** per model and tier from the request log (:meth:`capbook.traces.RequestLog.hourly`);
    the plan is for one model (one deployment, one sweep) and, by default, the interactive
    tier (batch work is deferred to troughs, not planned for at the peak).
 2. **Forecast** the output tokens at the horizon that matches the lead time of the decision
