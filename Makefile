@@ -35,7 +35,7 @@ unit: setup
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser $(XDIST)
 
 notebooks: setup
-	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider $(XDIST)
+	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
 
 site: setup
 	$(BIN)/jupyter-book build . -W -n --keep-going
@@ -47,12 +47,13 @@ site: setup
 browser: setup
 	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider
 
-# Tests and notebooks run on both cores (pytest-xdist; a notebook's cells stay on one worker).
+# Unit tests run on both cores (pytest-xdist, one test module per worker). The notebooks run
+# one kernel at a time: kernels started at the same moment over TCP can race for a port.
 XDIST := -n 2 --dist loadfile
 
 test: setup
 	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser $(XDIST)
-	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider $(XDIST)
+	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider
 	@echo "All tests passed; the site is in _build/html/index.html"
