@@ -565,8 +565,9 @@ class CapacityPlan:
                             legend=alt.Legend(title="planned horizon")),
             tooltip=["horizon:N", "method:N", alt.Tooltip("peak_output_tps:Q", format=",.0f", title="output tok/s"),
                      alt.Tooltip("replicas_by_rating:Q", title="replicas"), "decision:N"],
-        ).properties(title="Peak per horizon", width=220, height=charts.HEIGHT)
-        return alt.hconcat(water, bars)
+        ).properties(title="Peak per horizon", width=220, height=200)
+        # stacked, not side by side: the two panels together must fit the book's content column
+        return alt.vconcat(water, bars)
 
     def _repr_markdown_(self) -> str:
         return self.render(markdown=True)

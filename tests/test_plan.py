@@ -207,7 +207,7 @@ def test_plan_exports(small_plan, tmp_path):
     assert md.startswith(f"# Capacity plan: {p.total} replicas") and "| stage |" in md
     assert str(p).startswith(f"Capacity plan: {p.total} replicas")
     spec = p.chart().to_dict()
-    assert len(spec["hconcat"]) == 2
+    assert len(spec["vconcat"]) == 2  # stacked so the chart fits the content column
 
 
 def test_demand_scale_and_zones(small_log, sweep, small_plan):
