@@ -141,17 +141,7 @@ class QueueSolution:
             return 0.0
         if self._model.waiting_room is None:
             return math.log(self.prob_wait / (1 - q)) / (self.mu_full - self.arrival_rate)
-        hi = 1.0 / self.mu_full
-        while self.prob_wait_exceeds(hi) > 1 - q:
-            hi *= 2
-        lo = 0.0
-        while hi - lo > 1e-9 * hi:  # bisection to a relative 1e-9
-            mid = 0.5 * (lo + hi)
-            if self.prob_wait_exceeds(mid) > 1 - q:
-                lo = mid
-            else:
-                hi = mid
-        return hi
+        return _invert_tail(self.prob_wait_exceeds, 1 - q, 1.0 / self.mu_full)
 
     def prob_ttft_exceeds(self, x) -> np.ndarray | float:
         """P(TTFT > x) for an admitted request: wait plus the prefill at the load it starts at.
@@ -187,17 +177,8 @@ class QueueSolution:
             raise ValueError(f"q must lie strictly between 0 and 1, got {q!r}")
         if not self.stable:
             return math.inf
-        hi = float(self._model.prefill_at(self.servers / self._model.replicas)) + 1.0 / self.mu_full
-        while self.prob_ttft_exceeds(hi) > 1 - q:
-            hi *= 2
-        lo = 0.0
-        while hi - lo > 1e-9 * hi:  # bisection to a relative 1e-9
-            mid = 0.5 * (lo + hi)
-            if self.prob_ttft_exceeds(mid) > 1 - q:
-                lo = mid
-            else:
-                hi = mid
-        return hi
+        start = float(self._model.prefill_at(self.servers / self._model.replicas)) + 1.0 / self.mu_full
+        return _invert_tail(self.prob_ttft_exceeds, 1 - q, start)
 
     def running_seen_by_sequence(self) -> tuple[np.ndarray, np.ndarray]:
         """Distribution of per-replica running sequences seen by a sequence in service.
@@ -247,6 +228,21 @@ class QueueSolution:
         cap = len(pi) - 1  # state c + K: arrivals rejected
         pa = pi[:cap] / (1.0 - pi[cap])
         return pa
+
+
+def _invert_tail(tail, share: float, start: float) -> float:
+    """Smallest t with ``tail(t) <= share`` for a non-increasing tail (bisection, relative 1e-9)."""
+    hi = start
+    while tail(hi) > share:
+        hi *= 2
+    lo = 0.0
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if tail(mid) > share:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 class LoadDependentQueue:
