@@ -88,12 +88,22 @@ def _environ(env: dict):
                 os.environ[k] = v
 
 
-def _data_env(requests, requests_format, sweep) -> dict:
+def _data_env(requests, requests_format, sweep, requests_options=None, sweep_options=None) -> dict:
+    import json
+
     return {
         "CAPBOOK_REQUESTS": str(Path(requests).resolve()) if requests else None,
         "CAPBOOK_REQUESTS_FORMAT": requests_format if requests and requests_format not in (None, "auto") else None,
+        "CAPBOOK_REQUESTS_OPTIONS": json.dumps(requests_options) if requests and requests_options else None,
         "CAPBOOK_SWEEP": str(Path(sweep).resolve()) if sweep else None,
+        "CAPBOOK_SWEEP_OPTIONS": json.dumps(sweep_options) if sweep and sweep_options else None,
     }
+
+
+def _options_text(opts: dict | None) -> str:
+    if not opts:
+        return ""
+    return " (read with " + ", ".join(f"`{k}={v!r}`" for k, v in opts.items()) + ")"
 
 
 def data_note(source: dict, when: str) -> str:
@@ -103,8 +113,8 @@ def data_note(source: dict, when: str) -> str:
         ":class: note",
         f"Built by `capbook book` on {when} from:",
         "",
-        f"- request log: `{source['requests']}`",
-        f"- sweep: `{source['sweep']}`",
+        f"- request log: `{source['requests']}`" + _options_text(source.get("requests_options")),
+        f"- sweep: `{source['sweep']}`" + _options_text(source.get("sweep_options")),
         "",
     ]
     if source["sample"]:
@@ -199,7 +209,8 @@ def _first_error(exc: BaseException) -> str:
 
 def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None, timeout: int = 300,
                keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None,
-               jobs: int = 2) -> int:
+               jobs: int = 2, requests_options: dict | None = None,
+               sweep_options: dict | None = None) -> int:
     """Execute every chapter on the given data and build the site into ``out``.
 
     Parameters
@@ -212,6 +223,11 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         (``capbook book`` reads both before calling this).
     requests_format : str
         Format of the request log (see :data:`capbook.traces.FORMATS`).
+    requests_options, sweep_options : dict, optional
+        Further keyword arguments of :func:`capbook.traces.read_requests` (``drop_invalid``,
+        ``time_unit``, ``sort``) and :func:`capbook.importers.read_sweep` (``load``, ``where``,
+        ``repeats``, ``max_num_seqs``, ``concurrency``), JSON-serialisable; every chapter reads
+        the data with them (``CAPBOOK_REQUESTS_OPTIONS`` / ``CAPBOOK_SWEEP_OPTIONS``).
     timeout : int
         Seconds allowed per notebook cell.
     keep_notebooks : bool
@@ -247,7 +263,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     for p, name in ((requests, "requests"), (sweep, "sweep")):
         if p is not None and not Path(p).exists():
             raise FileNotFoundError(f"--{name} {p}: no such file")
-    env_vars = _data_env(requests, requests_format, sweep)
+    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options)
     with _environ(env_vars):
         source = datasets.data_source()
     env = os.environ.copy()

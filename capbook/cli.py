@@ -15,7 +15,7 @@ import warnings
 from types import SimpleNamespace
 from typing import Callable, Sequence
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -38,6 +38,8 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drop-invalid", action="store_true",
                    help="drop invalid and duplicated rows (and report them) instead of failing")
     p.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
+    p.add_argument("--time-unit", default=None, choices=("s", "ms", "us"),
+                   help="unit of numeric timestamps (default: the format's, or detected from their size)")
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
     p.add_argument("--output-cap", type=int, default=None, metavar="TOKENS",
@@ -89,20 +91,19 @@ def run_trace(args: argparse.Namespace) -> int:
         try:
             sweep = read_sweep(args.sweep)
         except (ValueError, FileNotFoundError) as exc:
-            print(f"capbook trace: {exc}", file=sys.stderr)
-            return 2
+            return _fail("trace", exc)
         concurrency = args.concurrency
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # the report is printed below
-            log = read_requests(args.file, format=args.format, drop_invalid=args.drop_invalid,
-                                sort=args.sort, check_units=not args.no_unit_check,
-                                progress=size > 20_000_000)
+            opts = _requests_options(args)
+            if args.no_unit_check:
+                opts["check_units"] = False
+            log = read_requests(args.file, format=args.format, progress=size > 20_000_000, **opts)
         s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=args.output_cap)
     except (ValueError, FileNotFoundError) as exc:
-        print(f"capbook trace: {exc}", file=sys.stderr)
-        return 2
+        return _fail("trace", exc)
     if args.json:
         print(json.dumps(_jsonable(s), indent=2))
         return 0
@@ -192,12 +193,127 @@ def _print_summary(s: dict) -> None:
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     from capbook.traces import FORMATS
 
-    p.add_argument("--requests", metavar="LOG", default=None,
-                   help="request log (CSV, Parquet or JSON lines); default: the sample log")
-    p.add_argument("--format", default="auto", choices=FORMATS, help="request log format (default: auto)")
-    p.add_argument("--sweep", metavar="FILE", default=None,
-                   help="sweep of your deployment (any load-generator output capbook reads, or a "
-                        "capbook sweep CSV); default: a sample sweep")
+    g = p.add_argument_group("request log")
+    g.add_argument("--requests", metavar="LOG", default=None,
+                   help="request log (CSV, Parquet or JSON lines; a glob reads several files as one "
+                        "log); default: the sample log")
+    g.add_argument("--format", default="auto", choices=FORMATS, help="request log format (default: auto)")
+    _add_log_reading_arguments(g)
+    g = p.add_argument_group("sweep")
+    g.add_argument("--sweep", metavar="PATH", default=None,
+                   help="sweep of your deployment: a load generator's result file or folder (any "
+                        "format capbook reads), or a capbook sweep CSV; default: a sample sweep")
+    _add_sweep_reading_arguments(g)
+
+
+def _add_log_reading_arguments(g) -> None:
+    g.add_argument("--drop-invalid", action="store_true",
+                   help="drop invalid rows (and report them) instead of failing")
+    g.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
+    g.add_argument("--time-unit", default=None, choices=("s", "ms", "us"),
+                   help="unit of numeric timestamps (default: the format's, or detected from their size)")
+
+
+def _add_sweep_reading_arguments(g) -> None:
+    g.add_argument("--load", default="auto", choices=("auto", "concurrency", "rate", "all"),
+                   help="which load points of the sweep to use: closed-loop (concurrency), open-loop "
+                        "(rate) or all; auto refuses a mix (default: auto)")
+    g.add_argument("--repeats", default="error", choices=("error", "mean"),
+                   help="several runs at one load level: refuse (error) or average them (mean)")
+    g.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="keep only the sweep's points with this value (e.g. config=vllm or "
+                        "max_num_seqs=128); repeat for several")
+    g.add_argument("--max-num-seqs", type=int, default=None, metavar="N",
+                   help="the engine's running-sequence limit (vLLM --max-num-seqs), when the sweep's "
+                        "files do not record it")
+    g.add_argument("--sweep-concurrency", type=float, default=None, metavar="N",
+                   help="the load level of a sweep file that does not record one (a lone aiperf CSV, "
+                        "a per-request llmperf file)")
+
+
+def _requests_options(args) -> dict:
+    """Keyword arguments of capbook.traces.read_requests from the CLI flags."""
+    opts = {}
+    if getattr(args, "drop_invalid", False):
+        opts["drop_invalid"] = True
+    if getattr(args, "sort", False):
+        opts["sort"] = True
+    if getattr(args, "time_unit", None):
+        opts["time_unit"] = args.time_unit
+    return opts
+
+
+def _sweep_options(args) -> dict:
+    """Keyword arguments of capbook.importers.read_sweep from the CLI flags (raises ValueError)."""
+    opts = {}
+    if getattr(args, "load", "auto") != "auto":
+        opts["load"] = args.load
+    if getattr(args, "repeats", "error") != "error":
+        opts["repeats"] = args.repeats
+    where = {}
+    for item in getattr(args, "where", None) or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(f"--where {item!r}: write KEY=VALUE, e.g. --where config=vllm")
+        where[key.strip()] = value.strip()
+    if where:
+        opts["where"] = where
+    if getattr(args, "max_num_seqs", None) is not None:
+        if args.max_num_seqs < 1:
+            raise ValueError(f"--max-num-seqs {args.max_num_seqs}: must be a whole number >= 1")
+        opts["max_num_seqs"] = args.max_num_seqs
+    if getattr(args, "sweep_concurrency", None) is not None:
+        if not (args.sweep_concurrency > 0 and math.isfinite(args.sweep_concurrency)):
+            raise ValueError(f"--sweep-concurrency {args.sweep_concurrency}: must be a positive number")
+        opts["concurrency"] = args.sweep_concurrency
+    return opts
+
+
+# Python keyword spellings in the package's messages -> the flags that do the same thing.
+_Q = r"""['"]?"""
+_FLAG_HINTS = [
+    (r"drop_invalid\s*=\s*True", "--drop-invalid"),
+    (r"sort\s*=\s*True", "--sort"),
+    (r"check_units\s*=\s*False", "--no-unit-check"),
+    (rf"time_unit\s*=\s*{_Q}(s|ms|us){_Q}", r"--time-unit \1"),
+    (r"time_unit\s*=", "--time-unit"),
+    (rf"load\s*=\s*{_Q}(concurrency|rate|all|auto){_Q}", r"--load \1"),
+    (rf"repeats\s*=\s*{_Q}(mean|error){_Q}", r"--repeats \1"),
+    (rf"where\s*=\s*\{{\s*{_Q}([\w.-]+){_Q}\s*:\s*{_Q}([^'\"{{}},]+?){_Q}\s*\}}", r"--where \1=\2"),
+    (r"where\s*=\s*(\{[^}]*\}|\.\.\.)?", "--where KEY=VALUE"),
+    (r"max_num_seqs\s*=\s*(\d+)", r"--max-num-seqs \1"),
+    (r"max_num_seqs\s*=", "--max-num-seqs N"),
+    (r"\bconcurrency\s*=(?!\s*\d)", "--sweep-concurrency N"),
+    (rf"\bformat\s*=\s*{_Q}([\w-]+){_Q}", r"--format \1"),
+    (r"\bformat\s*=", "--format"),
+    (r"\bmodel\s*=(?!\S)", "--model"),
+    (r"\btier\s*=(?!\S)", "--tier"),
+    (r"\binput_tps\s*=?(?!\w)", "--prefill-rate TPS"),
+    (r"\bmapping\s*=", "--format"),
+]
+
+
+def cli_message(message: str) -> str:
+    """Rewrite a package error message for the command line: keyword hints become flags.
+
+    The Python API names its keyword arguments (``pass drop_invalid=True``); under ``capbook``
+    the same advice names the flag (``pass --drop-invalid``).
+    """
+    import re
+
+    text = str(message)
+    for pattern, repl in _FLAG_HINTS:
+        if not pattern.startswith("where"):  # leave the KEY of a translated --where KEY=VALUE alone
+            pattern = r"(?<!--where )" + pattern
+        text = re.sub(pattern, repl, text)
+    return re.sub(r"(--where [\w.-]+=)\.\.\.", r"\1VALUE", text)
+
+
+def _fail(command: str, exc: BaseException) -> int:
+    """Print one line (or a short block) for an input error and return exit status 2."""
+    msg = exc.args[0] if isinstance(exc, (FileNotFoundError, KeyError)) and exc.args else exc
+    print(f"capbook {command}: {cli_message(str(msg))}", file=sys.stderr)
+    return 2
 
 
 def add_plan_command(sub: argparse._SubParsersAction) -> None:
@@ -236,20 +352,31 @@ def _load_inputs(args) -> tuple:
     """Read and validate --requests/--sweep; raises ValueError/FileNotFoundError."""
     from capbook import importers, traces
 
+    import glob
+
     log = sweep = None
     if args.requests is not None:
-        if not os.path.exists(args.requests):
+        if not (os.path.exists(args.requests) or glob.glob(args.requests)):
             raise FileNotFoundError(f"--requests {args.requests}: no such file")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
-            log = traces.read_requests(args.requests, format=args.format)
+            try:
+                log = traces.read_requests(args.requests, format=args.format, **_requests_options(args))
+            except ValueError as exc:
+                raise ValueError(f"--requests {args.requests}: {exc}") from None
+    elif _requests_options(args) or args.format != "auto":
+        raise ValueError("--drop-invalid, --sort, --time-unit and --format apply to --requests LOG; "
+                         "give the log they are for")
     if args.sweep is not None:
         if not os.path.exists(args.sweep):
             raise FileNotFoundError(f"--sweep {args.sweep}: no such file or folder")
         try:
-            sweep = importers.read_sweep(args.sweep)
+            sweep = importers.read_sweep(args.sweep, **_sweep_options(args))
         except ValueError as exc:
             raise ValueError(f"--sweep {args.sweep}: {exc}") from None
+    elif _sweep_options(args):
+        raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
+                         "to --sweep PATH; give the sweep they are for")
     return log, sweep
 
 
@@ -267,8 +394,7 @@ def run_plan(args: argparse.Namespace) -> int:
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
                              spares=args.spares, zones=args.zones, simulate=not args.no_sim)
     except (ValueError, FileNotFoundError) as exc:
-        print(f"capbook plan: {exc}", file=sys.stderr)
-        return 2
+        return _fail("plan", exc)
     print(plan.render())
     out = Path(args.out)
     csv_path = plan.to_csv(out / "plan.csv")
@@ -307,10 +433,10 @@ def run_book(args: argparse.Namespace) -> int:
         _load_inputs(args)
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
                                     sweep=args.sweep, timeout=args.timeout, keep_notebooks=args.keep,
-                                    jobs=args.jobs)
+                                    jobs=args.jobs, requests_options=_requests_options(args),
+                                    sweep_options=_sweep_options(args))
     except (ValueError, FileNotFoundError) as exc:
-        print(f"capbook book: {exc}", file=sys.stderr)
-        return 2
+        return _fail("book", exc)
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,13 +461,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``capbook`` command line; returns the exit code."""
+    """Run the ``capbook`` command line; returns the exit code.
+
+    0 on success, 2 on invalid input (one message naming the flag or file), 1 on an internal
+    error (one line; ``CAPBOOK_DEBUG=1`` shows the traceback), 130 when interrupted. A closed
+    output pipe (``capbook trace LOG | head``) ends the command quietly.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args))
+    try:
+        code = int(args.func(args))
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader of our output went away (`| head`): stop writing, without a traceback
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 0
+    except KeyboardInterrupt:
+        print(f"capbook {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+        if os.environ.get("CAPBOOK_DEBUG"):
+            raise
+        print(f"capbook {args.command}: internal error: {type(exc).__name__}: {cli_message(str(exc))}\n"
+              "  this is a bug in capbook, not in your data; run again with CAPBOOK_DEBUG=1 for the "
+              "traceback and report it", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":  # pragma: no cover

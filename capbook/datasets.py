@@ -6,6 +6,10 @@ data in ``data/`` (the default) or on a reader's own files without editing:
 * ``CAPBOOK_REQUESTS`` — path to a request log (any format :mod:`capbook.traces` reads);
   ``CAPBOOK_REQUESTS_FORMAT`` optionally names the format;
 * ``CAPBOOK_SWEEP`` — path to a sweep (any format :mod:`capbook.importers` reads);
+* ``CAPBOOK_REQUESTS_OPTIONS`` and ``CAPBOOK_SWEEP_OPTIONS`` — optional JSON objects of keyword
+  arguments for :func:`capbook.traces.read_requests` (e.g. ``{"drop_invalid": true,
+  "time_unit": "ms"}``) and :func:`capbook.importers.read_sweep` (e.g. ``{"load": "rate",
+  "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the repository's ``data/``).
 
 Hidden cells that pin the book's published figures call :func:`using_sample_data` and only
@@ -30,6 +34,8 @@ __all__ = [
 _ENV_REQUESTS = "CAPBOOK_REQUESTS"
 _ENV_REQUESTS_FORMAT = "CAPBOOK_REQUESTS_FORMAT"
 _ENV_SWEEP = "CAPBOOK_SWEEP"
+_ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
+_ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
 _ENV_DATA = "CAPBOOK_DATA"
 
 
@@ -67,7 +73,35 @@ def data_source() -> dict:
         "requests": str(requests_path()) if requests_path() else "sample request log (data/requests)",
         "sweep": str(sweep_path()) if sweep_path() else "sample sweeps (data/sweeps)",
         "sample": using_sample_data(),
+        "requests_options": requests_options() if requests_path() else {},
+        "sweep_options": sweep_options() if sweep_path() else {},
     }
+
+
+def _options(var: str) -> dict:
+    """Keyword arguments from the JSON object in environment variable ``var`` (empty if unset)."""
+    import json
+
+    text = os.environ.get(var)
+    if not text:
+        return {}
+    try:
+        opts = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{var} must hold a JSON object of keyword arguments: {exc}") from None
+    if not isinstance(opts, dict):
+        raise ValueError(f"{var} must hold a JSON object of keyword arguments, got {text!r}")
+    return opts
+
+
+def requests_options() -> dict:
+    """Keyword arguments for :func:`capbook.traces.read_requests` from ``CAPBOOK_REQUESTS_OPTIONS``."""
+    return _options(_ENV_REQUESTS_OPTIONS)
+
+
+def sweep_options() -> dict:
+    """Keyword arguments for :func:`capbook.importers.read_sweep` from ``CAPBOOK_SWEEP_OPTIONS``."""
+    return _options(_ENV_SWEEP_OPTIONS)
 
 
 def load_requests():
@@ -83,7 +117,7 @@ def load_requests():
     if path is None:
         return traces.load_sample_requests()
     fmt = os.environ.get(_ENV_REQUESTS_FORMAT, "auto")
-    return traces.read_requests(path, format=fmt)
+    return traces.read_requests(path, **{"format": fmt, **requests_options()})
 
 
 def load_sweep(name: str | None = None):
@@ -99,7 +133,7 @@ def load_sweep(name: str | None = None):
     if path is not None:
         from . import importers
 
-        return importers.read_sweep(path)
+        return importers.read_sweep(path, **sweep_options())
     from . import sweep
 
     return sweep.load_sample_sweep(name) if name else sweep.load_sample_sweep()

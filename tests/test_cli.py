@@ -111,3 +111,104 @@ def test_module_entry_point(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "rows      50" in r.stdout
+
+
+# -- flags for real data, and messages in CLI spelling ---------------------------------------
+@pytest.mark.parametrize("message, flag", [
+    ("Fix the file, or pass drop_invalid=True to drop these rows", "pass --drop-invalid to drop"),
+    ("mixes them; pass load='concurrency' or load='rate' to read one sweep",
+     "pass --load concurrency or --load rate"),
+    ("holds 2 configurations; pass where={'config': 'vllm'} to read one", "pass --where config=vllm"),
+    ("select one with where={'max_num_seqs': ...}", "--where max_num_seqs=VALUE"),
+    ("pass repeats='mean' to average repeated runs, or where=... to choose",
+     "pass --repeats mean to average repeated runs, or --where KEY=VALUE"),
+    ("read the *_summary.json beside it or pass concurrency=", "pass --sweep-concurrency N"),
+    ("timestamps look like milliseconds; pass time_unit='ms'", "pass --time-unit ms"),
+    ("cannot recognise the format; pass format= one of ('azure2023', 'mooncake')", "pass --format one of"),
+    ("not a pure prefill; pass input_tps", "pass --prefill-rate TPS"),
+    ("or pass check_units=False if the span is right", "pass --no-unit-check if"),
+    ("the engine limit is unknown; pass max_num_seqs=", "pass --max-num-seqs N"),
+])
+def test_cli_messages_name_flags_not_keywords(message, flag):
+    from capbook.cli import cli_message
+
+    import re
+
+    out = cli_message(message)
+    assert flag in out, out
+    # no Python keyword spelling is left (a --where KEY=VALUE names a column, which is fine)
+    rest = re.sub(r"--where [\w.-]+=\S+", "", out)
+    assert not any(k in rest for k in ("=True", "=False", "load='", "where={", "concurrency=", "format=",
+                                      "time_unit", "input_tps", "max_num_seqs="))
+
+
+def test_cli_messages_leave_ordinary_text_alone():
+    from capbook.cli import cli_message
+
+    text = "concurrency 16 is fine: TTFT p99 0.4 s at rate 3.2 requests/s (model llama, tier batch)"
+    assert cli_message(text) == text
+
+
+def test_sweep_and_log_flags_become_reader_keywords():
+    from capbook.cli import _requests_options, _sweep_options
+
+    args = build_parser().parse_args([
+        "plan", "--requests", "x.csv", "--drop-invalid", "--time-unit", "ms", "--sort",
+        "--sweep", "d", "--load", "rate", "--repeats", "mean", "--where", "config=vllm",
+        "--where", "max_num_seqs = 128", "--max-num-seqs", "128", "--sweep-concurrency", "5"])
+    assert _requests_options(args) == {"drop_invalid": True, "sort": True, "time_unit": "ms"}
+    assert _sweep_options(args) == {"load": "rate", "repeats": "mean", "max_num_seqs": 128,
+                                    "where": {"config": "vllm", "max_num_seqs": "128"},
+                                    "concurrency": 5.0}
+    bad = build_parser().parse_args(["book", "--sweep", "d", "--where", "config"])
+    with pytest.raises(ValueError, match="--where 'config': write KEY=VALUE"):
+        _sweep_options(bad)
+
+
+def test_plan_sweep_flags_without_a_sweep_say_so(capsys):
+    assert main(["plan", "--load", "rate"]) == 2
+    assert "apply to --sweep PATH" in capsys.readouterr().err
+    assert main(["plan", "--drop-invalid"]) == 2
+    assert "apply to --requests LOG" in capsys.readouterr().err
+
+
+def test_plan_mixed_sweep_names_the_load_flag(tmp_path, capsys, repo_root):
+    # a folder holding closed-loop and open-loop points: the message names --load
+    pts = pd.read_csv(repo_root / "data" / "sweeps" / "illustrative_chat.csv")
+    a = pts.copy()
+    b = pts.copy()
+    b["load_kind"], b["concurrency_source"] = "rate", "littles_law"
+    b["concurrency"] = b["concurrency"] + 0.5
+    d = tmp_path / "sweep"
+    d.mkdir()
+    a.to_csv(d / "closed.csv", index=False)
+    b.to_csv(d / "open.csv", index=False)
+    log, _ = _small_log(tmp_path)
+    assert main(["plan", "--requests", str(log), "--sweep", str(d), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "--load concurrency" in err and "load='" not in err and "Traceback" not in err
+
+
+def test_trace_piped_into_head_ends_quietly(tmp_path):
+    p, _ = _small_log(tmp_path, n=2000)
+    r = subprocess.run(f"{sys.executable} -m capbook.cli trace {p} | head -1", shell=True,
+                       capture_output=True, text=True, timeout=120)
+    assert r.stdout.startswith("file"), r.stdout
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+
+
+def test_an_internal_error_is_one_line_not_a_traceback(monkeypatch, capsys):
+    import capbook.cli as cli
+
+    def boom(args):
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(cli, "run_trace", boom)
+    monkeypatch.delenv("CAPBOOK_DEBUG", raising=False)
+    parser = cli.build_parser()
+    parser._subparsers._group_actions[0].choices["trace"].set_defaults(func=boom)
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    assert cli.main(["trace", "x.csv"]) == 1
+    err = capsys.readouterr().err
+    assert "internal error: ZeroDivisionError" in err and "CAPBOOK_DEBUG=1" in err
+    assert "Traceback" not in err

@@ -78,3 +78,33 @@ def test_missing_reader_file_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("CAPBOOK_REQUESTS", str(tmp_path / "nope.parquet"))
     with pytest.raises((FileNotFoundError, ValueError), match="nope.parquet"):
         datasets.load_requests()
+
+
+def test_reader_options_reach_the_readers(tmp_path, monkeypatch, repo_root):
+    """capbook book passes its flags as JSON keyword arguments; every chapter reads with them."""
+    from capbook import bookbuild
+
+    d = tmp_path / "sweep"
+    d.mkdir()
+    base = pd.read_csv(repo_root / "data" / "sweeps" / "illustrative_chat.csv")
+    base.to_csv(d / "a.csv", index=False)
+    base.assign(concurrency=base["concurrency"] + 0.5, load_kind="rate",
+                concurrency_source="littles_law").to_csv(d / "b.csv", index=False)
+    env = bookbuild._data_env(None, "auto", d, {"drop_invalid": True}, {"load": "concurrency"})
+    assert env["CAPBOOK_REQUESTS_OPTIONS"] is None  # no log given: its options are not passed
+    for k, v in env.items():
+        if v is None:
+            monkeypatch.delenv(k, raising=False)
+        else:
+            monkeypatch.setenv(k, v)
+    sw = datasets.load_sweep()
+    assert np.allclose(sw.concurrency, base["concurrency"])  # the closed-loop points only
+    assert datasets.data_source()["sweep_options"] == {"load": "concurrency"}
+    note = bookbuild.data_note(datasets.data_source(), "now")
+    assert "load='concurrency'" in note
+    monkeypatch.delenv("CAPBOOK_SWEEP_OPTIONS")
+    with pytest.raises(ValueError, match="load='concurrency' or load='rate'"):
+        datasets.load_sweep()
+    monkeypatch.setenv("CAPBOOK_SWEEP_OPTIONS", "[1, 2]")
+    with pytest.raises(ValueError, match="CAPBOOK_SWEEP_OPTIONS must hold a JSON object"):
+        datasets.load_sweep()
