@@ -17,6 +17,15 @@ column                 type                         meaning
 ``tenant``             str, optional                the calling team or key
 ====================== ============================ ==========================================
 
+A source file needs only the arrival time and the two token counts. Without a ``model``
+column every row gets the file's name as model, without ``tier`` the tier ``interactive``,
+without ``status`` the status ``served``; :attr:`RequestLog.notes` says so. Arrival times are
+date-time strings, typed timestamps or numbers: Unix epoch seconds, milliseconds or
+microseconds (the unit is detected from the magnitude and stated in a note, or given with
+``time_unit=``). Formats whose times count from the trace start (Mooncake, BurstGPT) have
+their unit built in. An optional request-id column (``request_id`` or ``id`` in the canonical
+layout) tells a request logged twice from two identical requests.
+
 The data stay in the source file: :func:`read_requests` runs one streaming DuckDB pass that
 validates every row and aggregates hourly sums at the same time, and every later statistic is
 another DuckDB query over the file. A log of tens of millions of rows is therefore summarised
@@ -25,15 +34,28 @@ for logs that fit in memory).
 
 Validation never drops a row silently. A missing column, an unparseable timestamp, a token
 count that is missing, negative, fractional or NaN, an unknown status, rows out of arrival
-order, duplicated rows or an empty file raise :class:`ValueError` naming the file, the column,
-the reason and the first offending rows. With ``drop_invalid=True`` bad rows are dropped and
-counted in :attr:`RequestLog.report` (and a warning says how many and why); with ``sort=True``
-rows out of order are accepted and sorted. A sanity check on span and rate catches a time unit
-read wrongly (milliseconds read as seconds). For Parquet files, a check that the file's own
-column statistics rule out (no nulls in a column, no negative minimum) is skipped.
+order, a request id on more than one row, or an empty file raise :class:`ValueError` naming the
+file, the column, the reason and the first offending rows. Rows identical to an earlier row in
+every column are kept and counted (two identical requests in the same millisecond are normal
+in logs with coarse timestamps); a note and a ``report`` entry with action ``"kept"`` say how
+many. With ``drop_invalid=True`` bad rows, exact duplicates and repeated request ids are
+dropped and counted in :attr:`RequestLog.report` (and a warning says how many and why); with
+``sort=True`` rows out of order are accepted and sorted. A sanity check on span and rate
+catches a time unit read wrongly (milliseconds read as seconds, seconds as milliseconds) and
+names the unit to try. Files that are not request logs (empty, binary, a header without rows,
+ragged CSV rows, malformed JSON, a ServeGen rate descriptor) are refused with a message saying
+what is wrong, never with a raw DuckDB error. Error messages spell every remedy as
+``pass <keyword>=<value>``. For Parquet files, a check that the file's own column statistics
+rule out (no nulls in a column, no negative minimum) is skipped.
+
+Statistics over clock hours (peak-to-mean, the busiest hour) use only the hours the log covers
+entirely (from before the hour's start to after its end): a partial first or last hour would
+compare a few minutes of traffic with full hours. :meth:`RequestLog.coverage` counts them and
+carries a caveat when there is none, or fewer than 24.
 """
 from __future__ import annotations
 
+import glob as _glob
 import math
 import os
 import re
@@ -78,6 +100,11 @@ STATUSES = ("served", "throttled", "failed")
 FORMATS = ("auto", "canonical", "azure2023", "azure2024", "burstgpt", "mooncake", "litellm")
 
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}
+_UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
+_UNITS = ("s", "ms", "us", "ns")  # coarse to fine
+# Unix epoch times from 1973-03 to 2103 in each unit (for detecting the unit from magnitude)
+_EPOCH_BANDS = {"s": (1e8, 4.2e9), "ms": (1e11, 4.2e12), "us": (1e14, 4.2e15), "ns": (1e17, 4.2e18)}
+_UNIT_SAMPLE = 1000  # rows sampled to detect a numeric time column's unit
 _US_PER_S = 1_000_000
 _US_PER_H = 3_600_000_000
 _FIRST_ROWS = 5  # offending rows quoted in an error message
@@ -87,6 +114,9 @@ _MAX_SPAN_DAYS = 400.0
 _SLOW_SPAN_DAYS = 7.0
 _SLOW_RATE = 1 / 200  # requests per second (18 per hour)
 _FAST_RATE = 20_000.0  # requests per second
+_SHORT_SPAN_S = 600.0  # a whole log this short ...
+_SHORT_FAST_RATE = 1_000.0  # ... at this many requests per second is seconds read as ms
+_MIN_ROWS_FAST = 1000  # the fast-rate checks need at least this many requests
 _EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
 _LATEST = pd.Timestamp("2100-01-01", tz="UTC")
 
@@ -109,8 +139,12 @@ class Mapping:
         Source column names (matched exactly, never by position).
     model, tier, tenant : str or tuple of str, optional
         Source columns. A tuple means "the first non-empty of these columns". When ``model``
-        is None every row gets ``default_model`` (or the file's stem); when ``tier`` is None
-        every row gets ``default_tier``.
+        is None (or an optional column is absent) every row gets ``default_model`` (or the
+        file's stem); when ``tier`` is None every row gets ``default_tier``.
+    request_id : str or tuple of str, optional
+        Source column that identifies a request (a tuple: the first of these columns that the
+        file has). A value on more than one row is an error (the same request logged twice);
+        without it, rows identical in every column are kept as separate requests.
     status : str, optional
         Source column of the outcome. Its values are translated through ``status_values``
         (raw value -> ``served``/``throttled``/``failed``); without ``status_values`` the
@@ -124,7 +158,9 @@ class Mapping:
         duration`` when ``end_time`` is None.
     time_unit : {"datetime", "s", "ms", "us", "ns"}
         ``"datetime"``: times are date-time strings (ISO 8601; no zone means UTC) or typed
-        timestamps. Otherwise times are numbers in that unit counted from ``epoch``.
+        timestamps; a column of numbers is then read as Unix epoch times in the unit its
+        magnitude shows (see :func:`read_requests`). Otherwise times are numbers in that unit
+        counted from ``epoch``.
     time_format : str, optional
         strptime format for date-time strings that are not ISO 8601, e.g. ``"%d/%m/%Y %H:%M:%S"``.
     epoch : str
@@ -150,6 +186,7 @@ class Mapping:
     first_token_time: str | None = None
     end_time: str | None = None
     tenant: str | tuple[str, ...] | None = None
+    request_id: str | tuple[str, ...] | None = None
     duration: str | None = None
     time_unit: str = "datetime"
     time_format: str | None = None
@@ -185,7 +222,7 @@ class Mapping:
         """Canonical field -> source column names it reads (only the fields that are mapped)."""
         out: dict[str, tuple[str, ...]] = {}
         for f in ("arrival_time", "input_tokens", "output_tokens", "model", "tier", "status",
-                  "first_token_time", "end_time", "tenant", "duration"):
+                  "first_token_time", "end_time", "tenant", "request_id", "duration"):
             v = getattr(self, f)
             if v is None:
                 continue
@@ -197,8 +234,9 @@ _BUILTIN: dict[str, Mapping] = {
     "canonical": Mapping(
         arrival_time="arrival_time", input_tokens="input_tokens", output_tokens="output_tokens",
         model="model", tier="tier", status="status", first_token_time="first_token_time",
-        end_time="end_time", tenant="tenant",
-        optional=("first_token_time", "end_time", "tenant"), name="canonical",
+        end_time="end_time", tenant="tenant", request_id=("request_id", "id"),
+        optional=("model", "tier", "status", "first_token_time", "end_time", "tenant", "request_id"),
+        name="canonical",
     ),
     # Azure LLM inference trace 2023: TIMESTAMP has 7 fractional digits and no zone (UTC).
     "azure2023": Mapping(
@@ -226,9 +264,9 @@ _BUILTIN: dict[str, Mapping] = {
     "litellm": Mapping(
         arrival_time="startTime", input_tokens="prompt_tokens", output_tokens="completion_tokens",
         model=("model_group", "model"), status="status", first_token_time="completionStartTime",
-        end_time="endTime", tenant=("team_id", "user"),
+        end_time="endTime", tenant=("team_id", "user"), request_id="request_id",
         status_values={"success": "served", "failure": "failed"},
-        optional=("status", "first_token_time", "end_time", "tenant"), name="litellm",
+        optional=("status", "first_token_time", "end_time", "tenant", "request_id"), name="litellm",
     ),
 }
 
@@ -282,9 +320,122 @@ def _connect(threads: int | None = None, memory_limit: str | None = None) -> duc
     return con
 
 
-def _source_sql(con: duckdb.DuckDBPyConnection, path: str) -> tuple[str, dict[str, str]]:
-    """SQL table function reading ``path`` leniently, and the column -> type of its columns."""
+_COMPRESSED = (".gz", ".zst", ".zstd")
+_PEEK_BYTES = 8192
+
+
+def _files(path: str) -> list[str]:
+    """The files a path or glob pattern names (sorted); raises FileNotFoundError for none."""
+    if not any(ch in path for ch in "*?["):
+        if not os.path.exists(path):
+            raise FileNotFoundError(f"{path}: no such file")
+        return [path]
+    found = sorted(p for p in _glob.glob(path) if os.path.isfile(p))
+    if not found:
+        raise FileNotFoundError(f"{path}: no file matches this pattern")
+    return found
+
+
+def _peek(path: str, kind: str) -> str | None:
+    """Refuse a file that cannot be a request log from its first bytes (empty, binary, a
+    Parquet file under another name, or the reverse). Returns ``"array"`` for a JSON file
+    that holds one array rather than one object per line, else None."""
+    with open(path, "rb") as f:
+        head = f.read(_PEEK_BYTES)
+    if not head:
+        raise ValueError(f"{path}: the file is empty (0 bytes)")
+    if path.lower().endswith(_COMPRESSED):
+        return None
+    if kind == "parquet":
+        if head[:4] != b"PAR1":
+            looks = ("; it looks like text: a CSV or JSON-lines file needs a .csv or .jsonl name"
+                     if b"\0" not in head else "")
+            raise ValueError(f"{path}: not a Parquet file (it does not start with the Parquet "
+                             f"magic bytes 'PAR1'){looks}")
+        return None
+    if head[:4] == b"PAR1":
+        raise ValueError(f"{path}: this is a Parquet file (it starts with the Parquet magic "
+                         f"bytes); name it .parquet")
+    if b"\0" in head:
+        raise ValueError(f"{path}: the file holds binary data, not text (NUL bytes in its first "
+                         f"{len(head):,} bytes); capbook reads request logs as CSV, JSON lines "
+                         f"or Parquet")
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 3:  # not just a character cut at the end of the peek
+            raise ValueError(f"{path}: the file is not UTF-8 text (byte 0x{head[exc.start]:02x} "
+                             f"at offset {exc.start}): binary data, or text in another "
+                             f"encoding; save it as UTF-8") from None
+        text = head[: exc.start].decode("utf-8")
+    if not text.strip() and os.path.getsize(path) <= len(head):
+        raise ValueError(f"{path}: the file is empty (only blank space)")
+    if kind == "json" and text.lstrip("\ufeff \t\r\n").startswith("["):
+        return "array"
+    return None
+
+
+def _duck_error(path: str, kind: str, exc: BaseException) -> str:
+    """Translate a DuckDB reader error into what is wrong with the file (a line number when
+    DuckDB gives one), never the raw error with its list of reader options."""
+    msg = str(exc)
+    m = re.search(r"CSV Error on Line: (\d+)", msg)
+    if m:
+        where = f"{path}: line {m.group(1)} of the file"
+        orig = re.search(r"Original Line: ?(.*)", msg)
+        shown = f" ({orig.group(1)[:80]!r})" if orig else ""
+        cols = re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", msg)
+        if cols:  # DuckDB stops counting at the first field too many
+            want, got = int(cols.group(1)), int(cols.group(2))
+            has = f"more than {want} fields" if got > want else f"{got} fields"
+            return (f"{where}{shown} has {has} where the header has {want}: a ragged row (a "
+                    f"missing or extra delimiter, or a delimiter inside an unquoted value); fix "
+                    f"that line")
+        if "unicode" in msg.lower() or "utf-8" in msg.lower():
+            return f"{where} is not UTF-8 text (binary data, or another encoding); save it as UTF-8"
+        if "quote" in msg.lower():
+            return f"{where}{shown} opens a quote that is never closed"
+        if "line size" in msg.lower():
+            return (f"{where} is longer than the CSV reader's maximum line size: binary data, or "
+                    f"rows not separated by newlines")
+        return f"{where}{shown} cannot be read as CSV"
+    if "Error when sniffing file" in msg:
+        return (f"{path}: the CSV reader could not work out the file's layout (delimiter, quotes, "
+                f"header) from its first rows: it is probably not a CSV file, or its first rows "
+                f"have different numbers of fields")
+    m = re.search(r"Malformed JSON.*?at byte (\d+) in line (\d+): ([^.\n]*)", msg)
+    if m:
+        return (f"{path}: line {m.group(2)} is not valid JSON ({m.group(3).strip()} at byte "
+                f"{m.group(1)} of the line); a JSON-lines file holds one JSON object per line")
+    if "Parquet" in msg and ("too small" in msg or "magic" in msg.lower()):
+        return f"{path}: not a Parquet file (or a truncated one): {msg.splitlines()[0]}"
+    if "Schema mismatch between globbed files" in msg:
+        main = re.search(r"Main file schema: (.*)", msg)
+        cur = re.search(r"Current file: (.*)", msg)
+        why = re.search(r"(Column with name.*)", msg)
+        return (f"{path}: the files this pattern matches do not all have the same columns: "
+                f"{cur.group(1) if cur else 'one file'} differs from "
+                f"{main.group(1) if main else 'the first'}"
+                + (f" ({why.group(1).strip()})" if why else ""))
+    m = re.search(r"Could not convert string '(.*?)' to '?(\w+)'?", msg)
+    if m:
+        line = re.search(r"[Ll]ine:? (\d+)", msg)
+        return (f"{path}: the value {m.group(1)!r}" + (f" on line {line.group(1)}" if line else "")
+                + f" cannot be read as {m.group(2)}")
+    first = re.sub(r"^[A-Za-z ]*Error: ", "", msg.strip().splitlines()[0] if msg.strip() else "")
+    return f"{path}: cannot read the file as {'JSON lines' if kind == 'json' else kind}: {first}"
+
+
+def _source_sql(con: duckdb.DuckDBPyConnection, path: str,
+                notes: list[str] | None = None) -> tuple[str, dict[str, str]]:
+    """SQL table function reading ``path`` leniently, and the column -> type of its columns.
+
+    Refuses, with a message saying what is wrong, files that are empty (0 bytes, blank, a
+    header or schema without rows), binary, malformed for their type, or a ServeGen rate
+    descriptor. ``notes`` receives a sentence when a JSON file is an array."""
     kind = _file_kind(path)
+    files = _files(path)
+    shapes = {f: _peek(f, kind) for f in files}
     lp = _lit(path)
     if kind == "csv":
         sql = f"read_csv({lp}, header=true, all_varchar=true)"
@@ -292,28 +443,69 @@ def _source_sql(con: duckdb.DuckDBPyConnection, path: str) -> tuple[str, dict[st
         sql = f"read_parquet({lp})"
     else:
         # sniff the keys, then read every key as text so that a bad value cannot abort the read
+        jfmt = "array" if any(shapes.values()) else "newline_delimited"
+        if jfmt == "array" and notes is not None:
+            notes.append("the file holds one JSON array rather than one JSON object per line; "
+                         "each element was read as one request")
         try:
-            desc = con.execute(
-                f"DESCRIBE SELECT * FROM read_json({lp}, format='newline_delimited')"
-            ).fetchall()
+            desc = con.execute(f"DESCRIBE SELECT * FROM read_json({lp}, format='{jfmt}')").fetchall()
         except duckdb.Error as exc:
-            raise ValueError(f"{path}: cannot read as JSON lines: {exc}") from None
+            raise ValueError(_duck_error(path, kind, exc)) from None
         cols = ", ".join(f"{_lit(r[0])}: 'VARCHAR'" for r in desc)
-        sql = f"read_json({lp}, format='newline_delimited', columns={{{cols}}})"
+        sql = f"read_json({lp}, format='{jfmt}', columns={{{cols}}})"
     try:
         desc = con.execute(f"DESCRIBE SELECT * FROM {sql}").fetchall()
+        has_rows = con.execute(f"SELECT 1 FROM {sql} LIMIT 1").fetchone() is not None
     except duckdb.Error as exc:
-        msg = str(exc)
-        if "No files found" in msg or "does not exist" in msg:
-            raise FileNotFoundError(f"{path}: no such file") from None
-        if kind == "csv" and os.path.isfile(path) and os.path.getsize(path) == 0:
-            raise ValueError(f"{path}: the file is empty (no header, no rows)") from None
-        raise ValueError(f"{path}: cannot read as {kind}: {msg.splitlines()[0]}") from None
+        raise ValueError(_duck_error(path, kind, exc)) from None
+    cols = {r[0]: r[1] for r in desc}
     if kind == "csv" and len(desc) == 1 and any(d in desc[0][0] for d in (",", ";", "\t", "|")):
-        raise ValueError(
-            f"{path}: the CSV reader could not split the header {desc[0][0]!r} into columns; a row "
+        raise ValueError(_ragged_header(con, path, desc[0][0]))
+    if not has_rows:
+        if kind == "csv":
+            raise ValueError(f"{path}: the file holds a header but no rows (columns {list(cols)})")
+        if kind == "parquet":
+            raise ValueError(f"{path}: the file holds columns {list(cols)} but no rows")
+        raise ValueError(f"{path}: the file holds no rows (no JSON objects)")
+    if kind == "csv" and len(cols) == 6:
+        _refuse_servegen(con, path)
+    return sql, cols
+
+
+def _ragged_header(con: duckdb.DuckDBPyConnection, path: str, header: str) -> str:
+    """The sniffer kept the header as one column: find the ragged line with the delimiter
+    the header uses (the error path only; reads the file once more)."""
+    delim = max((",", ";", "\t", "|"), key=header.count)
+    names = ", ".join(f"'c{k}': 'VARCHAR'" for k in range(header.count(delim) + 1))
+    try:  # no sniffing: the header's delimiter, strict parsing
+        con.execute(f"SELECT count(*) FROM read_csv({_lit(path)}, header=true, auto_detect=false, "
+                    f"delim={_lit(delim)}, quote='\"', columns={{{names}}})").fetchone()
+    except duckdb.Error as exc:
+        return _duck_error(path, "csv", exc)
+    return (f"{path}: the CSV reader could not split the header {header!r} into columns; a row "
             "near the top probably has a different number of fields than the header")
-    return sql, {r[0]: r[1] for r in desc}
+
+
+def _refuse_servegen(con: duckdb.DuckDBPyConnection, path: str) -> None:
+    """Raise when a six-column headerless CSV has the shape of a ServeGen per-client workload
+    descriptor (window_start_s, rate, iat_cv, iat_dist, shape, scale; 600 s windows)."""
+    try:
+        r = con.execute(
+            f"SELECT count(*), count(*) FILTER (WHERE TRY_CAST(column0 AS DOUBLE) % 600 = 0), "
+            f"count(*) FILTER (WHERE COALESCE(column3, '') IN ('Gamma', 'Weibull', '')), "
+            f"count(*) FILTER (WHERE column3 IN ('Gamma', 'Weibull')) FROM "
+            f"(SELECT * FROM read_csv({_lit(path)}, header=false, all_varchar=true) LIMIT 200)"
+        ).fetchone()
+    except duckdb.Error:
+        return
+    n, windows, dists, named = r
+    if n and windows == n and dists == n and named:
+        raise ValueError(
+            f"{path}: this is a ServeGen per-client rate descriptor (aggregated rates per 600 s "
+            f"window), not a request log; capbook reads request logs with one row per request. "
+            f"(Its six headerless columns are window_start_s, rate_req_per_s, iat_cv, iat_dist, "
+            f"shape, scale; capbook.forecast.read_servegen_hourly reads a folder of them as an "
+            f"hourly request-count series.)")
 
 
 def _parquet_stats(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> dict[str, dict]:
@@ -365,10 +557,55 @@ def _detect(con, path: str, sql: str, cols: dict[str, str]) -> str:
             ).fetchone()
             v = first[0] if first else ""
             return "azure2024" if re.search(r"(\+|-)\d\d:?\d\d$|Z$", v or "") else "azure2023"
+    # a header of values (numbers, dates) means the file has no header row
+    valuelike = [n for n in names if re.fullmatch(r"[-+0-9.eE:T /Z]+", n.strip() or "x")]
+    nohead = (f" Its first line looks like data ({', '.join(sorted(valuelike)[:3])}), not a header: "
+              f"add a header row naming the columns (arrival_time,input_tokens,output_tokens at "
+              f"least)." if len(valuelike) * 2 > len(names) else "")
     raise ValueError(
         f"{path}: cannot recognise the format from its columns {sorted(names)}; pass "
-        f"format= one of {FORMATS[1:]} or a capbook.traces.Mapping naming your columns"
+        f"format= one of {FORMATS[1:]} or a capbook.traces.Mapping naming your columns.{nohead}"
     )
+
+
+def _resolve_time_unit(con: duckdb.DuckDBPyConnection, path: str, sql: str, cols: dict[str, str],
+                       m: Mapping, time_unit: str | None) -> tuple[Mapping, list[str]]:
+    """The mapping with its time unit settled, and the note saying how.
+
+    ``time_unit`` given: it replaces the mapping's unit. Otherwise a mapping that reads
+    date-times whose arrival column holds numbers gets the Unix-epoch unit its magnitude shows
+    (from the first rows); numbers too small for epoch times, or of mixed magnitude, raise."""
+    srcs = [c for c in m.columns()["arrival_time"] if c in cols]
+    if time_unit is not None:
+        note = (f"timestamps in {srcs[0] if srcs else m.arrival_time!r} read as "
+                f"{_UNIT_NAMES[time_unit]} from {m.epoch} (time_unit={time_unit!r})")
+        return replace(m, time_unit=time_unit), [note]
+    if m.time_unit != "datetime" or not srcs:
+        return m, []
+    col = srcs[0]
+    ctype = cols[col]
+    if ctype.startswith("TIMESTAMP") or ctype == "DATE":
+        return m, []
+    txt = f"NULLIF(TRIM(CAST({_q(col)} AS VARCHAR)), '')"
+    n_txt, n_num, lo, hi = con.execute(
+        f"SELECT count(x), count(v), min(v), max(v) FROM (SELECT {txt} AS x, "
+        f"TRY_CAST({txt} AS DOUBLE) AS v FROM {sql} LIMIT {_UNIT_SAMPLE})").fetchone()
+    if not n_num or n_num < n_txt:  # date-time strings (or a mixture, reported row by row)
+        return m, []
+    band = [next((u for u, (a, b) in _EPOCH_BANDS.items() if a <= abs(v) < b), None) for v in (lo, hi)]
+    shown = f"{lo:,.10g} to {hi:,.10g} in the first {_UNIT_SAMPLE:,} rows"
+    if band[0] is None or band[0] != band[1]:
+        small = hi < _EPOCH_BANDS["s"][0]
+        why = ("too small for Unix epoch times (times relative to the start of the trace?)"
+               if small else "not Unix epoch times of one unit (s, ms, us or ns) from 1973-2100")
+        raise ValueError(
+            f"{path}: column {col!r} holds numbers ({shown}), {why}. Say their unit: pass "
+            f"time_unit='s' (or 'ms', 'us'); they then count from 1970-01-01 (a "
+            f"capbook.traces.Mapping with another epoch sets their start)")
+    unit = band[0]
+    note = (f"column {col!r} holds numbers ({shown}): timestamps read as epoch "
+            f"{_UNIT_NAMES[unit]} (detected from magnitude; pass time_unit= to override)")
+    return replace(m, time_unit=unit), [note]
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,6 +629,8 @@ class _Plan:
     throttled: str = "false"  # SQL boolean on the raw status column: the row is throttled
     zero_output_fails: bool = False  # rows with zero output tokens are failed, not throttled
     label_cols: list[str] = field(default_factory=list)  # raw columns of model, tier, status
+    id_col: str | None = None  # source column of the request id
+    defaults: dict[str, str] = field(default_factory=dict)  # label field -> what every row gets (prose)
 
     def ok(self, which: str = "all") -> str:
         """SQL boolean: the row has none of the problems (NULL-safe; a NULL condition only
@@ -423,7 +662,7 @@ def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, s
         if ctype in _INT_TYPES or ctype in ("DOUBLE", "FLOAT") or ctype.startswith("DECIMAL"):
             raise ValueError(
                 f"column {col!r} holds numbers ({ctype}) but the mapping reads it as date-times; "
-                "set Mapping.time_unit to 's', 'ms', 'us' or 'ns'"
+                "pass time_unit='s' (or 'ms', 'us', 'ns'), or set Mapping.time_unit"
             )
         txt = f"NULLIF(TRIM(CAST({c} AS VARCHAR)), '')"
         if m.time_format:
@@ -439,18 +678,26 @@ def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, s
     ep = ep.tz_localize("UTC") if ep.tzinfo is None else ep.tz_convert("UTC")
     epoch_us = int(ep.value // 1000)
     f = _US_PER_UNIT[m.time_unit]
-    if ctype in _INT_TYPES:
-        num = f"CAST({c} AS DOUBLE)"
+    if ctype in _INT_TYPES:  # exact integer arithmetic (a double loses nanoseconds)
+        big = f"CAST({c} AS HUGEINT)"
+        scaled = f"{big} * {int(f)}" if f >= 1 else f"({big} + 500) // 1000"
+        expr = f"TRY_CAST({epoch_us} + {scaled} AS BIGINT)"
         probs = [("missing timestamp", f"{c} IS NULL")]
+        fine = f"{c} IS NOT NULL"
     else:
         txt = f"NULLIF(TRIM(CAST({c} AS VARCHAR)), '')"
         num = f"TRY_CAST({txt} AS DOUBLE)"
+        expr = f"TRY_CAST({epoch_us} + round({num} * {f!r}) AS BIGINT)"
         probs = [
             ("missing timestamp", f"{txt} IS NULL"),
             ("unparseable timestamp",
              f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR isinf({num}))"),
         ]
-    expr = f"TRY_CAST({epoch_us} + round({num} * {f!r}) AS BIGINT)"
+        fine = f"{num} IS NOT NULL AND NOT isnan({num}) AND NOT isinf({num})"
+    finer = _UNITS[_UNITS.index(m.time_unit) + 1:]
+    hint = f"; pass time_unit={finer[0]!r} if they are finer" if finer else ""
+    probs.append((f"timestamp out of range when read as {_UNIT_NAMES[m.time_unit]}{hint}",
+                  f"{fine} AND {expr} IS NULL"))
     return expr, probs
 
 
@@ -523,8 +770,10 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         desc = "; ".join(f"{f} <- {' or '.join(repr(s) for s in srcs)}" for f, srcs in missing)
         raise ValueError(
             f"{path}: missing column(s) for the {m.name!r} format: {desc}. "
-            f"The file has columns {list(cols)}"
+            f"The file has columns {list(cols)}; pass format= or a capbook.traces.Mapping "
+            f"naming the columns"
         )
+    defaults: dict[str, str] = {}
     exprs: dict[str, str] = {}
     checks: list[_Check] = []
 
@@ -568,6 +817,7 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
             add(fld, "/".join(present[fld]), [(f"missing {fld}", f"({e} IS NULL OR {e} = '')")], e)
         else:
             exprs[fld] = _lit(default)
+            defaults[fld] = repr(default)
     if "tenant" in present:
         e = _text_expr(present["tenant"], cols)
         exprs["tenant"] = f"NULLIF({e}, '')"
@@ -599,13 +849,17 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
     else:
         exprs["status"] = "'served'"
         throttled = "false"
+    if "status" not in present:
+        defaults["status"] = ("'failed' when it has 0 output tokens, else 'served'"
+                              if m.failed_if_zero_output else "'served'")
     opt = [f for f in ("first_token_time", "end_time", "tenant") if f in exprs]
     if stats:
         gone = _impossible(cols, stats)
         checks = [ch for ch in checks if ch.cond not in gone]
     label_cols = [c for f in _LABEL_FIELDS for c in present.get(f, ())]
+    id_col = present["request_id"][0] if "request_id" in present else None
     return _Plan(exprs, checks, list(cols), opt, throttled, m.failed_if_zero_output,
-                 list(dict.fromkeys(label_cols)))
+                 list(dict.fromkeys(label_cols)), id_col, defaults)
 
 
 # --------------------------------------------------------------------------------------------
@@ -665,8 +919,15 @@ class RequestLog:
     start, end : pandas.Timestamp
         First and last arrival (UTC).
     report : list of dict
-        One entry per problem found and handled (dropped rows, rows sorted), with keys
-        ``column``, ``reason``, ``rows``, ``first_rows``, ``action``. Empty for a clean file.
+        One entry per problem found and handled (dropped rows, rows sorted, exact duplicates
+        kept), with keys ``column``, ``field``, ``reason``, ``rows``, ``first_rows`` (1-based
+        data rows) and ``action`` (``"dropped"``, ``"dropped (first copy kept)"``,
+        ``"dropped (first row of each id kept)"``, ``"kept; sorted by arrival"`` or
+        ``"kept"``). Empty for a clean file.
+    notes : list of str
+        What the reader decided that the user should know, one sentence each: labels given a
+        default value (no model, tier or status column), a time unit detected or given,
+        exact duplicates kept, a JSON array read as rows, times counted from 1970-01-01.
     columns : tuple of str
         Canonical columns present.
     """
@@ -689,9 +950,11 @@ class RequestLog:
         con: duckdb.DuckDBPyConnection,
         source_sql: str,
         cols: dict[str, str],
+        notes: list[str] | None = None,
     ) -> "RequestLog":
         self = object.__new__(cls)
         self.path = path
+        self.notes = list(notes or [])
         self.format = fmt_name
         self.mapping = mapping
         self._con = con
@@ -705,13 +968,24 @@ class RequestLog:
             or c in plan.optional_present
         )
         self.report: list[dict] = []
+        if plan.defaults:
+            given = ", ".join(f"{k} {v}" for k, v in plan.defaults.items())
+            fields = list(plan.defaults)
+            which = fields[0] if len(fields) == 1 else ", ".join(fields[:-1]) + " or " + fields[-1]
+            self.notes.append(f"no {which} column: every row gets {given}")
         self._validate(drop_invalid=drop_invalid, sort=sort, progress=progress)
         if check_units:
             self._check_units()
+        if self.start.year == 1970:
+            self.notes.append(
+                f"arrival times fall in 1970 (first {self.start:%Y-%m-%d %H:%M:%S}): they count "
+                f"from the start of the trace (or of its first day), not from a calendar date, so "
+                f"dates and weekdays are not the real ones (a capbook.traces.Mapping with an epoch "
+                f"sets the real start)")
         return self
 
     def _row_sql(self, numbered: bool = False, flags: bool = True, rowhash: bool = False,
-                 ok: bool = False) -> str:
+                 ok: bool = False, ids: bool = False) -> str:
         """SQL of every source row: canonical expressions, per-problem flags, optional extras."""
         p = self._plan
         e = p.exprs
@@ -727,6 +1001,8 @@ class RequestLog:
             sel.append(f"{p.ok()} AS ok")
         if rowhash:
             sel.append(f"hash({', '.join(_q(c) for c in p.raw_cols)}) AS rowhash")
+        if ids:
+            sel.append(f"{self._id_sql()} AS id")
         if numbered:
             sel.append("row_number() OVER () AS rn")
         return f"SELECT {', '.join(sel)} FROM {self._src}"
@@ -756,12 +1032,15 @@ class RequestLog:
         # pass B (streaming, arrival time only): rows earlier than, or tied with, the row above
         sql_b = (f"SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER () AS pt FROM "
                  f"(SELECT {p.exprs['t']} AS t FROM {self._src})) WHERE t <= pt")
+        sqls = [f"CREATE OR REPLACE TABLE pass1 AS {sql_a}", f"CREATE OR REPLACE TABLE pass2 AS {sql_b}"]
+        if p.id_col:  # pass C (parallel): request ids on more than one row
+            sqls.append(f"CREATE OR REPLACE TABLE pass3 AS SELECT id, count(*) AS c FROM "
+                        f"(SELECT {self._id_sql()} AS id FROM {self._src}) WHERE id IS NOT NULL "
+                        f"GROUP BY id HAVING count(*) > 1")
         try:
-            self._run([f"CREATE OR REPLACE TABLE pass1 AS {sql_a}",
-                       f"CREATE OR REPLACE TABLE pass2 AS {sql_b}"], progress)
+            self._run(sqls, progress)
         except duckdb.Error as exc:  # a malformed file (e.g. a CSV row with extra fields)
-            lines = [ln for ln in str(exc).splitlines() if ln.strip()][:3]
-            raise ValueError(f"{self.path}: malformed file: " + " | ".join(lines)) from None
+            raise ValueError(_duck_error(self.path, _file_kind(self.path), exc)) from None
         label_ok = p.ok("label")
         tot = self._con.execute(
             f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '
@@ -770,7 +1049,7 @@ class RequestLog:
         n_valid = int(tot[1] or 0)
         self.rows_read = n_all
         if n_all == 0:
-            raise ValueError(f"{self.path}: the file has a header but no data rows (empty log)")
+            raise ValueError(f"{self.path}: the file holds a header but no rows")
         problems = []
         if n_valid < n_all:
             counts = self._con.execute(
@@ -790,9 +1069,13 @@ class RequestLog:
                 f"SELECT COALESCE(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM "
                 f"({self._row_sql(flags=False, rowhash=True, ok=True)}) WHERE {valid}{restrict} "
                 f"GROUP BY t, rowhash HAVING count(*) > 1)").fetchone()[0])
+        ids = None  # (ids repeated, extra rows)
+        if p.id_col:
+            r = self._con.execute("SELECT count(*), COALESCE(sum(c - 1), 0) FROM pass3").fetchone()
+            ids = (int(r[0]), int(r[1])) if r[0] else None
 
-        if not drop_invalid and (problems or n_dup):
-            raise ValueError(self._problem_message(problems, n_dup, valid, n_all))
+        if not drop_invalid and (problems or ids):
+            raise ValueError(self._problem_message(problems, ids, n_all))
         if n_unsorted and not sort:
             first = self._first_unsorted()
             raise ValueError(
@@ -807,10 +1090,26 @@ class RequestLog:
                 "first_rows": self._first_rows(k), "action": "dropped",
             })
         if n_dup:
+            first = self._first_duplicates(valid)
             self.report.append({
                 "column": "(all columns)", "field": "(row)", "reason": "duplicated row",
-                "rows": n_dup, "first_rows": self._first_duplicates(valid),
-                "action": "dropped (first copy kept)",
+                "rows": n_dup, "first_rows": first,
+                "action": "dropped (first copy kept)" if drop_invalid else "kept",
+            })
+            if not drop_invalid:
+                one = n_dup == 1
+                self.notes.append(
+                    f"{n_dup:,} {'row is' if one else 'rows are'} identical to an earlier row in "
+                    f"every column (first: data {'row' if one else 'rows'} "
+                    f"{', '.join(map(str, first))}); kept as separate requests, since identical "
+                    f"requests at the same instant are normal in logs with coarse timestamps"
+                    + ("" if p.id_col else " and this log has no request-id column")
+                    + ". Pass drop_invalid=True to drop them.")
+        if ids:
+            self.report.append({
+                "column": p.id_col, "field": "request_id", "reason": "repeated request id",
+                "rows": ids[1], "first_rows": self._first_repeated_ids(later=True),
+                "action": "dropped (first row of each id kept)",
             })
         if n_unsorted:
             self.report.append({
@@ -818,26 +1117,17 @@ class RequestLog:
                 "reason": "row earlier than the row above it", "rows": n_unsorted,
                 "first_rows": self._first_unsorted(), "action": "kept; sorted by arrival",
             })
-        self.rows = n_valid - n_dup
-        self.dropped = n_all - self.rows
-        if self.dropped or n_unsorted:
-            lines = [f"{r['rows']} rows: {r['reason']} in {r['column']!r} -> {r['action']}"
-                     for r in self.report]
-            warnings.warn(
-                f"{self.path}: {self.dropped} of {n_all} rows dropped "
-                f"({n_all - n_valid} invalid, {n_dup} duplicates); " + "; ".join(lines),
-                UserWarning, stacklevel=4,
-            )
-        if self.rows == 0:
-            raise ValueError(f"{self.path}: no valid rows left after dropping invalid rows")
-        self._sorted = n_unsorted == 0
-        self._dedupe = n_dup > 0
-        # pass1's sums cover every row: usable only when no row was dropped
-        self._pass1_ok = not problems and not self._dedupe
+        dedupe = drop_invalid and n_dup > 0  # drop exact duplicates
+        self._pass1_ok = not problems and not dedupe and not ids  # pass1 sums cover every row
         # the canonical view every statistic reads
-        if self._dedupe:
-            base = (f"SELECT * FROM ({self._row_sql(flags=False, rowhash=True, ok=True)}) WHERE {valid} "
-                    f"QUALIFY row_number() OVER (PARTITION BY t, rowhash) = 1")
+        if dedupe or ids:
+            base = (f"SELECT * FROM ({self._row_sql(numbered=True, flags=False, rowhash=dedupe, ok=True, ids=bool(ids))}) "
+                    f"WHERE {valid}")
+            if dedupe:
+                base += " QUALIFY row_number() OVER (PARTITION BY t, rowhash ORDER BY rn) = 1"
+            if ids:
+                base = (f"SELECT * FROM ({base}) QUALIFY id IS NULL OR "
+                        f"row_number() OVER (PARTITION BY id ORDER BY rn) = 1")
         elif problems:
             base = f"SELECT * FROM ({self._row_sql(flags=False, ok=True)}) WHERE {valid}"
         else:
@@ -847,12 +1137,48 @@ class RequestLog:
             f"first_token_time, end_time, tenant FROM ({base})"
         )
         if self._pass1_ok:
-            self._t_min, self._t_max = int(tot[2]), int(tot[3])
+            self.rows = n_valid
+            self._t_min, self._t_max = (int(tot[2]), int(tot[3])) if n_valid else (0, 0)
         else:
-            lo, hi = self._con.execute("SELECT min(t), max(t) FROM req").fetchone()
-            self._t_min, self._t_max = int(lo), int(hi)
+            n, lo, hi = self._con.execute("SELECT count(*), min(t), max(t) FROM req").fetchone()
+            self.rows = int(n)
+            self._t_min, self._t_max = (int(lo), int(hi)) if n else (0, 0)
+        self.dropped = n_all - self.rows
+        if self.dropped or n_unsorted:
+            lines = [f"{r['rows']} rows: {r['reason']} in {r['column']!r} -> {r['action']}"
+                     for r in self.report]
+            n_dup_dropped = n_dup if dedupe else 0
+            warnings.warn(
+                f"{self.path}: {self.dropped} of {n_all} rows dropped "
+                f"({n_all - n_valid} invalid, {n_dup_dropped} duplicates"
+                + (f", {self.dropped - (n_all - n_valid) - n_dup_dropped} repeated request ids"
+                   if ids else "") + "); " + "; ".join(lines),
+                UserWarning, stacklevel=4,
+            )
+        if self.rows == 0:
+            raise ValueError(f"{self.path}: no valid rows left after dropping invalid rows")
+        self._sorted = n_unsorted == 0
         self.start = _utc(self._t_min)
         self.end = _utc(self._t_max)
+
+    def _id_sql(self) -> str:
+        """SQL of the request id of a source row (text; empty means none)."""
+        return f"NULLIF(TRIM(CAST({_q(self._plan.id_col)} AS VARCHAR)), '')"
+
+    def _first_repeated_ids(self, later: bool = False, n_ids: int = 3) -> Any:
+        """The first repeated ids and the data rows holding each (``later``: the first rows
+        after the first of their id, i.e. the rows a drop removes)."""
+        numbered = (f"SELECT id, rn, row_number() OVER (PARTITION BY id ORDER BY rn) AS k FROM "
+                    f"(SELECT {self._id_sql()} AS id, row_number() OVER () AS rn FROM {self._src}) "
+                    f"WHERE id IN (SELECT id FROM pass3)")
+        if later:
+            rows = self._con.execute(f"SELECT rn FROM ({numbered}) WHERE k > 1 ORDER BY rn "
+                                     f"LIMIT {_FIRST_ROWS}").fetchall()
+            return [int(r[0]) for r in rows]
+        rows = self._con.execute(
+            f"SELECT id, list(rn ORDER BY rn)[1:{_FIRST_ROWS}] FROM ({numbered}) GROUP BY id "
+            f"ORDER BY min(rn) LIMIT {n_ids}").fetchall()
+        return [(r[0], [int(x) for x in r[1]]) for r in rows]
 
     def _plan_col(self, fld: str) -> str:
         return "/".join(self.mapping.columns().get(fld, (fld,)))
@@ -925,7 +1251,7 @@ class RequestLog:
         ).fetchall()
         return [int(r[0]) for r in rows]
 
-    def _problem_message(self, problems, n_dup: int, valid: str, n_all: int) -> str:
+    def _problem_message(self, problems, ids: tuple[int, int] | None, n_all: int) -> str:
         lines = [f"{self.path}: invalid rows (of {n_all} data rows; row numbers count data rows "
                  f"from 1, not the header):"]
         for ch, cnt, k in problems:
@@ -933,37 +1259,62 @@ class RequestLog:
             shown = ", ".join(f"row {r} ({v!r})" for r, v in first)
             lines.append(f"  column {ch.column!r} ({ch.field}): {cnt} rows with {ch.reason}; "
                          f"first: {shown}")
-        if n_dup:
-            lines.append(f"  {n_dup} duplicated rows (identical to an earlier row in every column); "
-                         f"first: rows {self._first_duplicates(valid)}")
+        if ids:
+            shown = "; ".join(f"{i!r} on rows {rows}" for i, rows in self._first_repeated_ids())
+            lines.append(f"  column {self._plan.id_col!r} (request id): {ids[0]} ids appear on more "
+                         f"than one row ({ids[1]} rows more than one per id): the same request "
+                         f"logged more than once; first: {shown}")
         lines.append("Fix the file, or pass drop_invalid=True to drop these rows (they are counted "
-                     "in RequestLog.report).")
+                     "in RequestLog.report"
+                     + ("; the first row of each id is kept" if ids else "") + ").")
         return "\n".join(lines)
 
     def _check_units(self) -> None:
+        """Refuse a span or rate no request log has: the sign of a time unit read wrongly.
+
+        Too slow (a span of over 400 days, or over a week at under 18 requests an hour) reads
+        like a finer unit read as a coarser one (milliseconds read as seconds); too fast (over
+        20,000 requests/s, or over 1,000 requests/s for a whole log shorter than 10 minutes,
+        with at least 1,000 requests) like the reverse. The message names the unit used and
+        the one to try with ``time_unit=``."""
         span_s = (self._t_max - self._t_min) / _US_PER_S
         unit = self.mapping.time_unit
-        hint = (f"the {self._plan_col('arrival_time')!r} column was read as "
-                f"{'date-times' if unit == 'datetime' else unit + ' from ' + self.mapping.epoch}")
-        end_hint = ("; check the time unit of the mapping (or pass check_units=False if the "
-                    "times are right)")
+        col = self._plan_col("arrival_time")
+        read = ("date-times" if unit == "datetime"
+                else f"{_UNIT_NAMES[unit]} from {self.mapping.epoch}")
+        hint = f"the {col!r} column was read as {read}"
+
+        def remedy(step: int) -> str:  # step +1: try a finer unit, -1: a coarser one
+            k = _UNITS.index(unit) + step if unit in _UNITS else -1
+            if 0 <= k < len(_UNITS):
+                return (f". If the times are {_UNIT_NAMES[_UNITS[k]]}, pass time_unit="
+                        f"{_UNITS[k]!r}; if they are right, pass check_units=False")
+            return ". Check the time column; if the times are right, pass check_units=False"
+
+        def mistake(step: int) -> str:
+            k = _UNITS.index(unit) + step if unit in _UNITS else -1
+            if 0 <= k < len(_UNITS):
+                return f"as if {_UNIT_NAMES[_UNITS[k]]} were read as {_UNIT_NAMES[unit]}"
+            return ("as if milliseconds were read as seconds" if step > 0
+                    else "as if seconds were read as milliseconds")
+
         if self.start < _EARLIEST or self.end >= _LATEST:
             raise ValueError(f"{self.path}: arrival times run from {self.start} to {self.end}, "
-                             f"outside 1970-2100: {hint}{end_hint}")
+                             f"outside 1970-2100: {hint}{remedy(1 if self.end >= _LATEST else 0)}")
         if span_s > _MAX_SPAN_DAYS * 86400:
             raise ValueError(f"{self.path}: the log spans {span_s / 86400:,.0f} days, implausible "
-                             f"for a request log: {hint}{end_hint}")
+                             f"for a request log ({mistake(1)}): {hint}{remedy(1)}")
         rate = self.rows / span_s if span_s > 0 else math.inf
         if span_s > _SLOW_SPAN_DAYS * 86400 and rate < _SLOW_RATE:
             raise ValueError(
                 f"{self.path}: {self.rows} requests over {span_s / 86400:,.1f} days is "
-                f"{rate * 3600:.2f} requests per hour: suspiciously slow, as if milliseconds were "
-                f"read as seconds ({hint}){end_hint}")
-        if self.rows >= 1000 and rate > _FAST_RATE:
+                f"{rate * 3600:.2f} requests per hour: suspiciously slow, {mistake(1)} "
+                f"({hint}){remedy(1)}")
+        if self.rows >= _MIN_ROWS_FAST and (
+                rate > _FAST_RATE or (span_s < _SHORT_SPAN_S and rate > _SHORT_FAST_RATE)):
             raise ValueError(
                 f"{self.path}: {self.rows} requests in {span_s:.3g} s is {rate:,.0f} requests per "
-                f"second: suspiciously fast, as if seconds were read as milliseconds "
-                f"({hint}){end_hint}")
+                f"second for the whole log: suspiciously fast, {mistake(-1)} ({hint}){remedy(-1)}")
 
     # ---- basic accessors ---------------------------------------------------------------------
     def __len__(self) -> int:
@@ -1044,7 +1395,8 @@ class RequestLog:
         )
 
     # ---- aggregates --------------------------------------------------------------------------
-    def aggregate(self, period_s: float, by: Iterable[str] = ("model", "tier")) -> pd.DataFrame:
+    def aggregate(self, period_s: float, by: Iterable[str] = ("model", "tier"), *,
+                  full_periods_only: bool = False) -> pd.DataFrame:
         """Requests and tokens per period on a complete time index.
 
         Parameters
@@ -1054,6 +1406,10 @@ class RequestLog:
             (whole hours, whole minutes), in UTC.
         by : iterable of str
             Grouping columns among ``model``, ``tier``, ``status``, ``tenant``; empty for totals.
+        full_periods_only : bool
+            Keep only the periods the log covers entirely (first arrival at or before the
+            period's start, last arrival at or after its end); the partial first and last
+            periods are left out. The result has no rows when no period is covered.
 
         Returns
         -------
@@ -1086,6 +1442,8 @@ class RequestLog:
                    f"sum(i) AS input_tokens, sum(o) AS output_tokens FROM req GROUP BY ALL")
         agg = self._q(src)
         first, last = self._t_min // p_us, self._t_max // p_us
+        if full_periods_only:
+            first, last = -(-self._t_min // p_us), self._t_max // p_us - 1
         periods = np.arange(first, last + 1, dtype=np.int64)
         cols = ["requests", "throttled", "input_tokens", "output_tokens"]
         if by:
@@ -1113,9 +1471,11 @@ class RequestLog:
         if "tenant" in by and "tenant" not in self._plan.optional_present:
             raise ValueError("by contains 'tenant' but this log has no tenant column")
 
-    def hourly(self, by: Iterable[str] = ("model", "tier")) -> pd.DataFrame:
-        """Hourly sums per group on a complete hourly index; see :meth:`aggregate`."""
-        return self.aggregate(3600, by)
+    def hourly(self, by: Iterable[str] = ("model", "tier"), *,
+               full_hours_only: bool = False) -> pd.DataFrame:
+        """Hourly sums per group on a complete hourly index; see :meth:`aggregate`
+        (``full_hours_only``: only the hours the log covers entirely, see :meth:`coverage`)."""
+        return self.aggregate(3600, by, full_periods_only=full_hours_only)
 
     def per_minute(self, by: Iterable[str] = ("model", "tier")) -> pd.DataFrame:
         """Per-minute sums per group on a complete index; see :meth:`aggregate`."""
@@ -1321,8 +1681,47 @@ class RequestLog:
         """
         return float(self.service_times(sweep, concurrency)["cs2"])
 
+    def coverage(self) -> dict:
+        """Which clock hours the log covers entirely, and what that allows.
+
+        An hour (UTC, aligned to the Unix epoch) is *fully covered* when the first arrival is
+        at or before its start and the last arrival at or after its end. Partial first and
+        last hours hold only part of an hour's traffic, so hourly statistics leave them out.
+
+        Returns
+        -------
+        dict
+            ``full_hours`` (int); ``first_full_hour`` and ``last_full_hour`` (UTC start of the
+            first and last covered hour, None when there is none); ``span_s``; ``daily_shape``
+            (True with 24 full hours or more) and ``caveat``: "" with 24 full hours or more,
+            else a sentence saying what cannot be computed ("the log covers 0 full hours
+            (57.3 min): peak-to-mean over hours is not defined", or "...: shorter than a day:
+            no daily shape; ...").
+        """
+        first = -(-self._t_min // _US_PER_H)  # first hour starting at or after the first arrival
+        end = self._t_max // _US_PER_H  # hours ending at or before the last arrival end here
+        n = max(0, end - first)
+        span = _duration(self.span_s)
+        if n == 0:
+            caveat = (f"the log covers 0 full hours ({span}): peak-to-mean over hours is not "
+                      f"defined")
+        elif n < 24:
+            caveat = (f"the log covers {n} full hour{'s' if n > 1 else ''} ({span}): shorter than a "
+                      f"day: no daily shape; " + (
+                          "the peak-to-mean of a single hour is 1 by definition" if n == 1 else
+                          f"the peak-to-mean compares those {n} hours only"))
+        else:
+            caveat = ""
+        return {"full_hours": int(n),
+                "first_full_hour": _utc(first * _US_PER_H) if n else None,
+                "last_full_hour": _utc((end - 1) * _US_PER_H) if n else None,
+                "span_s": self.span_s, "daily_shape": n >= 24, "caveat": caveat}
+
     def peak_to_mean(self, model: str | None = None, tier: str | None = None) -> pd.DataFrame:
-        """Busiest hour against the mean hour, on the complete hourly index.
+        """Busiest hour against the mean hour, over the fully covered clock hours.
+
+        Only hours the log covers entirely count (see :meth:`coverage`); hours without
+        requests inside that range count as zeros.
 
         Parameters
         ----------
@@ -1333,8 +1732,11 @@ class RequestLog:
         -------
         pandas.DataFrame
             Index ``requests``, ``input_tokens``, ``output_tokens``, ``total_tokens``; columns
-            ``peak`` (per hour), ``mean`` (per hour, partial first and last hours included),
-            ``ratio`` = peak / mean and ``peak_hour`` (UTC start of the busiest hour).
+            ``peak`` (per hour), ``mean`` (per full hour), ``ratio`` = peak / mean,
+            ``peak_hour`` (UTC start of the busiest hour), ``full_hours`` (the hours used) and
+            ``caveat`` (:meth:`coverage`'s sentence; "" with 24 full hours or more). With no
+            full hour, ``peak``, ``mean`` and ``ratio`` are NaN and ``peak_hour`` NaT, and
+            ``caveat`` says why; a ratio is also NaN when the mean is zero (caveat says so).
         """
         by = [b for b, v in (("model", model), ("tier", tier)) if v is not None]
         h = self.hourly(by=tuple(by))
@@ -1343,14 +1745,26 @@ class RequestLog:
                 if v not in set(h[b]):
                     raise ValueError(f"{b}={v!r}: not in the log (has {sorted(set(h[b]))})")
                 h = h[h[b] == v]
+        cov = self.coverage()
         h = h.groupby("period_start", sort=True)[["requests", "input_tokens", "output_tokens"]].sum()
+        if cov["full_hours"]:
+            h = h.loc[cov["first_full_hour"]:cov["last_full_hour"]]
+        else:
+            h = h.iloc[:0]
         h["total_tokens"] = h["input_tokens"] + h["output_tokens"]
         rows = []
         for c in ("requests", "input_tokens", "output_tokens", "total_tokens"):
             s = h[c]
-            mean = float(s.mean())
-            rows.append({"measure": c, "peak": int(s.max()), "mean": mean,
-                         "ratio": s.max() / mean if mean > 0 else math.nan, "peak_hour": s.idxmax()})
+            caveat = cov["caveat"]
+            if len(s) == 0:
+                peak, mean, ratio, at = math.nan, math.nan, math.nan, pd.NaT
+            else:
+                peak, mean, at = int(s.max()), float(s.mean()), s.idxmax()
+                ratio = peak / mean if mean > 0 else math.nan
+                if mean == 0:
+                    caveat = (caveat + "; " if caveat else "") + f"no {c.replace('_', ' ')} in the full hours"
+            rows.append({"measure": c, "peak": peak, "mean": mean, "ratio": ratio,
+                         "peak_hour": at, "full_hours": cov["full_hours"], "caveat": caveat})
         return pd.DataFrame(rows).set_index("measure")
 
     def summary(self, sweep: Any = None, concurrency: float | None = None,
@@ -1359,6 +1773,21 @@ class RequestLog:
 
         Cs² is included when a sweep is given or the log has end times (else None); arrival
         statistics need at least three requests (else None).
+
+        Returns
+        -------
+        dict
+            ``path``, ``format``, ``rows``, ``rows_read``, ``dropped``, ``report`` (list of
+            dicts, see :attr:`report`), ``notes`` (list of str, see :attr:`notes`), ``start``,
+            ``end`` (UTC timestamps), ``span_s``, ``rate_rps`` (inf for a zero span, with a
+            caveat), ``status`` ({status: rows}), ``groups`` (DataFrame of model, tier, n),
+            ``tokens`` (:meth:`token_stats`), ``arrivals`` (:meth:`arrival_stats` or None),
+            ``service`` (:meth:`service_times` or None), ``peak_to_mean``
+            (:meth:`peak_to_mean`: NaN values only with its ``caveat`` column set),
+            ``full_hours`` (int, fully covered clock hours), ``coverage`` (:meth:`coverage`,
+            timestamps as ISO strings) and ``caveats`` (list of str: every sentence a reader
+            of the numbers must see, e.g. no full hour, shorter than a day, a zero span,
+            fewer than three requests; empty when there is nothing to say).
         """
         tok = self.token_stats(output_cap=output_cap)
         arr = self.arrival_stats() if self.rows >= 3 else None
@@ -1369,15 +1798,34 @@ class RequestLog:
                 raise
             svc = None
         ptm = self.peak_to_mean()
+        cov = self.coverage()
+        caveats = [cov["caveat"]] if cov["caveat"] else []
+        if self.span_s == 0:
+            caveats.append(f"all {self.rows:,} requests arrive at the same instant: no rate "
+                           f"and no inter-arrival statistics")
+        if arr is None:
+            caveats.append(f"fewer than 3 requests ({self.rows}): no arrival statistics")
         status = self._q("SELECT status, count(*) AS n FROM req GROUP BY ALL ORDER BY status")
         models = self._q("SELECT model, tier, count(*) AS n FROM req GROUP BY ALL ORDER BY ALL")
         return {
             "path": self.path, "format": self.format, "rows": self.rows, "rows_read": self.rows_read,
-            "dropped": self.dropped, "report": list(self.report),
+            "dropped": self.dropped, "report": list(self.report), "notes": list(self.notes),
             "start": self.start, "end": self.end, "span_s": self.span_s, "rate_rps": self.rate,
             "status": dict(zip(status["status"], status["n"].astype(int))),
             "groups": models, "tokens": tok, "arrivals": arr, "service": svc, "peak_to_mean": ptm,
+            "full_hours": cov["full_hours"],
+            "coverage": {k: (v.isoformat() if isinstance(v, pd.Timestamp) else v)
+                         for k, v in cov.items()},
+            "caveats": caveats,
         }
+
+
+def _duration(seconds: float) -> str:
+    """A span in the unit that reads best (57.3 min, 10.4 h, 28.0 days)."""
+    for limit, div, unit in ((120, 1, "s"), (7200, 60, "min"), (3 * 86400, 3600, "h")):
+        if seconds < limit:
+            return f"{seconds / div:,.1f} {unit}"
+    return f"{seconds / 86400:,.1f} days"
 
 
 # --------------------------------------------------------------------------------------------
@@ -1391,6 +1839,7 @@ def read_requests(
     *,
     sort: bool = False,
     check_units: bool = True,
+    time_unit: str | None = None,
     progress: bool = False,
     threads: int | None = None,
     memory_limit: str | None = None,
@@ -1403,19 +1852,27 @@ def read_requests(
         The file. Its type comes from the extension (``.csv``, ``.tsv``, ``.parquet``,
         ``.jsonl``/``.json``, optionally ``.gz``). A glob pattern (``logs/*.parquet``) reads
         several files of one type as one log, in file-name order; row numbers in messages then
-        count across the files.
+        count across the files. A ``.json``/``.jsonl`` file may also hold one JSON array.
     format : str
         ``"auto"`` (recognise the columns), ``"canonical"``, ``"azure2023"``, ``"azure2024"``,
         ``"burstgpt"``, ``"mooncake"`` or ``"litellm"``. Ignored when ``mapping`` is given.
     mapping : Mapping, optional
         Your own column mapping.
     drop_invalid : bool
-        Drop invalid and duplicated rows instead of raising; the counts and reasons are in
-        :attr:`RequestLog.report` and a ``UserWarning`` states them.
+        Drop invalid rows, rows identical to an earlier row, and repeated request ids (all but
+        the first row of each id) instead of raising or keeping them; the counts and reasons
+        are in :attr:`RequestLog.report` and a ``UserWarning`` states them. Without it, exact
+        duplicates are kept (and counted in a note) and only a repeated request id raises.
     sort : bool
         Accept rows out of arrival order (statistics then sort by arrival time).
     check_units : bool
         Run the span and rate sanity check that catches a wrong time unit.
+    time_unit : {"s", "ms", "us", "ns"}, optional
+        Unit of numeric timestamps (seconds, milliseconds, microseconds, nanoseconds since
+        the mapping's epoch, 1970-01-01 by default), overriding the format's own. Default:
+        the format's unit (Mooncake ms, BurstGPT s) or, for a numeric timestamp column where
+        date-times are expected (the canonical layout), the Unix-epoch unit its magnitude
+        shows (about 1.7e9 s, 1.7e12 ms, 1.7e15 us); a note states the unit detected.
     progress : bool
         Show a tqdm progress bar during the validating pass (appears after 1 s).
     threads, memory_limit : optional
@@ -1429,7 +1886,10 @@ def read_requests(
     ------
     ValueError
         Unknown format, missing columns, invalid rows (naming file, column, reason and first
-        rows), empty file, implausible span or rate.
+        rows), a request id on several rows, an empty, binary or malformed file, a file that
+        is not a request log, implausible span or rate. Remedies are spelled ``pass
+        <keyword>=<value>`` (``drop_invalid=True``, ``sort=True``, ``time_unit='ms'``,
+        ``format=``, ``check_units=False``).
     FileNotFoundError
         No such file.
     """
@@ -1438,16 +1898,19 @@ def read_requests(
         raise ValueError(f"format={format!r}: use one of {FORMATS} or pass mapping=")
     if mapping is not None and not isinstance(mapping, Mapping):
         raise TypeError(f"mapping must be a capbook.traces.Mapping, not {type(mapping).__name__}")
-    if not any(ch in path for ch in "*?[") and not os.path.exists(path):
-        raise FileNotFoundError(f"{path}: no such file")
+    if time_unit is not None and time_unit not in _US_PER_UNIT:
+        raise ValueError(f"time_unit={time_unit!r}: use 's', 'ms', 'us' or 'ns' (or None to detect it)")
+    _files(path)  # FileNotFoundError when nothing is there
     con = _connect(threads, memory_limit)
-    src, cols = _source_sql(con, path)
+    notes: list[str] = []
+    src, cols = _source_sql(con, path, notes)
     if mapping is None:
         fmt = _detect(con, path, src, cols) if format == "auto" else format
         mapping = _BUILTIN[fmt]
+    mapping, unit_notes = _resolve_time_unit(con, path, src, cols, mapping, time_unit)
     return RequestLog._open(path, mapping, mapping.name, drop_invalid=drop_invalid, sort=sort,
                             check_units=check_units, progress=progress, con=con,
-                            source_sql=src, cols=cols)
+                            source_sql=src, cols=cols, notes=notes + unit_notes)
 
 
 def sample_requests_path() -> Path:

@@ -122,14 +122,21 @@ def test_mooncake_conversation_duplicate_and_clumping(shared_dir):
     counts = collections.Counter(lines)
     dup_lines = [i + 1 for i, l in enumerate(lines) if counts[l] > 1]
     assert len(dup_lines) == 2  # the file holds one exact duplicate pair
-    with pytest.raises(ValueError) as exc:
-        read_requests(path)
-    msg = str(exc.value)
-    assert str(path) in msg and "duplicated" in msg and str(dup_lines[1]) in msg
+    # two identical requests in the same millisecond are normal: kept, counted in a note
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept = read_requests(path)
+    assert kept.rows == len(lines) == 12031 and kept.dropped == 0
+    assert kept.report == [{"column": "(all columns)", "field": "(row)", "reason": "duplicated row",
+                            "rows": 1, "first_rows": [dup_lines[1]], "action": "kept"}]
+    note = [n for n in kept.notes if "identical" in n]
+    assert len(note) == 1 and f"data row {dup_lines[1]}" in note[0] and "drop_invalid=True" in note[0]
+    assert kept.hourly()["requests"].sum() == 12031
     with pytest.warns(UserWarning, match="1 of 12031 rows dropped"):
         log = read_requests(path, drop_invalid=True)
     assert log.format == "mooncake" and log.rows == 12030 and log.dropped == 1
     assert log.report[0]["reason"] == "duplicated row" and log.report[0]["first_rows"] == [dup_lines[1]]
+    assert log.report[0]["action"] == "dropped (first copy kept)"
     recs = [json.loads(l) for i, l in enumerate(lines) if i + 1 != dup_lines[1]]
     ts = np.array([r["timestamp"] for r in recs]) / 1000.0
     assert log.span_s == pytest.approx(ts.max() - ts.min(), abs=1e-9)
@@ -154,7 +161,7 @@ def test_mooncake_synthetic_and_ms_read_as_seconds(shared_dir):
         np.mean([r["output_length"] for r in recs]), rel=1e-12)
     wrong = Mapping(arrival_time="timestamp", input_tokens="input_length",
                     output_tokens="output_length", time_unit="s")
-    with pytest.raises(ValueError, match="milliseconds were read as seconds"):
+    with pytest.raises(ValueError, match="milliseconds were read as seconds.*pass time_unit='ms'"):
         read_requests(path, mapping=wrong)
     # the check can be switched off when the times really are that slow
     assert read_requests(path, mapping=wrong, check_units=False).span_s == pytest.approx(1022025.0)
@@ -189,9 +196,13 @@ def test_burstgpt_by_column_name(shared_dir, name):
 
 
 def test_servegen_descriptors_are_rejected_clearly(shared_dir):
-    path = shared_dir / "traces" / "servegen" / "language" / "m-large" / "chunk-0-trace.csv"
-    with pytest.raises(ValueError, match="cannot recognise the format"):
-        read_requests(path)
+    folder = shared_dir / "traces" / "servegen" / "language" / "m-large"
+    for path in (folder / "chunk-0-trace.csv", folder / "chunk-*-trace.csv"):
+        with pytest.raises(ValueError, match="ServeGen per-client rate descriptor .*not a request log; "
+                                             "capbook reads request logs with one row per request"):
+            read_requests(path)
+        with pytest.raises(ValueError, match="ServeGen per-client rate descriptor"):
+            read_requests(path, format="canonical")
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,11 +423,18 @@ def test_duplicated_rows(tmp_path):
     df = _canonical_frame(30)
     dup = pd.concat([df.iloc[:12], df.iloc[[11]], df.iloc[12:]], ignore_index=True)
     p = _write_csv(dup, tmp_path / "dup.csv")
-    with pytest.raises(ValueError, match=r"1 duplicated rows .*first: rows \[13\]"):
-        read_requests(p)
-    with pytest.warns(UserWarning):
+    # kept by default (no request-id column tells them apart), stated in a note and the report
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        kept = read_requests(p)
+    assert kept.rows == 31 and kept.dropped == 0 and kept.hourly()["requests"].sum() == 31
+    assert kept.report[0]["action"] == "kept" and kept.report[0]["first_rows"] == [13]
+    assert any("1 row is identical to an earlier row" in n and "data row 13" in n for n in kept.notes)
+    assert kept.summary()["report"][0]["action"] == "kept"
+    with pytest.warns(UserWarning, match=r"1 of 31 rows dropped \(0 invalid, 1 duplicates\)"):
         log = read_requests(p, drop_invalid=True)
     assert log.rows == 30 and log.report[0]["reason"] == "duplicated row"
+    assert log.report[0]["action"] == "dropped (first copy kept)"
     assert log.hourly()["requests"].sum() == 30
     # two different requests at the same instant are not duplicates
     same_t = df.copy()
@@ -429,25 +447,46 @@ def test_malformed_csv_rows(tmp_path):
     ok = "2026-01-01T00:00:{:02d}Z,1,2,m,interactive,served\n"
     near = tmp_path / "near.csv"
     near.write_text(header + ok.format(0) + ok.format(1).replace("served", "served,x,y") + ok.format(2))
-    with pytest.raises(ValueError, match="near.csv: the CSV reader could not split the header"):
+    with pytest.raises(ValueError, match=r"near.csv: line 3 of the file \('2026.*,x,y'\) has more than 6 "
+                                         r"fields where the header has 6: a ragged row"):
         read_requests(near)
     far = tmp_path / "far.csv"
     rows = [ok.format(k % 60).replace("00:00:", f"{k // 3600:02d}:{k // 60 % 60:02d}:") for k in range(30_000)]
     rows[25_000] = rows[25_000].replace("served", "served,x,y")
     far.write_text(header + "".join(rows))
-    with pytest.raises(ValueError, match=r"far.csv: malformed file: .*Line: 25002"):
+    with pytest.raises(ValueError, match=r"far.csv: line 25002 of the file .* has more than 6 fields "
+                                         r"where the header has 6") as exc:
         read_requests(far)
+    assert "strict_mode" not in str(exc.value) and "Possible fixes" not in str(exc.value)
 
 
 def test_empty_files(tmp_path):
     empty = tmp_path / "empty.csv"
     empty.write_text("")
-    with pytest.raises(ValueError, match="empty.csv"):
-        read_requests(empty, format="canonical")
+    for fmt in ("canonical", "auto"):
+        with pytest.raises(ValueError, match=r"empty.csv: the file is empty \(0 bytes\)"):
+            read_requests(empty, format=fmt)
     header = tmp_path / "header.csv"
     header.write_text("arrival_time,input_tokens,output_tokens,model,tier,status\n")
-    with pytest.raises(ValueError, match="header.csv: the file has a header but no data rows"):
+    with pytest.raises(ValueError, match="header.csv: the file holds a header but no rows"):
         read_requests(header)
+    unknown = tmp_path / "unknown_header.csv"  # emptiness is said before the columns
+    unknown.write_text("when,prompt,completion\n")
+    with pytest.raises(ValueError, match="holds a header but no rows"):
+        read_requests(unknown)
+    for name in ("e.jsonl", "e.parquet"):
+        (tmp_path / name).write_bytes(b"")
+        with pytest.raises(ValueError, match=rf"{name}: the file is empty \(0 bytes\)"):
+            read_requests(tmp_path / name)
+    blank = tmp_path / "blank.jsonl"
+    blank.write_text("\n \n\n")
+    with pytest.raises(ValueError, match="blank.jsonl: the file is empty"):
+        read_requests(blank)
+    pq.write_table(pa.table({"arrival_time": pa.array([], pa.timestamp("us", tz="UTC")),
+                             "input_tokens": pa.array([], pa.int64()),
+                             "output_tokens": pa.array([], pa.int64())}), tmp_path / "none.parquet")
+    with pytest.raises(ValueError, match=r"none.parquet: the file holds columns .* but no rows"):
+        read_requests(tmp_path / "none.parquet")
     with pytest.raises(FileNotFoundError, match="nothere.csv"):
         read_requests(tmp_path / "nothere.csv")
 
@@ -487,12 +526,14 @@ def test_seconds_read_as_milliseconds_and_out_of_range(tmp_path):
     t = np.arange(5000) * 0.02  # 50 requests/s, in seconds
     pd.DataFrame({"t": t, "i": 5, "o": 5}).to_csv(p, index=False)
     m = Mapping(arrival_time="t", input_tokens="i", output_tokens="o", time_unit="ms")
-    with pytest.raises(ValueError, match="seconds were read as milliseconds"):
+    with pytest.raises(ValueError, match="seconds were read as milliseconds.*the 't' column was read as "
+                                         "milliseconds.*If the times are seconds, pass time_unit='s'"):
         read_requests(p, mapping=m)
     # Unix milliseconds read as seconds land thousands of years ahead
     p2 = tmp_path / "unix.csv"
     pd.DataFrame({"t": 1_735_000_000_000 + np.arange(100) * 1000, "i": 5, "o": 5}).to_csv(p2, index=False)
-    with pytest.raises(ValueError, match="time unit"):
+    with pytest.raises(ValueError, match=r"outside 1970-2100: the 't' column was read as seconds.*"
+                                         r"If the times are milliseconds, pass time_unit='ms'"):
         read_requests(p2, mapping=replace_unit(m, "s"))
     assert read_requests(p2, mapping=m).start == pd.Timestamp(1_735_000_000_000, unit="ms", tz="UTC")
 
@@ -627,11 +668,16 @@ def test_peak_to_mean_and_arrays(tmp_path):
     df.to_parquet(p, index=False)
     log = read_requests(p)
     ptm = log.peak_to_mean()
-    hh = df.set_index("arrival_time").resample("h")[["input_tokens", "output_tokens"]].sum()
+    # oracle: pandas hourly sums without the partial first and last hour (00:00:0x and 07:59:xx)
+    assert df["arrival_time"].iloc[0] > T0 and df["arrival_time"].iloc[-1] < T0 + pd.Timedelta("8h")
+    hh = df.set_index("arrival_time").resample("h")[["input_tokens", "output_tokens"]].sum().iloc[1:-1]
     tot = hh["input_tokens"] + hh["output_tokens"]
+    assert len(tot) == 6 and (ptm["full_hours"] == 6).all()
     assert ptm.loc["total_tokens", "ratio"] == pytest.approx(tot.max() / tot.mean())
     assert ptm.loc["total_tokens", "peak_hour"] == tot.idxmax()
-    inter = df[df["tier"] == "interactive"].set_index("arrival_time").resample("h").size()
+    assert ptm.loc["total_tokens", "mean"] == pytest.approx(tot.mean())
+    assert "6 full hours" in ptm.loc["requests", "caveat"] and "shorter than a day" in ptm.loc["requests", "caveat"]
+    inter = df[df["tier"] == "interactive"].set_index("arrival_time").resample("h").size().iloc[1:-1]
     assert log.peak_to_mean(tier="interactive").loc["requests", "peak"] == inter.max()
     with pytest.raises(ValueError, match="tier='gold'"):
         log.peak_to_mean(tier="gold")
