@@ -230,9 +230,18 @@ def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 
 
     A gateway log rarely holds a long stretch at the planned peak: its busiest hour may carry a
     few hundred requests, and a plan is for tens of requests per second. This picks the
-    ``n_periods`` busiest periods (hours by default), compresses the gaps of each by one
-    factor so that its mean rate equals ``rate``, and lays them end to end in time order. The
-    burst structure inside each period is kept; the diurnal shape between periods is not.
+    ``n_periods`` busiest periods (hours by default, by request count), compresses the gaps of
+    each by one factor so that its mean rate equals ``rate``, and lays them end to end in time
+    order. The burst structure inside each period is kept; the diurnal shape between periods is
+    not.
+
+    A period's rate is its request count over the part of it the log **covers**: the whole
+    period inside the log, but only from the log's first arrival for the period it starts in,
+    and only to the log's last arrival for the period it ends in (first to last arrival for a
+    log shorter than one period). So a 17-minute log, or one that starts at 18:15, replays at
+    ``rate``, not at ``rate`` times 60/17 or 60/45 (scaling by the full period length would).
+    Each stacked period lasts ``count / rate`` seconds, so the whole replay holds
+    ``len(result) / rate`` seconds of arrivals.
 
     Parameters
     ----------
@@ -252,9 +261,11 @@ def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 
     -------
     pandas.DataFrame
         ``arrival_time`` (seconds from 0), ``input_tokens``, ``output_tokens``, ``tier`` (when
-        the log has it), ``period_start`` (seconds of the period in the original log) and
-        ``scale`` (replayed seconds per recorded second), sorted by ``arrival_time``; ready for
-        :class:`TraceArrivals`.
+        the log has it), ``period_start`` (seconds of the period in the original log),
+        ``covered_s`` (seconds of the period the log covers) and ``scale`` (replayed seconds per
+        recorded second; 0 for a period whose arrivals share one instant and whose coverage is
+        therefore empty: they replay as one burst followed by ``count / rate`` seconds of
+        nothing), sorted by ``arrival_time``; ready for :class:`TraceArrivals`.
     """
     if hasattr(log, "to_pandas") and not isinstance(log, pd.DataFrame):
         log = log.to_pandas()
@@ -293,20 +304,27 @@ def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 
         raise ValueError(f"n_periods={n_periods} but the log has only {ids.size} periods with requests")
     order = np.lexsort((ids, -counts))            # busiest first, earlier first among ties
     chosen = np.sort(ids[order[:n_periods]])
+    first, last = float(secs.min()), float(secs.max())
     parts, t0 = [], 0.0
     for pid in chosen:
         idx = np.flatnonzero(period == pid)
         idx = idx[np.argsort(secs[idx], kind="stable")]
-        scale = (idx.size / period_s) / rate
+        # the part of this period the log covers: [period start, period end] cut to [first, last]
+        lo = max(pid * period_s, first)
+        hi = min((pid + 1) * period_s, last)
+        covered = max(hi - lo, 0.0)
+        length = idx.size / rate                      # replayed seconds of this period
+        scale = length / covered if covered > 0 else 0.0
         part = pd.DataFrame({
-            "arrival_time": t0 + (secs[idx] - pid * period_s) * scale,
+            "arrival_time": t0 + (secs[idx] - lo) * scale,
             "input_tokens": log["input_tokens"].to_numpy()[idx],
             "output_tokens": log["output_tokens"].to_numpy()[idx],
         })
         if "tier" in log.columns:
             part["tier"] = log["tier"].astype(str).to_numpy()[idx]
         part["period_start"] = pid * period_s
+        part["covered_s"] = covered
         part["scale"] = scale
         parts.append(part)
-        t0 += period_s * scale
+        t0 += length
     return pd.concat(parts, ignore_index=True)

@@ -464,19 +464,72 @@ def test_stack_busy_periods_scales_each_period_to_the_peak():
     log = pd.DataFrame(rows, columns=["arrival_time", "input_tokens", "output_tokens"])
     log = log.sample(frac=1.0, random_state=1)          # order must not matter
     out = stack_busy_periods(log, rate=2.0, n_periods=2)
-    # the two busiest hours (1 and 2), in time order, each scaled to 2 requests/s
+    # the two busiest hours (1 and 2), in time order, each scaled to 2 requests/s over the part
+    # of the hour the log covers: all of hour 1; hour 2 only up to the log's last arrival (3590 s)
     assert list(out.period_start.unique()) == [3600.0, 7200.0]
-    np.testing.assert_allclose(out.scale.unique(), [40 / 3600 / 2.0, 20 / 3600 / 2.0])
+    np.testing.assert_allclose(out.covered_s.unique(), [3600.0, 3590.0])
+    np.testing.assert_allclose(out.scale.unique(), [40 / 3600 / 2.0, 20 / 3590 / 2.0])
     first = out[out.period_start == 3600.0]
     np.testing.assert_allclose(first.arrival_time, offsets[1] * 40 / 3600 / 2.0)
     second = out[out.period_start == 7200.0]
-    np.testing.assert_allclose(second.arrival_time, 3600 * 40 / 3600 / 2.0 + offsets[2] * 20 / 3600 / 2.0)
+    np.testing.assert_allclose(second.arrival_time, 40 / 2.0 + offsets[2] * 20 / 3590 / 2.0)
     np.testing.assert_array_equal(second.input_tokens, 200 + np.arange(20))
-    assert len(out) / (3600 * (40 + 20) / 3600 / 2.0) == pytest.approx(2.0)
+    # each period lasts count / rate seconds, so the whole stack holds (40 + 20) / 2 seconds
+    assert out.arrival_time.iloc[-1] == pytest.approx((40 + 20) / 2.0)
+    # hour 0 starts at the log's first arrival (offset 0) and ends at the hour: covered 3600 s
+    all3 = stack_busy_periods(log, rate=2.0, n_periods=3)
+    np.testing.assert_allclose(all3.groupby("period_start").covered_s.first(), [3600.0, 3600.0, 3590.0])
     with pytest.raises(ValueError, match="only 3 periods"):
         stack_busy_periods(log, rate=2.0, n_periods=4)
     with pytest.raises(ValueError, match="no tier column"):
         stack_busy_periods(log, rate=2.0, tier="interactive")
+
+
+
+def _poisson_log(rate, span_s, start, seed):
+    rng = np.random.default_rng(seed)
+    t = np.cumsum(rng.exponential(1 / rate, int(rate * span_s * 1.3) + 50))
+    t = t[t < span_s]
+    return pd.DataFrame({"arrival_time": start + pd.to_timedelta(t, unit="s"),
+                         "input_tokens": rng.integers(10, 1000, t.size),
+                         "output_tokens": rng.integers(1, 300, t.size)})
+
+
+@pytest.mark.parametrize("start, span_s", [
+    ("2026-01-05 00:00:00", 17 * 60),     # 17 minutes from the top of an hour (Mooncake-like)
+    ("2026-01-05 18:15:46", 58.4 * 60),   # 58 minutes across two clock hours (Azure-like)
+    ("2026-01-05 10:40:00", 3 * 3600),    # partial first and last hours around two whole ones
+])
+def test_stack_busy_periods_replays_partial_hours_at_the_stated_rate(start, span_s):
+    """A log that covers only part of an hour must not be replayed as if it covered all of it:
+    the measured rate n / (last - first) of the stack equals the requested rate."""
+    from capbook.arrivals import stack_busy_periods
+
+    log = _poisson_log(0.8, span_s, pd.Timestamp(start, tz="UTC"), seed=7)
+    periods = log.arrival_time.dt.floor("h").nunique()
+    for rate in (0.5, 3.91, 40.0):
+        out = stack_busy_periods(log, rate=rate, n_periods=periods)
+        assert len(out) == len(log)
+        t = out.arrival_time.to_numpy()
+        assert np.all(np.diff(t) >= 0)
+        measured = (len(t) - 1) / (t[-1] - t[0])
+        assert measured == pytest.approx(rate, rel=0.02)
+        # the arrivals replay in their recorded order, every gap compressed
+        np.testing.assert_array_equal(out.input_tokens, log.input_tokens)
+
+
+def test_stack_busy_periods_one_instant_and_numeric_seconds():
+    from capbook.arrivals import stack_busy_periods
+
+    # every arrival at one instant: nothing to stretch, a burst of n followed by n / rate seconds
+    same = pd.DataFrame({"arrival_time": [5.0] * 4, "input_tokens": [1] * 4, "output_tokens": [1] * 4})
+    out = stack_busy_periods(same, rate=2.0, n_periods=1)
+    assert (out.arrival_time == 0).all() and (out.scale == 0).all() and (out.covered_s == 0).all()
+    # numeric seconds: periods start at multiples of period_s from 0; 100 arrivals from 10 to 109 s
+    num = pd.DataFrame({"arrival_time": np.arange(10.0, 110.0), "input_tokens": 1, "output_tokens": 1})
+    out = stack_busy_periods(num, rate=4.0, n_periods=1)
+    assert out.covered_s.iloc[0] == pytest.approx(99.0)
+    assert (len(out) - 1) / out.arrival_time.iloc[-1] == pytest.approx(4.0, rel=0.02)
 
 
 # --------------------------------------------------------------------------- properties
