@@ -59,11 +59,29 @@ FORMATS = (
 
 _NAN = float("nan")
 _EXTRA = ["load_kind", "concurrency_source", "request_rate_target", "failed_requests",
-          "format", "source_file", "point"]
+          "format", "source_file", "point", "saturated", "saturation_reason", "max_num_seqs",
+          "config"]
 
 
 class _Reject(ValueError):
     """A recognised file that holds no sweep point (aggregate, server metrics)."""
+
+
+class _Failed(_Reject):
+    """A recognised run in which no request completed: skipped inside a folder, an error alone."""
+
+
+#: Open-loop point flagged saturated when its completion rate is below this share of what the
+#: offered rate would give over the run (count / (count / rate + mean E2E)), or (inference-perf)
+#: when the achieved send rate is below ``_SEND_SHARE`` of the requested rate.
+_COMPLETION_SHARE = 0.80
+_SEND_SHARE = 0.95
+#: inference-perf: mean schedule delay (s) above which the client could not send on time.
+_SCHEDULE_DELAY_S = 1.0
+#: an open-loop point offered more than this multiple of the saturation rate is saturated too.
+_OVER_SATURATION = 1.02
+#: reported TPOT and (E2E - TTFT)/(output - 1) may differ by this share before rescaling.
+_TPOT_TOLERANCE = 0.20
 
 
 def _err(path, msg) -> ValueError:
@@ -108,8 +126,317 @@ def _row(**kw) -> dict:
     base = {c: _NAN for c in METRIC_COLUMNS}
     base.update({c: None for c in CONFIG_COLUMNS})
     base.update({c: None for c in _EXTRA})
+    base.update(saturated=False, max_num_seqs=_NAN, mean_e2e_s=_NAN, mean_ttft_s=_NAN,
+                offered_rps=_NAN)
     base.update(kw)
     return base
+
+
+# -- engine configuration beside the results -------------------------------------------------
+#  vllm_command.txt, *.commands (vLLM nightly benchmarks), Kubernetes manifests, InferenceX
+#  agg_bmk.json and the vLLM suite's benchmark_results.json record how the engine was started.
+_CTX_FIELDS = ("max_num_seqs", "gpu", "num_gpus", "engine", "tensor_parallel", "model",
+               "precision", "engine_args")
+_SIDECAR_NAMES = {"agg_bmk.json": "InferenceX summary rows", "benchmark_results.json":
+                  "the vLLM benchmark suite's summary table"}
+
+
+def _argv_tokens(argv) -> list[str]:
+    toks = []
+    for a in argv:
+        a = str(a).strip()
+        head = a.split(None, 1)[0] if a else ""
+        if a.startswith("-") and " " in a and "=" not in head:
+            toks.extend(a.split(None, 1))  # one argv element "--quantization bitsandbytes"
+        elif a:
+            toks.append(a)
+    return toks
+
+
+def _argv_flags(toks) -> dict:
+    """``{flag: value}`` from ``--flag=value``, ``--flag value`` and bare ``--flag`` (``_`` as ``-``)."""
+    flags = {}
+    i = 0
+    while i < len(toks):
+        t = toks[i]
+        if t.startswith("--") or t in ("-tp", "-pp", "-dp"):
+            name, eq, val = t.lstrip("-").partition("=")
+            name = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size",
+                    "dp": "data-parallel-size"}.get(name, name.replace("_", "-"))
+            if eq:
+                flags[name] = val
+            elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
+                flags[name] = toks[i + 1]
+                i += 1
+            else:
+                flags[name] = True
+        i += 1
+    return flags
+
+
+def _subst_env(text: str, env: Mapping) -> str:
+    import re
+
+    def rep(m):
+        name = m.group(1) or m.group(2) or m.group(3)
+        return str(env.get(name, m.group(0)))
+    return re.sub(r"\$\((\w+)\)|\$\{(\w+)\}|\$(\w+)", rep, text)
+
+
+def _engine_from_image(image: str | None) -> str | None:
+    if not image:
+        return None
+    repo, _, tag = image.rpartition(":") if ":" in image.split("/")[-1] else (image, "", "")
+    low = repo.lower()
+    name = "vllm" if "vllm" in low else "sglang" if "sglang" in low else \
+        "tensorrt-llm" if "tensorrt" in low or "trtllm" in low else repo
+    return f"{name} {tag}".strip() if tag else name
+
+
+def _engine_info(argv, env=None, image=None) -> dict:
+    """Engine fields from a server command line (argv list), its environment and image."""
+    env = dict(env or {})
+    toks = [_subst_env(t, env) for t in _argv_tokens(argv)]
+    # leading NAME=value words of a shell command are environment
+    while toks and "=" in toks[0] and not toks[0].startswith("-") and toks[0].split("=")[0].isidentifier():
+        k, _, v = toks.pop(0).partition("=")
+        env[k] = v
+    joined = " ".join(toks)
+    is_vllm = "vllm" in joined.lower() or bool(image and "vllm" in image.lower())
+    if not is_vllm and not any(t.startswith("--max-num-seqs") or t.startswith("--max_num_seqs") for t in toks):
+        return {}
+    flags = _argv_flags(toks)
+    info: dict = {}
+
+    def as_int(name):
+        v = flags.get(name)
+        try:
+            return int(str(v).strip().strip("'\""))
+        except (TypeError, ValueError):
+            return None
+    if as_int("max-num-seqs") is not None:
+        info["max_num_seqs"] = as_int("max-num-seqs")
+    tp = as_int("tensor-parallel-size")
+    if tp is not None:
+        info["tensor_parallel"] = tp
+    elif is_vllm:
+        info["tensor_parallel"] = 1  # vLLM's default when the command gives no --tensor-parallel-size
+    model = flags.get("model")
+    if not isinstance(model, str) and "serve" in toks:
+        i = toks.index("serve")
+        if i + 1 < len(toks) and not toks[i + 1].startswith("-"):
+            model = toks[i + 1]
+    if isinstance(model, str) and "$" not in model:
+        info["model"] = model
+    prec = flags.get("quantization") or flags.get("dtype")
+    if isinstance(prec, str) and prec != "auto":
+        info["precision"] = prec
+    engine = _engine_from_image(image) or ("vllm" if is_vllm else None)
+    if engine and str(env.get("VLLM_USE_V1", "")).strip() == "0":
+        engine += " (V0 engine)"
+    if engine:
+        info["engine"] = engine
+    info["engine_args"] = " ".join(f"--{k}" if v is True else f"--{k}={v}" for k, v in flags.items())
+    return info
+
+
+def _context_from_command_text(text: str) -> dict:
+    import shlex
+
+    text = text.replace("\\\r\n", " ").replace("\\\n", " ")
+    try:
+        toks = shlex.split(text, comments=True)
+    except ValueError:
+        toks = text.split()
+    return _engine_info(toks)
+
+
+def _context_from_manifest(text: str) -> dict:
+    """Engine fields from Kubernetes manifests (Deployment/Pod/LeaderWorkerSet YAML)."""
+    try:
+        import yaml  # PyYAML
+    except ImportError:  # pragma: no cover - PyYAML ships with the book's toolchain
+        yaml = None
+    pods = []
+    if yaml is not None:
+        try:
+            docs = [d for d in yaml.safe_load_all(text) if d is not None]
+        except yaml.YAMLError:
+            docs = []
+
+        def walk(o):
+            if isinstance(o, Mapping):
+                if isinstance(o.get("containers"), list):
+                    pods.append(o)
+                for v in o.values():
+                    walk(v)
+            elif isinstance(o, list):
+                for v in o:
+                    walk(v)
+        walk(docs)
+    for pod in pods:
+        sel = pod.get("nodeSelector") or {}
+        gpu = None
+        for k in ("cloud.google.com/gke-accelerator", "nvidia.com/gpu.product",
+                  "karpenter.k8s.aws/instance-gpu-name", "node.kubernetes.io/instance-type"):
+            if isinstance(sel, Mapping) and sel.get(k):
+                gpu = str(sel[k])
+                break
+        for c in pod["containers"]:
+            if not isinstance(c, Mapping):
+                continue
+            env = {e.get("name"): e.get("value") for e in (c.get("env") or [])
+                   if isinstance(e, Mapping) and "value" in e}
+            argv = [str(x) for x in (c.get("command") or []) + (c.get("args") or [])]
+            info = _engine_info(argv, env, c.get("image"))
+            if not info:
+                continue
+            lim = ((c.get("resources") or {}).get("limits") or {})
+            for k in ("nvidia.com/gpu", "amd.com/gpu"):
+                if lim.get(k) is not None:
+                    try:
+                        info["num_gpus"] = int(lim[k])
+                    except (TypeError, ValueError):
+                        pass
+            if gpu:
+                info["gpu"] = gpu
+            return info
+    if yaml is None:  # fall back to the flags themselves
+        return _context_from_command_text(" ".join(
+            ln.strip().lstrip("-").strip().strip("'\"") for ln in text.splitlines() if "--" in ln))
+    return {}
+
+
+def _context_from_json_sidecar(path: Path) -> dict:
+    try:
+        d = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return {}
+    info = {}
+    if isinstance(d, Mapping) and ("server_command" in d or "gpu_type" in d):  # *.commands
+        if isinstance(d.get("server_command"), str):
+            info.update(_context_from_command_text(d["server_command"]))
+        if d.get("gpu_type"):
+            info["gpu"] = str(d["gpu_type"])
+        return info
+    if isinstance(d, list) and d and all(isinstance(x, Mapping) for x in d):
+        def const(key):
+            vals = {str(x.get(key)) for x in d if x.get(key) not in (None, "")}
+            return vals.pop() if len(vals) == 1 else None
+        if path.name == "agg_bmk.json":
+            for field, key in (("gpu", "hw"), ("model", "model"), ("precision", "precision")):
+                if const(key):
+                    info[field] = const(key)
+            if const("framework"):
+                info["engine"] = const("framework")
+            if const("tp"):
+                try:
+                    info["tensor_parallel"] = int(float(const("tp")))
+                except ValueError:
+                    pass
+        elif const("GPU"):
+            info["gpu"] = const("GPU")
+    return info
+
+
+def _dir_context(d: Path, cache: dict) -> dict:
+    """Engine fields recorded by side files in folder ``d`` (with ``_source`` naming the file)."""
+    if d in cache:
+        return cache[d]
+    info: dict = {}
+    try:
+        entries = sorted(q for q in d.iterdir() if q.is_file())
+    except OSError:
+        entries = []
+
+    def merge(new, src):
+        for k, v in new.items():
+            if v is not None and k not in info:
+                info[k] = v
+                info.setdefault("_sources", {})[k] = str(src)
+    for q in entries:  # priority: vllm_command.txt, *.commands, manifests, JSON summaries
+        if q.name == "vllm_command.txt":
+            try:
+                merge(_context_from_command_text(q.read_text(encoding="utf-8", errors="replace")), q)
+            except OSError:
+                pass
+    for q in entries:
+        if q.suffix == ".commands":
+            merge(_context_from_json_sidecar(q), q)
+    for q in entries:
+        if q.suffix in (".yaml", ".yml"):
+            try:
+                text = q.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+            if "containers:" in text:
+                merge(_context_from_manifest(text), q)
+    for q in entries:
+        if q.name in _SIDECAR_NAMES:
+            merge(_context_from_json_sidecar(q), q)
+    cache[d] = info
+    return info
+
+
+def _file_context(path: Path, cache: dict) -> dict:
+    """Engine fields for a result file: its folder, then its parent and grandparent (nearest wins)."""
+    info: dict = {}
+    for d in [path.parent, *list(path.parent.parents)[:2]]:
+        for k, v in _dir_context(d, cache).items():
+            if k == "_sources":
+                for f, src in v.items():
+                    info.setdefault("_sources", {}).setdefault(f, src)
+            elif k not in info:
+                info[k] = v
+    return info
+
+
+# -- TPOT consistency ------------------------------------------------------------------------------
+def _tpot_check(row: dict, *, e2e, ttft, out, reported, what: str) -> None:
+    """Compare the tool's TPOT with (mean E2E - mean TTFT) / (mean output - 1); rescale if off.
+
+    Stores ``mean_e2e_s``, ``mean_ttft_s``, ``tpot_reported_mean_s``, ``tpot_derived_mean_s``
+    and ``tpot_rescale`` (derived / reported; 1 when they agree within 20 %).
+    """
+    row["mean_e2e_s"], row["mean_ttft_s"] = e2e, ttft
+    vals = [e2e, ttft, out, reported]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+        return
+    if out <= 1 or e2e <= ttft or reported <= 0:
+        return
+    derived = (e2e - ttft) / (out - 1)
+    ratio = derived / reported
+    row["tpot_reported_mean_s"], row["tpot_derived_mean_s"] = float(reported), float(derived)
+    row["tpot_rescale"] = 1.0
+    if abs(ratio - 1) <= _TPOT_TOLERANCE:
+        return
+    row["tpot_rescale"] = float(ratio)
+    row["tpot_reported_p50_s"] = row["tpot_p50_s"]
+    for c in ("tpot_p50_s", "tpot_p95_s", "tpot_p99_s"):
+        row[c] = row[c] * ratio
+    note = (f"{row.get('format') or 'the tool'}: {what} disagrees with (mean E2E − mean TTFT) / "
+            "(mean output − 1) by more than 20 %; the TPOT columns use the consistent one: the "
+            "tool's percentiles rescaled by derived / reported (both kept in columns "
+            "tpot_reported_mean_s and tpot_derived_mean_s)")
+    prev = row.get("tpot_note")
+    row["tpot_note"] = f"{prev}; {note}" if isinstance(prev, str) and prev else note
+
+
+def _completion_check(row: dict, *, rate, count, e2e) -> None:
+    """Open loop: saturated when completions fall far below what the offered rate gives."""
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (rate, count, e2e)):
+        return
+    expect = count / (count / rate + e2e)
+    got = row["request_throughput_rps"]
+    if math.isfinite(got) and got < _COMPLETION_SHARE * expect:
+        _saturate(row, f"completed {got:.3g} req/s, {got / expect:.0%} of the {expect:.3g} req/s "
+                       f"the requested {rate:g} req/s would give")
+
+
+def _saturate(row: dict, why: str) -> None:
+    row["saturated"] = True
+    prev = row.get("saturation_reason")
+    row["saturation_reason"] = f"{prev}; {why}" if isinstance(prev, str) and prev else why
 
 
 # -- detection -----------------------------------------------------------------------------------
@@ -240,25 +567,43 @@ def _parse_profile_export(d, path, fmt):
     if count is None:
         count = _get(d, ["time_to_first_token", "count"], path, "request count")
     failed = _opt(d.get("error_request_count", {}), "avg") if isinstance(d.get("error_request_count"), Mapping) else 0.0
+    if not float(count) > 0:
+        raise _Failed(f"{path}: field 'request_count' is {count}: no request succeeded; this run "
+                      "holds no measurement")
     ic = d.get("input_config") or {}
     kind, n, rate, src = _profile_load_point(ic, path)
     lat = d.get("request_latency", {})
+    mean_lat = _NAN
+    if isinstance(lat, Mapping) and lat.get("avg") is not None:
+        mean_lat = _num(lat["avg"], path, "request_latency.avg") * _ms_scale(lat.get("unit"), path, "request_latency.unit")
+    eff = d.get("effective_concurrency")
+    eff = float(eff["avg"]) if isinstance(eff, Mapping) and eff.get("avg") is not None else _NAN
     if kind == "rate":
-        mean_lat = _num(_get(d, ["request_latency", "avg"], path), path, "request_latency.avg") * _ms_scale(lat.get("unit"), path, "request_latency.unit")
-        eff = d.get("effective_concurrency")
-        if isinstance(eff, Mapping) and eff.get("avg") is not None:
-            n, src = float(eff["avg"]), "measured"
+        if math.isnan(mean_lat):
+            raise _err(path, "missing field 'request_latency.avg' (needed for an open-loop point's "
+                             "concurrency)")
+        if math.isfinite(eff):  # AIPerf's own time-averaged requests in flight
+            n, src = eff, "measured"
         else:
             n, src = rps * mean_lat, "littles_law"
     model = _profile_model(ic)
-    return [_row(
+    row = _row(
         concurrency=n, ttft_p50_s=t50, ttft_p95_s=t95, ttft_p99_s=t99,
         tpot_p50_s=p50, tpot_p95_s=p95, tpot_p99_s=p99,
         request_throughput_rps=rps, output_throughput_tps=tps,
         mean_input_tokens=isl, mean_output_tokens=osl, num_requests=float(count),
         model=model, engine=None, load_kind=kind, concurrency_source=src,
-        request_rate_target=rate, failed_requests=failed, format=fmt,
-    )]
+        request_rate_target=rate, failed_requests=failed, format=fmt, offered_rps=rate,
+    )
+    if math.isfinite(eff):
+        row["effective_concurrency"] = eff
+    ttft_mean = _opt(d["time_to_first_token"], "avg", _ms_scale(ttft_unit, path, "time_to_first_token.unit"))
+    itl_mean = _opt(d["inter_token_latency"], "avg", _ms_scale(itl_unit, path, "inter_token_latency.unit"))
+    _tpot_check(row, e2e=mean_lat, ttft=ttft_mean, out=osl, reported=itl_mean,
+                what="inter_token_latency (mean)")
+    if kind == "rate":
+        _completion_check(row, rate=rate, count=float(count), e2e=mean_lat)
+    return [row]
 
 
 def _profile_load_point(ic, path):
@@ -319,7 +664,7 @@ _AIPERF_CSV_FIELDS = {
 def _parse_aiperf_csv(text, path, concurrency=None):
     stats, scalars = {}, {}
     for rec in csv.reader(io.StringIO(text)):
-        if len(rec) >= 14 and rec[0] in _AIPERF_CSV_FIELDS:
+        if len(rec) >= 14 and (rec[0] in _AIPERF_CSV_FIELDS or rec[0] == "Request Latency (ms)"):
             stats[rec[0]] = rec
         elif len(rec) == 2 and rec[0] != "Metric":
             scalars[rec[0]] = rec[1]
@@ -348,7 +693,7 @@ def _parse_aiperf_csv(text, path, concurrency=None):
         raise _err(path, "an aiperf CSV does not record the load point (concurrency); keep "
                          "profile_export_aiperf.json beside it or pass concurrency=")
     count = scalars.get("Request Count")
-    return [_row(
+    row = _row(
         concurrency=n,
         ttft_p50_s=st("Time to First Token (ms)", "p50", 1e-3),
         ttft_p95_s=st("Time to First Token (ms)", "p95", 1e-3),
@@ -362,14 +707,23 @@ def _parse_aiperf_csv(text, path, concurrency=None):
         mean_output_tokens=st("Output Sequence Length (tokens)", "avg"),
         num_requests=_num(count, path, "Request Count") if count is not None else _NAN,
         load_kind=kind, concurrency_source=src, request_rate_target=rate, format="aiperf-csv",
-    )]
+        offered_rps=rate,
+    )
+    if "Request Latency (ms)" in stats:
+        e2e = st("Request Latency (ms)", "avg", 1e-3)
+        _tpot_check(row, e2e=e2e, ttft=st("Time to First Token (ms)", "avg", 1e-3),
+                    out=row["mean_output_tokens"], reported=st("Inter Token Latency (ms)", "avg", 1e-3),
+                    what="Inter Token Latency (avg)")
+        if kind == "rate":
+            _completion_check(row, rate=rate, count=row["num_requests"], e2e=e2e)
+    return [row]
 
 
 def _vllm_point(d, path):
     completed = _num(_get(d, ["completed"], path), path, "completed")
     if completed <= 0:
-        raise _err(path, f"field 'completed' is {completed:g}: no request succeeded "
-                         f"(failed={d.get('failed')}); this run holds no measurement")
+        raise _Failed(f"{path}: field 'completed' is {completed:g}: no request succeeded "
+                      f"(failed={d.get('failed')}); this run holds no measurement")
     rps = _num(_get(d, ["request_throughput"], path), path, "request_throughput")
     ttft50 = _num(_get(d, ["median_ttft_ms"], path), path, "median_ttft_ms") / 1e3
     tpot50 = _num(_get(d, ["median_tpot_ms"], path), path, "median_tpot_ms") / 1e3
@@ -404,19 +758,33 @@ def _vllm_point(d, path):
                    request_rate_target=rate_f)
         if not math.isnan(rate_f):  # a rate limit as well as a concurrency cap
             row["load_kind"] = "rate"
+    mean_e2e, e2e_measured = _opt(d, "mean_e2el_ms", 1e-3), True
+    if math.isnan(mean_e2e):
+        # the per-request arrays give the mean latency exactly when present; otherwise mean TTFT
+        # + mean TPOT x (mean output tokens - 1) is the best the summary allows
+        if isinstance(ttfts, list) and isinstance(itls, list) and ttfts:
+            mean_e2e = float(np.mean([t + sum(i) for t, i in zip(ttfts, itls) if t]))
+        else:
+            e2e_measured = False
+            mean_e2e = _opt(d, "mean_ttft_ms", 1e-3) + _opt(d, "mean_tpot_ms", 1e-3) * (row["mean_output_tokens"] - 1)
+    mean_ttft = _opt(d, "mean_ttft_ms", 1e-3)
+    if e2e_measured:
+        _tpot_check(row, e2e=mean_e2e, ttft=mean_ttft, out=row["mean_output_tokens"],
+                    reported=_opt(d, "mean_tpot_ms", 1e-3), what="mean_tpot_ms")
+    else:
+        row["mean_e2e_s"], row["mean_ttft_s"] = mean_e2e, mean_ttft
     if mc is None or row["load_kind"] == "rate":
-        mean_e2e = _opt(d, "mean_e2el_ms", 1e-3)
         if math.isnan(mean_e2e):
-            # mean latency = mean TTFT + mean TPOT x (mean output tokens - 1) is the best the
-            # summary allows; the per-request arrays give it exactly when present
-            if isinstance(ttfts, list) and isinstance(itls, list) and ttfts:
-                mean_e2e = float(np.mean([t + sum(i) for t, i in zip(ttfts, itls) if t]))
-            else:
-                mean_e2e = _num(_get(d, ["mean_ttft_ms"], path), path, "mean_ttft_ms") / 1e3 + \
-                    _num(_get(d, ["mean_tpot_ms"], path), path, "mean_tpot_ms") / 1e3 * (row["mean_output_tokens"] - 1)
+            _get(d, ["mean_ttft_ms"], path)
+            _get(d, ["mean_tpot_ms"], path)
         row.update(concurrency=rps * mean_e2e, concurrency_source="littles_law",
                    load_kind="rate" if not math.isnan(rate_f) else "burst",
-                   request_rate_target=rate_f)
+                   request_rate_target=rate_f, offered_rps=rate_f)
+        if math.isnan(rate_f):
+            _saturate(row, "request_rate inf: every request sent at once, so the point measures "
+                           "the engine saturated, not a load level")
+        else:
+            _completion_check(row, rate=rate_f, count=completed, e2e=mean_e2e)
     for extra in ("max_num_seqs", "run_number"):
         if extra in d:
             row[extra] = d[extra]
@@ -435,16 +803,10 @@ def _gl_metric(m, name, path, bi):
     return mm, (_opt(mm, "median"), _opt(pct, "p95"), _opt(pct, "p99"))
 
 
-def _parse_guidellm(d, path):
+def _parse_guidellm(d, path, skipped=None):
     rows = []
     for bi, b in enumerate(d["benchmarks"]):
         m = _get(b, ["metrics"], path, f"benchmarks[{bi}]")
-        _, (t50, t95, t99) = _gl_metric(m, "time_to_first_token_ms", path, bi)
-        _, (p50, p95, p99) = _gl_metric(m, "inter_token_latency_ms", path, bi)
-        rps_m, _ = _gl_metric(m, "requests_per_second", path, bi)
-        conc_m, _ = _gl_metric(m, "request_concurrency", path, bi)
-        pin, _ = _gl_metric(m, "prompt_token_count", path, bi)
-        pout, _ = _gl_metric(m, "output_token_count", path, bi)
         # request_totals sits beside metrics in GuideLLM 0.2 and inside it later; its
         # "successful" is a count or a {count: ...} object
         totals = b.get("request_totals") or m.get("request_totals")
@@ -455,6 +817,17 @@ def _parse_guidellm(d, path):
                   f"benchmarks[{bi}].request_totals.successful")
         err = totals.get("errored")
         err = err.get("count") if isinstance(err, Mapping) else err
+        if ok <= 0:
+            if skipped is not None:
+                skipped.append((f"{path} benchmarks[{bi}]", f"failed run: 0 requests completed "
+                                                            f"({err} errored); skipped"))
+            continue
+        _, (t50, t95, t99) = _gl_metric(m, "time_to_first_token_ms", path, bi)
+        _, (p50, p95, p99) = _gl_metric(m, "inter_token_latency_ms", path, bi)
+        rps_m, _ = _gl_metric(m, "requests_per_second", path, bi)
+        conc_m, _ = _gl_metric(m, "request_concurrency", path, bi)
+        pin, _ = _gl_metric(m, "prompt_token_count", path, bi)
+        pout, _ = _gl_metric(m, "output_token_count", path, bi)
         strategy = {}
         for holder in ("args", "config", "scheduler"):
             cand = (b.get(holder) or {}).get("strategy") if isinstance(b.get(holder), Mapping) else None
@@ -475,7 +848,7 @@ def _parse_guidellm(d, path):
             kind, src = ("throughput" if stype == "throughput" else "rate"), "measured"
             n = _num(conc_m.get("mean"), path, f"benchmarks[{bi}].metrics.request_concurrency.successful.mean")
             rate = _opt(strategy, "rate")
-        rows.append(_row(
+        row = _row(
             concurrency=n, ttft_p50_s=t50 / 1e3, ttft_p95_s=t95 / 1e3, ttft_p99_s=t99 / 1e3,
             tpot_p50_s=p50 / 1e3, tpot_p95_s=p95 / 1e3, tpot_p99_s=p99 / 1e3,
             request_throughput_rps=_num(rps_m.get("mean"), path, "requests_per_second.successful.mean"),
@@ -485,14 +858,29 @@ def _parse_guidellm(d, path):
             num_requests=ok, model=(b.get("worker") or {}).get("backend_model"),
             load_kind=kind, concurrency_source=src, request_rate_target=rate,
             failed_requests=float(err) if err is not None else _NAN, format="guidellm",
-            point=f"{stype}[{bi}]",
-        ))
+            point=f"{stype}[{bi}]", offered_rps=rate,
+        )
+        lat = (m.get("request_latency") or {}).get("successful") or {}
+        ttm = (m.get("time_to_first_token_ms") or {}).get("successful") or {}
+        itm = (m.get("inter_token_latency_ms") or {}).get("successful") or {}
+        e2e = _opt(lat, "mean")
+        _tpot_check(row, e2e=e2e, ttft=_opt(ttm, "mean", 1e-3), out=row["mean_output_tokens"],
+                    reported=_opt(itm, "mean", 1e-3), what="inter_token_latency_ms (mean)")
+        if kind == "throughput":
+            _saturate(row, "throughput profile: every request sent at once, so the point "
+                           "measures the engine saturated, not a load level")
+        elif kind == "rate":
+            _completion_check(row, rate=rate, count=ok, e2e=e2e)
+        rows.append(row)
     if not rows:
+        if d["benchmarks"]:
+            raise _Failed(f"{path}: no benchmark has a successful request; this run holds no "
+                          "measurement")
         raise _err(path, "field 'benchmarks' is empty")
     return rows
 
 
-def _parse_guidellm_csv(text, path):
+def _parse_guidellm_csv(text, path, skipped=None):
     df = pd.read_csv(io.StringIO(text), dtype=str)
     need = ["ttft_median_ms", "itl_median_ms", "rps_mean", "concurrency_mean",
             "prompt_tokens_mean", "output_tokens_mean", "total_requests", "duration_s"]
@@ -517,7 +905,12 @@ def _parse_guidellm_csv(text, path):
         if kind == "concurrency":
             n = float(round(n))
         ok = f("total_requests") - (f("error_requests") if not math.isnan(f("error_requests")) else 0.0)
-        rows.append(_row(
+        if ok <= 0:
+            if skipped is not None:
+                skipped.append((f"{path} row {i} ({r.get('source_file')})",
+                                "failed run: 0 requests completed; skipped"))
+            continue
+        row = _row(
             concurrency=n, ttft_p50_s=f("ttft_median_ms", 1e-3), ttft_p95_s=f("ttft_p95_ms", 1e-3),
             ttft_p99_s=f("ttft_p99_ms", 1e-3), tpot_p50_s=f("itl_median_ms", 1e-3),
             tpot_p95_s=f("itl_p95_ms", 1e-3), tpot_p99_s=f("itl_p99_ms", 1e-3),
@@ -526,8 +919,19 @@ def _parse_guidellm_csv(text, path):
             mean_input_tokens=f("prompt_tokens_mean"), mean_output_tokens=f("output_tokens_mean"),
             num_requests=ok, load_kind=kind, concurrency_source=src,
             request_rate_target=f("rate"), failed_requests=f("error_requests"),
-            format="guidellm-csv", point=r.get("source_file"),
-        ))
+            format="guidellm-csv", point=r.get("source_file"), offered_rps=f("rate"),
+        )
+        e2e = f("req_latency_mean_s")
+        _tpot_check(row, e2e=e2e, ttft=f("ttft_mean_ms", 1e-3), out=row["mean_output_tokens"],
+                    reported=f("itl_mean_ms", 1e-3), what="itl_mean_ms")
+        if kind == "throughput":
+            _saturate(row, "throughput profile: every request sent at once, so the point "
+                           "measures the engine saturated, not a load level")
+        elif kind == "rate":
+            _completion_check(row, rate=f("rate"), count=ok, e2e=e2e)
+        rows.append(row)
+    if not rows and len(df):
+        raise _Failed(f"{path}: no row has a completed request; this file holds no measurement")
     return rows
 
 
@@ -536,10 +940,10 @@ def _parse_llmperf(d, path):
         return _opt(d, f"results_{metric}_quantiles_p{p}")
     n_ok = _num(_get(d, ["results_num_completed_requests"], path), path, "results_num_completed_requests")
     if n_ok <= 0:
-        raise _err(path, "field 'results_num_completed_requests' is 0: no request succeeded")
+        raise _Failed(f"{path}: field 'results_num_completed_requests' is 0: no request succeeded")
     for k in ("results_ttft_s_quantiles_p50", "results_inter_token_latency_s_quantiles_p50"):
         _get(d, [k], path)
-    return [_row(
+    row = _row(
         concurrency=_num(_get(d, ["num_concurrent_requests"], path), path, "num_concurrent_requests"),
         ttft_p50_s=q("ttft_s", 50), ttft_p95_s=q("ttft_s", 95), ttft_p99_s=q("ttft_s", 99),
         tpot_p50_s=q("inter_token_latency_s", 50), tpot_p95_s=q("inter_token_latency_s", 95),
@@ -554,7 +958,11 @@ def _parse_llmperf(d, path):
         failed_requests=_opt(d, "results_number_errors"), format="llmperf",
         tpot_note="llmperf inter_token_latency: spreads TTFT over all output tokens, so it "
                   "overstates TPOT by about TTFT / output tokens",
-    )]
+    )
+    _tpot_check(row, e2e=_opt(d, "results_end_to_end_latency_s_mean"), ttft=_opt(d, "results_ttft_s_mean"),
+                out=row["mean_output_tokens"], reported=_opt(d, "results_inter_token_latency_s_mean"),
+                what="results_inter_token_latency_s_mean")
+    return [row]
 
 
 def _parse_llmperf_requests(items, path, concurrency=None):
@@ -563,7 +971,7 @@ def _parse_llmperf_requests(items, path, concurrency=None):
                          "read the *_summary.json beside it or pass concurrency=")
     ok = [r for r in items if r.get("error_code") is None]
     if not ok:
-        raise _err(path, f"all {len(items)} requests have an 'error_code': no measurement")
+        raise _Failed(f"{path}: all {len(items)} requests have an 'error_code': no measurement")
     tt = np.array([_num(r.get("ttft_s"), path, "ttft_s") for r in ok])
     # TPOT per request as vLLM and AIPerf define it: (latency - TTFT) / (output tokens - 1);
     # llmperf's own inter_token_latency_s spreads TTFT over the output and is not used
@@ -591,7 +999,8 @@ def _parse_inference_perf(d, path):
     lat = _get(s, ["latency"], path)
     n_ok = _num(s.get("count"), path, "successes.count")
     if n_ok <= 0:
-        raise _err(path, "field 'successes.count' is 0: no request succeeded")
+        raise _Failed(f"{path}: field 'successes.count' is 0: no request succeeded "
+                      f"(failures.count {(d.get('failures') or {}).get('count')})")
 
     def pct(metric):
         m = _get(lat, [metric], path, "successes.latency")
@@ -601,22 +1010,41 @@ def _parse_inference_perf(d, path):
     thr = _get(s, ["throughput"], path)
     rps = _num(thr.get("requests_per_sec"), path, "successes.throughput.requests_per_sec")
     mean_lat = _num(_get(lat, ["request_latency", "mean"], path), path, "successes.latency.request_latency.mean")
-    return [_row(
+    requested = _num(ls["requested_rate"], path, "load_summary.requested_rate")
+    achieved = _opt(ls, "achieved_rate")
+    stem = path.stem
+    row = _row(
         concurrency=rps * mean_lat, ttft_p50_s=t50, ttft_p95_s=t95, ttft_p99_s=t99,
         tpot_p50_s=p50, tpot_p95_s=p95, tpot_p99_s=p99, request_throughput_rps=rps,
         output_throughput_tps=_num(thr.get("output_tokens_per_sec"), path, "successes.throughput.output_tokens_per_sec"),
         mean_input_tokens=_num(_get(s, ["prompt_len", "mean"], path), path, "successes.prompt_len.mean"),
         mean_output_tokens=_num(_get(s, ["output_len", "mean"], path), path, "successes.output_len.mean"),
         num_requests=n_ok, load_kind="rate", concurrency_source="littles_law",
-        request_rate_target=_num(ls["requested_rate"], path, "load_summary.requested_rate"),
+        request_rate_target=requested,
         failed_requests=_opt(d.get("failures") or {}, "count"), format="inference-perf",
-    )]
+        point=stem[:-len("_lifecycle_metrics")] if stem.endswith("_lifecycle_metrics") else stem,
+        offered_rps=achieved if math.isfinite(achieved) else requested,
+        achieved_rate_rps=achieved,
+    )
+    _tpot_check(row, e2e=mean_lat, ttft=_opt(lat.get("time_to_first_token") or {}, "mean"),
+                out=row["mean_output_tokens"], reported=_opt(lat["time_per_output_token"], "mean"),
+                what="time_per_output_token (mean)")
+    # the client could not drive the stage: it sent slower than asked, or late
+    if math.isfinite(achieved) and requested > 0 and achieved < _SEND_SHARE * requested:
+        _saturate(row, f"achieved send rate {achieved:.4g} req/s is {achieved / requested:.0%} of "
+                       f"the requested {requested:.4g}")
+    delay = _opt(ls.get("schedule_delay") or {}, "mean")
+    row["schedule_delay_mean_s"] = delay
+    if math.isfinite(delay) and delay > _SCHEDULE_DELAY_S:
+        _saturate(row, f"mean schedule delay {delay:.3g} s (requests sent late)")
+    return [row]
 
 
-def _parse_inference_benchmarker(d, path):
+def _parse_inference_benchmarker(d, path, skipped=None):
     cfg = d["config"]
     rows = []
     prompt = (cfg.get("prompt_options") or {}).get("num_tokens")
+    failed_ids = []
     for i, r in enumerate(d["results"]):
         rid = r.get("id")
         if rid == "warmup":
@@ -624,7 +1052,11 @@ def _parse_inference_benchmarker(d, path):
         ex = r.get("executor_type")
         ok = _num(r.get("successful_requests"), path, f"results[{i}].successful_requests")
         if ok <= 0:
-            raise _err(path, f"results[{i}] ({rid}): 'successful_requests' is 0")
+            failed_ids.append(f"results[{i}] ({rid})")
+            if skipped is not None:
+                skipped.append((f"{path} results[{i}] ({rid})", f"failed run: 'successful_requests' "
+                                                                 f"is 0 ({r.get('failed_requests')} failed); skipped"))
+            continue
 
         def pct(metric):
             m = _get(r, [metric], path, f"results[{i}]")
@@ -642,7 +1074,7 @@ def _parse_inference_benchmarker(d, path):
         else:
             raise _err(path, f"results[{i}].executor_type {ex!r} is not ConstantVUs or ConstantArrivalRate")
         sent = r.get("total_tokens_sent")
-        rows.append(_row(
+        row = _row(
             concurrency=n, ttft_p50_s=t50, ttft_p95_s=t95, ttft_p99_s=t99,
             tpot_p50_s=p50, tpot_p95_s=p95, tpot_p99_s=p99, request_throughput_rps=rps,
             output_throughput_tps=_num(r.get("token_throughput_secs"), path, f"results[{i}].token_throughput_secs"),
@@ -651,7 +1083,18 @@ def _parse_inference_benchmarker(d, path):
             num_requests=ok, model=cfg.get("model_name"), engine=(cfg.get("meta") or {}).get("engine"),
             load_kind=kind, concurrency_source=src, request_rate_target=rate,
             failed_requests=_opt(r, "failed_requests"), format="inference-benchmarker", point=rid,
-        ))
+            offered_rps=rate,
+        )
+        e2e = _opt(r.get("e2e_latency_ms") or {}, "avg", 1e-3)
+        _tpot_check(row, e2e=e2e, ttft=_opt(r.get("time_to_first_token_ms") or {}, "avg", 1e-3),
+                    out=row["mean_output_tokens"], reported=_opt(r.get("inter_token_latency_ms") or {}, "avg", 1e-3),
+                    what="inter_token_latency_ms (avg)")
+        if kind == "rate":
+            _completion_check(row, rate=rate, count=ok, e2e=e2e)
+        rows.append(row)
+    if not rows and failed_ids:
+        raise _Failed(f"{path}: {', '.join(failed_ids)}: 'successful_requests' is 0; this report "
+                      "holds no measurement")
     return rows
 
 
@@ -671,7 +1114,21 @@ def _parse_capbook(text, path):
 
 
 # -- file walking --------------------------------------------------------------------------------
-def _rows_for_file(path: Path, concurrency=None):
+def _llmperf_summary_for(path: Path) -> Path | None:
+    """The llmperf summary of the run whose per-request records ``path`` holds, if beside it."""
+    stem = path.stem
+    base = stem[:-len("_individual_responses")] if stem.endswith("_individual_responses") else stem
+    cands = [path.with_name(f"{base}_summary.json")]
+    if path.parent.name == "individual":
+        cands.append(path.parent.parent / "summary" / path.name)
+        cands.append(path.parent.parent / "summary" / f"{base}_summary.json")
+    return next((c for c in cands if c.is_file()), None)
+
+
+def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):
+    if in_folder and path.name in _SIDECAR_NAMES:
+        raise _Reject(f"{path}: {_SIDECAR_NAMES[path.name]}, read for the configuration columns "
+                      "(gpu, engine, tensor_parallel), not as load points")
     text = _read_text(path)
     kind, obj = _detect_text(path, text)
     if kind in ("aiperf", "genai-perf"):
@@ -681,12 +1138,16 @@ def _rows_for_file(path: Path, concurrency=None):
     elif kind == "vllm":
         rows = _parse_vllm(obj, path)
     elif kind == "guidellm":
-        rows = _parse_guidellm(obj, path)
+        rows = _parse_guidellm(obj, path, skipped)
     elif kind == "guidellm-csv":
-        rows = _parse_guidellm_csv(obj, path)
+        rows = _parse_guidellm_csv(obj, path, skipped)
     elif kind == "llmperf":
         rows = _parse_llmperf(obj, path)
     elif kind == "llmperf-requests":
+        summary = _llmperf_summary_for(path) if in_folder and concurrency is None else None
+        if summary is not None:
+            raise _Reject(f"{path}: per-request records of the run summarised in {summary} "
+                          "(read there); pass concurrency= to read this file alone")
         rows = _parse_llmperf_requests(obj, path, concurrency)
     elif kind == "inference-perf":
         rows = _parse_inference_perf(obj, path)
@@ -694,7 +1155,7 @@ def _rows_for_file(path: Path, concurrency=None):
         raise _Reject(f"{path}: inference-perf server-side (Prometheus) metrics, not a client "
                       "measurement; read the *_lifecycle_metrics.json files")
     elif kind == "inference-benchmarker":
-        rows = _parse_inference_benchmarker(obj, path)
+        rows = _parse_inference_benchmarker(obj, path, skipped)
     elif kind == "capbook":
         rows = _parse_capbook(obj, path)
     else:  # pragma: no cover - _detect_text only returns known kinds
@@ -727,7 +1188,171 @@ def _expand(paths) -> list[Path]:
     return out
 
 
-def read_points(path_or_paths, *, concurrency=None) -> pd.DataFrame:
+def _finite(v) -> bool:
+    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(float(v))
+
+
+def _fill_context(rows: list, max_num_seqs, cache: dict) -> None:
+    """Fill engine fields from files beside the results; max_num_seqs by priority."""
+    for r in rows:
+        if r.get("format") == "capbook":
+            continue
+        ctx = _file_context(Path(r["source_file"]), cache)
+        srcs = ctx.get("_sources", {})
+        used = set()
+        for k in ("model", "gpu", "tensor_parallel", "engine", "precision", "num_gpus", "engine_args"):
+            if ctx.get(k) is not None and (r.get(k) is None or (isinstance(r.get(k), float) and math.isnan(r[k]))):
+                r[k] = ctx[k]
+                used.add(srcs.get(k))
+        # max_num_seqs: the keyword, then a command line / manifest beside the results, then the
+        # result file's own field (vllm bench sweep)
+        if max_num_seqs is not None:
+            r["max_num_seqs"], r["max_num_seqs_source"] = float(max_num_seqs), "max_num_seqs="
+        elif ctx.get("max_num_seqs") is not None:
+            r["max_num_seqs"], r["max_num_seqs_source"] = float(ctx["max_num_seqs"]), srcs.get("max_num_seqs")
+            used.add(srcs.get("max_num_seqs"))
+        elif _finite(r.get("max_num_seqs")):
+            r["max_num_seqs"], r["max_num_seqs_source"] = float(r["max_num_seqs"]), "result file"
+        else:
+            r["max_num_seqs"] = _NAN
+        used.discard(None)
+        r["engine_config_source"] = "; ".join(sorted(used)) if used else None
+        r["_config_dir"] = str(Path(sorted(used)[0]).parent) if used else None
+
+
+def _strip_mns(args) -> str:
+    if not isinstance(args, str):
+        return ""
+    return " ".join(t for t in args.split() if not t.startswith("--max-num-seqs"))
+
+
+def _group_configs(df: pd.DataFrame) -> pd.Series:
+    """A configuration id per point: what the files say about model, hardware and engine."""
+    mns = pd.to_numeric(df["max_num_seqs"], errors="coerce")
+    closed = df["load_kind"] == "concurrency"
+    tied = False
+    both = closed & mns.notna()
+    if both.sum() >= 2 and mns[both].nunique() > 1:
+        tied = bool(np.allclose(mns[both].to_numpy(float), df.loc[both, "concurrency"].to_numpy(float)))
+
+    def key(i):
+        r = df.loc[i]
+        vals = []
+        for c in ("model", "gpu", "tensor_parallel", "engine", "precision"):
+            v = r.get(c)
+            vals.append(None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
+        vals.append(None if tied or not _finite(mns.loc[i]) else float(mns.loc[i]))
+        vals.append(_strip_mns(r.get("engine_args")) if "engine_args" in df else "")
+        return tuple(vals)
+    keys = [key(i) for i in df.index]
+    ids = {k: n for n, k in enumerate(dict.fromkeys(keys))}
+    return pd.Series([ids[k] for k in keys], index=df.index)
+
+
+def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
+    import os
+
+    groups = {g: df.index[gid == g] for g in dict.fromkeys(gid.tolist())}
+    where = {}
+    for g, idx in groups.items():
+        dirs = {df.at[i, "_config_dir"] for i in idx}
+        if len(dirs) == 1 and None not in dirs:
+            where[g] = Path(dirs.pop())
+        else:
+            where[g] = Path(os.path.commonpath([str(Path(df.at[i, "source_file"]).parent) for i in idx]))
+    if len(groups) == 1:
+        g = next(iter(groups))
+        dirs = {df.at[i, "_config_dir"] for i in groups[g]}
+        return {g: Path(dirs.pop()).name if len(dirs) == 1 and None not in dirs else None}
+    names = {g: p.name for g, p in where.items()}
+    if len(set(names.values())) == len(names):
+        return names
+    try:
+        common = Path(os.path.commonpath([str(p) for p in where.values()]))
+        rel = {g: list(p.relative_to(common).parts) for g, p in where.items()}
+        while all(len(v) > 1 for v in rel.values()) and len({v[-1] for v in rel.values()}) == 1:
+            for v in rel.values():
+                v.pop()
+        labels = {g: "/".join(v) for g, v in rel.items()}
+        if all(labels.values()) and len(set(labels.values())) == len(labels):
+            return labels
+    except ValueError:
+        pass
+    stems = {g: "+".join(sorted({Path(df.at[i, "source_file"]).stem for i in idx})) for g, idx in groups.items()}
+    if len(set(stems.values())) == len(stems) and all(len(v) <= 80 for v in stems.values()):
+        return stems
+    # groups within one file: name them by the first field that differs
+    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"):
+        if c in df:
+            vals = {g: df.at[idx[0], c] for g, idx in groups.items()}
+            txt = {g: _values_txt([v]) .strip("'") for g, v in vals.items()}
+            if len(set(txt.values())) == len(txt):
+                return {g: f"{c} {t}" for g, t in txt.items()}
+    return {g: f"config{n + 1}" for n, g in enumerate(groups)}
+
+
+_OPEN = ("rate", "throughput", "burst")
+
+
+def _open_loop_levels(df: pd.DataFrame, gid: pd.Series) -> None:
+    """Open-loop points: concurrency becomes the engine's running sequences (see read_points)."""
+    for g in dict.fromkeys(gid.tolist()):
+        grp = df.index[(gid == g) & (df["format"] != "capbook")]
+        if not len(grp):
+            continue
+        ttft = pd.to_numeric(df.loc[grp, "mean_ttft_s"], errors="coerce")
+        base = float(ttft.min()) if ttft.notna().any() else _NAN
+        opn = [i for i in grp if df.at[i, "load_kind"] in _OPEN]
+        capped = []
+        for i in opn:
+            L = float(df.at[i, "concurrency"])
+            X = float(df.at[i, "request_throughput_rps"])
+            src = df.at[i, "concurrency_source"]
+            df.at[i, "in_system"] = L
+            t = df.at[i, "mean_ttft_s"]
+            running = L
+            if _finite(t) and math.isfinite(base) and math.isfinite(X):
+                wq = max(0.0, float(t) - base)
+                df.at[i, "ttft_base_s"], df.at[i, "queue_wait_s"] = base, wq
+                if L - X * wq > 0:
+                    running = L - X * wq
+                    src = f"{src}_running"
+            m = df.at[i, "max_num_seqs"]
+            if _finite(m) and running > float(m):
+                running, src = float(m), "max_num_seqs"
+                if not df.at[i, "saturated"]:
+                    capped.append(i)
+            df.at[i, "concurrency"], df.at[i, "concurrency_source"] = running, src
+        # several unsaturated points with the engine full: the first is a level, the rest add
+        # nothing but queue (and one level per concurrency is required)
+        capped.sort(key=lambda i: (df.at[i, "offered_rps"] if _finite(df.at[i, "offered_rps"]) else math.inf))
+        for i in capped[1:]:
+            _saturate_df(df, i, f"the engine already ran max_num_seqs {df.at[i, 'max_num_seqs']:g} "
+                                "sequences at a lower offered rate; the rest queue")
+        # closed loop above the engine's limit: the engine runs max_num_seqs, the rest queue
+        for i in grp:
+            m = df.at[i, "max_num_seqs"]
+            if df.at[i, "load_kind"] == "concurrency" and _finite(m) and df.at[i, "concurrency"] > float(m):
+                _saturate_df(df, i, f"concurrency {df.at[i, 'concurrency']:g} exceeds the engine's "
+                                    f"max_num_seqs {float(m):g}: the engine ran {float(m):g}, the rest queued")
+        # an open-loop point offered more than the engine completed when saturated is saturated
+        sat = [i for i in opn if df.at[i, "saturated"]]
+        if sat:
+            top = float(pd.to_numeric(df.loc[sat, "request_throughput_rps"], errors="coerce").max())
+            for i in opn:
+                off = df.at[i, "offered_rps"]
+                if not df.at[i, "saturated"] and _finite(off) and float(off) > _OVER_SATURATION * top:
+                    _saturate_df(df, i, f"offered {float(off):.4g} req/s exceeds the {top:.4g} req/s the "
+                                        "engine completed at saturation")
+
+
+def _saturate_df(df, i, why) -> None:
+    df.at[i, "saturated"] = True
+    prev = df.at[i, "saturation_reason"]
+    df.at[i, "saturation_reason"] = f"{prev}; {why}" if isinstance(prev, str) and prev else why
+
+
+def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.DataFrame:
     """Read every load point from files or folders into one flat table.
 
     Parameters
@@ -737,31 +1362,79 @@ def read_points(path_or_paths, *, concurrency=None) -> pd.DataFrame:
     concurrency : float, optional
         The load point for formats that do not record it (a lone aiperf CSV, a per-request
         llmperf file).
+    max_num_seqs : int, optional
+        The engine's limit on running sequences (vLLM ``--max-num-seqs``). Default: what the
+        files record, in this order: a ``vllm_command.txt`` or ``*.commands`` file, a Kubernetes
+        manifest (``*.yaml`` with ``containers:``) in the result's folder, its parent or
+        grandparent, then the result file's own field (``vllm bench sweep``'s ``max_num_seqs``).
 
     Returns
     -------
     pandas.DataFrame
         The sweep-table columns, the configuration columns, and ``load_kind``,
         ``concurrency_source``, ``request_rate_target``, ``failed_requests``, ``format``,
-        ``source_file``, ``point`` (plus ``max_num_seqs``/``run_number`` for ``vllm bench
-        sweep``). ``df.attrs["skipped"]`` lists files in folders that were not load points and
-        why (READMEs, configs, aggregates, server-side metrics).
+        ``source_file``, ``point``, ``saturated``, ``saturation_reason``, ``max_num_seqs``,
+        ``config`` (plus, where the files allow, ``run_number``, ``in_system``,
+        ``queue_wait_s``, ``mean_e2e_s``, ``mean_ttft_s``, ``offered_rps``, ``engine_args``,
+        ``num_gpus``, ``engine_config_source``, ``tpot_reported_mean_s``,
+        ``tpot_derived_mean_s``, ``tpot_rescale``). ``df.attrs["skipped"]`` lists files (or
+        points inside a file) that were not load points and why (READMEs, configs, aggregates,
+        server-side metrics, failed runs); ``df.attrs["notes"]`` the failed runs skipped.
+
+    Notes
+    -----
+    **Open-loop levels.** A request-rate point's ``concurrency`` is the sequences the engine
+    ran, not the requests in the system: requests in the system (the tool's measured mean in
+    flight, AIPerf's ``effective_concurrency``, or Little's law, completions × mean E2E) less
+    those queued inside the engine, estimated by Little's law on the queue as completions ×
+    (mean TTFT − the configuration's lowest mean TTFT), and at most ``max_num_seqs``.
+    ``concurrency_source`` says which: ``littles_law`` / ``measured`` (no queue estimate
+    possible), ``littles_law_running`` / ``measured_running`` (queue removed),
+    ``max_num_seqs`` (capped at the engine's limit); ``in_system`` and ``queue_wait_s`` keep
+    the parts.
+
+    **Saturated points** (``saturated`` True, with ``saturation_reason``) are points the client
+    could not drive or where the offered rate exceeded what the engine completed: inference-perf
+    stages whose achieved send rate is below 95 % of the requested rate or whose mean schedule
+    delay exceeds 1 s; open-loop points completing below 80 % of what the offered rate would
+    give over the run; rate ``inf`` / GuideLLM ``throughput`` bursts; open-loop points offered
+    more than 1.02 × the highest completion rate of a saturated point of the same
+    configuration; closed-loop points above ``max_num_seqs``. :class:`~capbook.sweep.Sweep`
+    keeps them out of the levels.
+
+    **TPOT.** When a tool's mean TPOT differs from (mean E2E − mean TTFT) / (mean output − 1)
+    by more than 20 %, the TPOT percentiles are rescaled by derived / reported and
+    ``tpot_note`` says so (inference-perf before its fix #410 reports half the per-token time).
+
+    **Configurations.** Points that differ in model, gpu, tensor_parallel, engine, precision,
+    max_num_seqs or engine flags get different ``config`` labels (the folder that tells them
+    apart); select one with ``where={'config': ...}`` in :func:`read_sweep`.
 
     Raises
     ------
     ValueError
-        A file named explicitly is not a supported format, or a recognised file lacks a field
-        (the message names the file and the field).
+        A file named explicitly is not a supported format or holds a failed run, or a
+        recognised file lacks a field (the message names the file and the field).
     """
+    if max_num_seqs is not None:
+        if isinstance(max_num_seqs, bool) or not _finite(max_num_seqs) or max_num_seqs < 1 \
+                or float(max_num_seqs) != int(max_num_seqs):
+            raise ValueError(f"max_num_seqs={max_num_seqs!r} must be a whole number >= 1 (the "
+                             "engine's running-sequence limit, vLLM --max-num-seqs)")
     if not isinstance(path_or_paths, (str, Path)):
         path_or_paths = list(path_or_paths)
     files = _expand(path_or_paths)
     explicit = {Path(p) for p in ([path_or_paths] if isinstance(path_or_paths, (str, Path)) else path_or_paths)
                 if not Path(p).is_dir()}
-    rows, skipped = [], []
+    rows, skipped, notes = [], [], []
     for f in files:
         try:
-            rows.extend(_rows_for_file(f, concurrency))
+            rows.extend(_rows_for_file(f, concurrency, skipped, in_folder=f not in explicit))
+        except _Failed as exc:
+            if f in explicit:
+                raise ValueError(str(exc)) from None
+            skipped.append((str(f), f"failed run skipped: {exc}"))
+            notes.append(f"failed run skipped (no request completed): {f}")
         except _Reject as exc:
             if f in explicit:
                 raise ValueError(str(exc)) from None
@@ -774,6 +1447,8 @@ def read_points(path_or_paths, *, concurrency=None) -> pd.DataFrame:
                 skipped.append((str(f), msg))
                 continue
             raise
+    notes.extend(f"failed run skipped: {a} ({b})" for a, b in skipped
+                 if b.startswith("failed run:"))
     if not rows:
         raise ValueError(f"no load points found in {path_or_paths}; skipped: "
                          + "; ".join(f"{a} ({b})" for a, b in skipped))
@@ -792,16 +1467,81 @@ def read_points(path_or_paths, *, concurrency=None) -> pd.DataFrame:
     for r in dup_csv:
         skipped.append((r["source_file"], "same point as profile_export_aiperf.json beside it"))
     uniq = [r for r in uniq if r not in dup_csv]
+    _fill_context(uniq, max_num_seqs, {})
     df = pd.DataFrame(uniq)
     first = METRIC_COLUMNS + CONFIG_COLUMNS + _EXTRA
     df = df[first + [c for c in df.columns if c not in first]]
+    df["saturated"] = df["saturated"].fillna(False).astype(bool)
+    df["saturation_reason"] = df["saturation_reason"].astype(object)
+    if "_config_dir" not in df:
+        df["_config_dir"] = None
+    for c in ("in_system", "ttft_base_s", "queue_wait_s"):
+        if c not in df:
+            df[c] = _NAN
+    gid = _group_configs(df)
+    labels = _config_labels(df, gid)
+    given = df["config"] if "config" in df else pd.Series(None, index=df.index)
+    df["config"] = [g if isinstance(g, str) and g else labels[k] for g, k in zip(given, gid)]
+    _open_loop_levels(df, gid)
+    df = df.drop(columns=["_config_dir"])
     df.attrs["skipped"] = skipped
+    df.attrs["notes"] = notes
     return df
+
+
+def _match(col: pd.Series, v) -> np.ndarray:
+    """``col == v``, where a string ``v`` also matches a number (``"128"`` matches 128)."""
+    def is_na(x):
+        return x is None or (isinstance(x, float) and math.isnan(x))
+    if isinstance(v, str):
+        try:
+            fv = float(v)
+        except ValueError:
+            fv = None
+        out = np.array(col.map(lambda x: (not is_na(x)) and str(x) == v), dtype=bool)
+        if fv is not None:
+            out = out | np.array(pd.to_numeric(col, errors="coerce") == fv, dtype=bool)
+        return out
+    if _finite(v):
+        return np.array(pd.to_numeric(col, errors="coerce") == float(v), dtype=bool) | \
+            np.array(col.map(lambda x: x == v), dtype=bool)
+    return np.array(col.map(lambda x: x == v), dtype=bool)
+
+
+def _values_txt(vals) -> str:
+    out = []
+    for v in vals:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            out.append("not recorded")
+        elif isinstance(v, float) and v.is_integer():
+            out.append(f"{int(v)}")
+        elif isinstance(v, str):
+            out.append(repr(v))
+        else:
+            out.append(f"{v}")
+    return ", ".join(out)
+
+
+def _configurations_error(pts: pd.DataFrame, src) -> ValueError:
+    labels = list(dict.fromkeys(pts["config"].tolist()))
+    first = pts.groupby("config", sort=False).first()
+    parts = [f"config ({_values_txt(labels)})"]
+    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"):
+        if c in first:
+            vals = [first.at[g, c] for g in labels]
+            recorded = {v for v in vals if not (v is None or (isinstance(v, float) and math.isnan(v)))}
+            if len(recorded) > 1:  # a field recorded for one configuration only says little
+                parts.append(f"{c} ({_values_txt(vals)})")
+    if len(parts) == 1 and "engine_args" in first and first["engine_args"].map(_strip_mns).nunique() > 1:
+        parts.append("engine flags")
+    told = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    return ValueError(f"{src} holds {len(labels)} configurations told apart by {told}; pass "
+                      f"where={{'config': {labels[0]!r}}} to read one")
 
 
 def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable | None = None,
                repeats: str = "error", config: Mapping | None = None, name: str | None = None,
-               concurrency=None) -> Sweep:
+               concurrency=None, max_num_seqs=None) -> Sweep:
     """Read a load generator's output into a :class:`~capbook.sweep.Sweep` (format auto-detected).
 
     Parameters
@@ -812,12 +1552,13 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     load : {"auto", "concurrency", "rate", "all"}
         Which kind of load point to keep. ``"auto"`` keeps all and raises if closed-loop
         (fixed concurrency) and open-loop (fixed rate) points are mixed; choose one then.
-        ``"rate"`` also keeps a tool's unbounded ``throughput``/``burst`` point. ``"all"``
-        keeps both kinds (e.g. GuideLLM's sweep: a synchronous point, then rates), ordered by
-        their (set or measured) concurrency.
+        ``"rate"`` also keeps a tool's unbounded ``throughput``/``burst`` point (saturated, so
+        not a level). ``"all"`` keeps both kinds (e.g. GuideLLM's sweep: a synchronous point,
+        then rates), ordered by their (set or estimated) concurrency.
     where : mapping or callable, optional
-        Keep only points matching ``{column: value}`` (e.g. ``{"max_num_seqs": 4}``), or for
-        which ``where(points_df)`` is True.
+        Keep only points matching ``{column: value}`` (e.g. ``{"config": "vllm"}``,
+        ``{"max_num_seqs": 4}``; a string value also matches a number, ``"128"`` matches 128; a
+        list matches any of its values), or for which ``where(points_df)`` is True.
     repeats : {"error", "mean"}
         Several points at one concurrency (repeated runs): raise (default) or average their
         rows (percentiles averaged across runs; ``num_requests`` summed).
@@ -828,10 +1569,22 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         Sweep name (default: the file or folder name).
     concurrency : float, optional
         Load point for formats that do not record one (see :func:`read_points`).
+    max_num_seqs : int, optional
+        The engine's running-sequence limit when the files do not record it (see
+        :func:`read_points`); open-loop levels are capped there.
 
     Returns
     -------
     Sweep
+        Saturated points are in ``sweep.saturated`` (not levels), with ``sweep.saturation_rps``;
+        ``sweep.skipped`` lists what was passed over, ``sweep.notes`` the caveats.
+
+    Raises
+    ------
+    ValueError
+        Mixed closed- and open-loop points (pass ``load=``), several configurations (pass
+        ``where=``), repeated levels (pass ``repeats='mean'``), every point saturated, or a
+        problem with a file (named).
     """
     if load not in ("auto", "concurrency", "rate", "all"):
         raise ValueError(f"load={load!r} must be 'auto', 'concurrency', 'rate' or 'all'")
@@ -841,23 +1594,34 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         path_or_paths = list(path_or_paths)
         if not path_or_paths:
             raise ValueError("no input files given")
-    pts = read_points(path_or_paths, concurrency=concurrency)
+    pts = read_points(path_or_paths, concurrency=concurrency, max_num_seqs=max_num_seqs)
     skipped = list(pts.attrs.get("skipped", []))
+    import_notes = list(pts.attrs.get("notes", []))
     src = path_or_paths if isinstance(path_or_paths, (str, Path)) else next(iter(path_or_paths))
     if where is not None:
         if callable(where):
             mask = np.asarray(where(pts), bool)
         else:
+            if not isinstance(where, Mapping):
+                raise ValueError(f"where={where!r} must be a mapping {{column: value}} or a callable")
             mask = np.ones(len(pts), bool)
             for k, v in where.items():
                 if k not in pts.columns:
                     raise ValueError(f"where: column {k!r} not in the points (have {list(pts.columns)})")
-                mask &= (pts[k] == v).to_numpy()
+                vals = list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
+                m = np.zeros(len(pts), bool)
+                for one in vals:
+                    m |= _match(pts[k], one)
+                if not m.any():
+                    have = _values_txt(list(dict.fromkeys(pts[k].tolist()))[:12])
+                    raise ValueError(f"where={where!r} keeps no point of {src}: column {k!r} holds "
+                                     f"{have}")
+                mask &= m
         pts = pts[mask]
         if pts.empty:
             raise ValueError(f"where={where!r} keeps no point of {src}")
     kinds = set(pts["load_kind"])
-    closed, open_ = {"concurrency"}, {"rate", "throughput", "burst"}
+    closed, open_ = {"concurrency"}, set(_OPEN)
     if load == "concurrency":
         pts = pts[pts["load_kind"].isin(closed)]
     elif load == "rate":
@@ -870,15 +1634,20 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         )
     if pts.empty:
         raise ValueError(f"{src} holds no {load!r} load points (found {sorted(kinds)})")
-    # configuration columns that differ between points mean several sweeps
-    for c in ["model", "max_num_seqs"]:
-        if c in pts.columns:
-            vals = pts[c].dropna().unique().tolist()
-            if len(vals) > 1:
-                raise ValueError(
-                    f"{src} holds points of several configurations ({c} = {list(vals)}); "
-                    f"select one with where={{{c!r}: ...}}"
-                )
+    # points of several configurations are several sweeps
+    if pts["config"].nunique(dropna=True) > 1:
+        raise _configurations_error(pts, src)
+    for c in ["model", "max_num_seqs"]:  # e.g. capbook CSVs given a config column by hand
+        vals = pts[c].dropna().unique().tolist()
+        if len(vals) > 1:
+            raise ValueError(f"{src} holds points of several configurations ({c}: "
+                             f"{_values_txt(vals)}); select one with where={{{c!r}: ...}}")
+    sat = pts[pts["saturated"]]
+    pts = pts[~pts["saturated"]]
+    if pts.empty:
+        why = "; ".join(f"{p or 'point'}: {r}" for p, r in zip(sat["point"], sat["saturation_reason"]))
+        raise ValueError(f"{src}: every load point is saturated ({why}); there is no level to choose "
+                         "S from: measure lower request rates or a concurrency sweep")
     dup = pts["concurrency"][pts["concurrency"].duplicated()]
     if len(dup):
         if repeats == "error":
@@ -887,7 +1656,7 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
                 f"{src} has several points at concurrency {sorted(set(dup))} ({files}); pass "
                 "repeats='mean' to average repeated runs, or where=... to choose"
             )
-        num = [c for c in pts.columns if c not in ("num_requests", "concurrency")
+        num = [c for c in pts.columns if c not in ("num_requests", "concurrency", "saturated")
                and pd.api.types.is_numeric_dtype(pts[c])]
         agg = {c: "mean" for c in num}
         agg.update({"num_requests": "sum"})
@@ -895,7 +1664,7 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         counts = pts.groupby("concurrency").size()
         pts = pts.groupby("concurrency", as_index=False).agg(agg)
         pts["runs_averaged"] = pts["concurrency"].map(counts).to_numpy()
-    pts = pts.copy()
+    pts = pd.concat([pts, sat], ignore_index=True) if len(sat) else pts.copy()
     for k, v in (config or {}).items():
         if k not in CONFIG_COLUMNS:
             raise ValueError(f"config key {k!r} is not one of {CONFIG_COLUMNS}")
@@ -905,4 +1674,31 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         name = p.stem if p.is_file() else p.name
     sweep = Sweep.from_frame(pts.reset_index(drop=True), name=name)
     sweep.skipped = skipped
+    for n in _sweep_notes(sweep.table, sweep.saturated) + import_notes:
+        sweep.add_note(n)
     return sweep
+
+
+def _sweep_notes(t: pd.DataFrame, sat: pd.DataFrame) -> list[str]:
+    """Where the levels and the engine configuration came from."""
+    out = []
+    allp = pd.concat([t, sat], ignore_index=True) if len(sat) else t
+    src = set(t["concurrency_source"].dropna()) if "concurrency_source" in t else set()
+    if src & {"littles_law_running", "measured_running", "max_num_seqs"}:
+        base = pd.to_numeric(allp.get("ttft_base_s"), errors="coerce").dropna()
+        b = f" {base.iloc[0]:.3g} s" if len(base) else ""
+        out.append("open-loop levels are the engine's running sequences: requests in the system "
+                   "(measured, or completions × mean E2E) less the engine's queue, completions × "
+                   f"(mean TTFT − the lowest mean TTFT{b})" + (", capped at max_num_seqs"
+                                                            if "max_num_seqs" in src else ""))
+    m = pd.to_numeric(allp.get("max_num_seqs"), errors="coerce").dropna() if "max_num_seqs" in allp else []
+    if len(m) and m.nunique() == 1:
+        srcs = allp["max_num_seqs_source"].dropna().unique().tolist() if "max_num_seqs_source" in allp else []
+        out.append(f"max_num_seqs {m.iloc[0]:g} (from {', '.join(map(str, srcs[:2])) or 'the files'})")
+    if "engine_config_source" in allp:
+        files = allp["engine_config_source"].dropna().unique().tolist()
+        if files:
+            fields = [c for c in ("gpu", "engine", "tensor_parallel", "model") if allp[c].notna().any()]
+            out.append(f"{', '.join(fields)} read from {files[0]}" + (f" (and {len(files) - 1} more)"
+                                                                      if len(files) > 1 else ""))
+    return out

@@ -11,6 +11,11 @@ The sweep table has one row per concurrency level (see ``data/README.md`` for un
 request_throughput_rps, output_throughput_tps, mean_input_tokens, mean_output_tokens,
 num_requests`` plus the configuration columns ``model, params_b, gpu, tensor_parallel, engine,
 precision, workload`` (constant within a sweep). Extra columns are kept.
+
+Rows with ``saturated`` True (open-loop points the load generator could not drive, or where the
+engine was already full; see :mod:`capbook.importers`) are not levels: they are kept apart in
+:attr:`Sweep.saturated`, and :attr:`Sweep.saturation_rps` is the highest completion rate they
+reached. A sweep of one level reads TPOT and TTFT as flat at every concurrency (with a note).
 """
 from __future__ import annotations
 
@@ -88,10 +93,22 @@ class Sweep:
     """
 
     def __init__(self, table: pd.DataFrame, name: str | None = None):
+        if not isinstance(table, pd.DataFrame):
+            raise TypeError(f"a sweep table must be a pandas DataFrame, not {type(table).__name__}")
+        table, sat = self._split_saturated(table, name)
         self._table = self._validate(table)
         self.name = name
         #: Files an importer passed over while reading this sweep, with the reason.
         self.skipped: list = []
+        #: Saturated load points (``saturated`` True): not levels, kept for reference.
+        self.saturated: pd.DataFrame = sat
+        #: Highest completion rate (requests/s) among the saturated points; None without any.
+        self.saturation_rps: float | None = None
+        if len(sat) and "request_throughput_rps" in sat:
+            r = pd.to_numeric(sat["request_throughput_rps"], errors="coerce").to_numpy(float)
+            if np.isfinite(r).any():
+                self.saturation_rps = float(np.nanmax(r))
+        self._extra_notes: list[str] = []
         cfg = {}
         for c in CONFIG_COLUMNS:
             if c in self._table:
@@ -104,6 +121,12 @@ class Sweep:
                 cfg[c] = v.item() if isinstance(v, np.generic) else v
             else:
                 cfg[c] = None
+        for c in ("max_num_seqs", "config"):  # importer columns, reported when constant
+            if c in self._table:
+                vals = self._table[c].dropna().unique()
+                if len(vals) == 1:
+                    v = vals[0]
+                    cfg[c] = v.item() if isinstance(v, np.generic) else v
         cfg["name"] = name
         self.config = cfg
         t = self._table
@@ -114,6 +137,35 @@ class Sweep:
         self._ok: dict = {}  # (metric, q) -> validated column, for the fast path
 
     # -- construction ------------------------------------------------------------------------
+    @staticmethod
+    def _split_saturated(df: pd.DataFrame, name):
+        """(levels, saturated points): rows whose ``saturated`` column is true are not levels."""
+        if "saturated" not in df.columns or len(df) == 0:
+            return df, df.iloc[:0].copy()
+        flag = df["saturated"].map(lambda v: v is True or (isinstance(v, (bool, np.bool_)) and bool(v))
+                                   or (isinstance(v, str) and v.strip().lower() == "true")
+                                   or (isinstance(v, (int, float, np.number)) and not isinstance(v, bool)
+                                       and v == 1)).to_numpy(bool)
+        sat = df[flag].copy()
+        keep = df[~flag].copy()
+        if len(keep) == 0:
+            why = ""
+            if "saturation_reason" in sat:
+                why = "; ".join(sorted({str(r) for r in sat["saturation_reason"].dropna()}))[:400]
+            raise ValueError(
+                f"sweep {name!r}: every load point ({len(sat)}) is saturated ({why}); there is no "
+                "level to choose S from: measure lower request rates or a concurrency sweep"
+            )
+        sort_col = next((c for c in ("request_rate_target", "concurrency") if c in sat), None)
+        if sort_col is not None:
+            sat = sat.sort_values(sort_col, kind="stable", na_position="last")
+        return keep, sat.reset_index(drop=True)
+
+    def add_note(self, note: str) -> None:
+        """Attach a caveat (e.g. from an importer) that :attr:`notes` then lists."""
+        if note and note not in self._extra_notes:
+            self._extra_notes.append(str(note))
+
     @staticmethod
     def _validate(df: pd.DataFrame) -> pd.DataFrame:
         if not isinstance(df, pd.DataFrame):
@@ -221,12 +273,14 @@ class Sweep:
             raise ValueError(f"concurrency must be finite and > 0; got {concurrency!r}")
         lo, hi = self._n[0], self._n[-1]
         if len(self._n) == 1:
-            if np.all(x == lo):
-                res = np.full_like(x, y[0])
-                return res[()] if res.ndim == 0 else res
-            raise ValueError(
-                f"sweep {self.name!r} has a single level ({lo:g}); cannot interpolate at {concurrency!r}"
-            )
+            # one level: nothing says how TPOT/TTFT change with concurrency; read them as flat
+            # (Sweep.notes says so) rather than refuse every other concurrency
+            res = np.full_like(x, y[0])
+            return res[()] if res.ndim == 0 else res
+        # an open-loop sweep's lowest level is fractional (mean sequences in flight) while S is
+        # a whole number rounded down from a level (choose_slots): read [floor(lo), lo) flat
+        floor_lo = max(1.0, float(np.floor(lo))) if lo % 1 else lo
+        x = np.where((x >= floor_lo) & (x < lo), lo, x)
         out_of_range = (x < lo) | (x > hi)
         if np.any(out_of_range) and not extrapolate:
             bad = np.unique(x[out_of_range])
@@ -235,6 +289,8 @@ class Sweep:
                 f"{self.name!r}; pass extrapolate=True to extend the end segments linearly"
             )
         res = np.interp(x, self._n, y)
+        if not np.any(out_of_range):
+            return res[()] if res.ndim == 0 else res
         if np.any(out_of_range):
             left = x < lo
             right = x > hi
@@ -285,26 +341,66 @@ class Sweep:
     def notes(self) -> list[str]:
         """Caveats about how well this sweep supports the derived quantities."""
         out = []
+        t = self._table
+        if len(self._n) == 1:
+            out.append(
+                f"the sweep has a single level ({self._n[0]:g}): TPOT and TTFT at any other "
+                "concurrency are read as that level's (flat); measure more levels to know how "
+                "they grow"
+            )
+        elif len(self._n) == 2:
+            out.append(
+                f"the sweep has only two levels ({self._n[0]:g}, {self._n[1]:g}): TPOT and TTFT "
+                "between them are a straight line"
+            )
         if self._n[0] > 1:
             out.append(
                 f"lowest level is concurrency {self._n[0]:g}, not 1: prefill_rate_tps is taken "
                 "from a TTFT that includes other requests' interference (an underestimate)"
             )
-        if "failed_requests" in self._table:
-            f = pd.to_numeric(self._table["failed_requests"], errors="coerce").fillna(0).to_numpy()
+        if "failed_requests" in t:
+            f = pd.to_numeric(t["failed_requests"], errors="coerce").fillna(0).to_numpy()
             if np.any(f > 0):
-                lv = [f"{n:g}: {int(k)}" for n, k in zip(self._n, f) if k > 0]
+                ok = t["num_requests"].to_numpy(float)
+                lv = [f"{n:g}: {int(k)}" + (f" of {int(k + m)} ({k / (k + m):.0%})" if np.isfinite(m) else "")
+                      for n, k, m in zip(self._n, f, ok) if k > 0]
                 out.append("failed requests at some levels (concurrency: count) " + ", ".join(lv)
                            + "; the percentiles cover successful requests only")
-        if "tpot_note" in self._table:
-            for note in self._table["tpot_note"].dropna().unique():
-                out.append(str(note))
-        if "concurrency_source" in self._table:
-            src = set(self._table["concurrency_source"].dropna())
-            if "littles_law" in src or "measured" in src:
-                out.append("open-loop points: concurrency is the mean in flight (measured or by "
-                           "Little's law), not a level the load generator held")
+        if "tpot_note" in t:
+            for note in t["tpot_note"].dropna().unique():
+                note = str(note)
+                if "tpot_rescale" in t and "rescaled" in note:
+                    r = pd.to_numeric(t.loc[t["tpot_note"] == note, "tpot_rescale"], errors="coerce").dropna()
+                    if len(r):
+                        lo_, hi_ = f"{r.min():.2f}", f"{r.max():.2f}"
+                        note += (f" (derived / reported {lo_}" + (f"–{hi_}" if hi_ != lo_ else "")
+                                 + f" at {len(r)} level{'s' if len(r) > 1 else ''})")
+                out.append(note)
+        if "concurrency_source" in t:
+            src = set(t["concurrency_source"].dropna()) - {"set"}
+            if src:
+                out.append("open-loop points: concurrency is an estimate of the sequences the engine "
+                           f"ran ({', '.join(sorted(src))}), not a level the load generator held")
+        if len(self.saturated):
+            out.append(self._saturation_note())
+        out.extend(self._extra_notes)
         return out
+
+    def _saturation_note(self) -> str:
+        sat = self.saturated
+        parts = []
+        for _, r in sat.iterrows():
+            label = r.get("point") if isinstance(r.get("point"), str) else None
+            if label is None:
+                rt = r.get("request_rate_target")
+                label = (f"rate {rt:g} req/s" if isinstance(rt, (int, float)) and np.isfinite(rt)
+                         else f"concurrency {r.get('concurrency'):.3g}")
+            why = r.get("saturation_reason")
+            parts.append(f"{label}" + (f" ({why})" if isinstance(why, str) and why else ""))
+        rps = (f"; the highest completion rate they reached is {self.saturation_rps:.4g} req/s "
+               "(sweep.saturation_rps)") if self.saturation_rps is not None else ""
+        return (f"{len(sat)} saturated load point{'s' if len(sat) > 1 else ''} kept out of the levels "
+                f"(sweep.saturated): " + "; ".join(parts) + rps)
 
     def prefill_time(self, input_tokens):
         """Prefill time of a prompt of ``input_tokens`` tokens, seconds (linear in length)."""
@@ -443,11 +539,26 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
     def as_slots(level):
         return max(1, int(np.floor(level)))
 
+    sat_txt = ""
+    sat = getattr(sweep, "saturated", None)
+    if sat is not None and len(sat):
+        rps = getattr(sweep, "saturation_rps", None)
+        sat_txt = (f"; the {len(sat)} saturated point{'s' if len(sat) > 1 else ''} above it "
+                   "(sweep.saturated) are not levels" + (f" (the engine completed at most {rps:.4g} req/s "
+                                                         "there)" if rps is not None else ""))
     if len(fails) == 0:
         i = len(n) - 1
         S, nxt = as_slots(n[i]), None
-        reason = (f"every measured level meets p{q} TPOT <= {lim_txt}; the sweep ends at "
-                  f"{n[i]:g}: measure higher concurrency to know whether more slots fit")
+        rounded = "" if float(n[i]) == S else f" (rounded {'down' if S < n[i] else 'up'} to {S})"
+        if len(n) == 1:
+            reason = (f"the sweep has a single level ({n[i]:g}): S is that level{rounded}; it meets "
+                      f"p{q} TPOT <= {lim_txt}{sat_txt}; measure higher concurrency to know "
+                      "whether more slots fit")
+        else:
+            two = f"the sweep has only two levels ({n[0]:g}, {n[1]:g}): " if len(n) == 2 else ""
+            reason = (f"{two}every measured level meets p{q} TPOT <= {lim_txt}; the sweep ends at "
+                      f"{n[i]:g}{rounded}{sat_txt}: measure higher concurrency to know whether "
+                      "more slots fit")
         level = float(n[i])
     else:
         f = fails[0]
@@ -459,7 +570,8 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
             why.append(f"p{ttft_q} TTFT {tt[f]:.3g} s exceeds the {ttft_target_s:g} s target")
         if f == 0:
             S, level = 0, float("nan")
-            reason = (f"the lowest level ({n[0]:g}) already fails: " + "; ".join(why)
+            which = f"the sweep's only level ({n[0]:g})" if len(n) == 1 else f"the lowest level ({n[0]:g})"
+            reason = (f"{which} already fails: " + "; ".join(why)
                       + ": this configuration cannot meet the target")
         else:
             S, level = as_slots(n[f - 1]), float(n[f - 1])

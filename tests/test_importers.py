@@ -98,10 +98,18 @@ def test_aiperf_mixed_closed_and_open_loop(sw):
     r = read_sweep(sw / ANUD, load="rate").table
     assert r.load_kind.unique().tolist() == ["rate"]
     assert r.request_rate_target.tolist() == [0.8, 1.0, 1.2]
-    # r0.8: Little's law, request_throughput.avg 0.8063384138345789 req/s x
-    # request_latency.avg 1394.1716964791667 ms
-    assert r.concurrency.iloc[0] == pytest.approx(0.8063384138345789 * 1.3941716964791667)
-    assert r.concurrency_source.iloc[0] == "littles_law"
+    # r0.8: requests in the system by Little's law, request_throughput.avg 0.8063384138345789
+    # req/s x request_latency.avg 1394.1716964791667 ms; the level is that less the engine's
+    # queue, throughput x (its mean TTFT - the configuration's lowest mean TTFT)
+    x, in_sys = 0.8063384138345789, 0.8063384138345789 * 1.3941716964791667
+    assert r.in_system.iloc[0] == pytest.approx(in_sys)
+    ttfts = {d.name: json.loads((d / "profile_export_aiperf.json").read_text())["time_to_first_token"]["avg"] / 1e3
+             for d in (sw / ANUD).iterdir() if d.is_dir()}
+    wq = ttfts["r0.8"] - min(ttfts.values())
+    assert r.queue_wait_s.iloc[0] == pytest.approx(wq)
+    assert r.concurrency.iloc[0] == pytest.approx(in_sys - x * wq)
+    assert r.concurrency_source.iloc[0] == "littles_law_running"
+    assert not r.saturated.any()  # 0.8-1.2 req/s completed as offered
 
 
 def test_aiperf_csv_matches_json(sw):
@@ -177,9 +185,19 @@ def test_genai_perf_two_schema_versions(sw):
 def test_vllm_benchmark_serving_rate_sweep(sw):
     s = read_sweep(sw / SURAJ, load="rate")
     t = s.table
-    assert t.request_rate_target.tolist()[:3] == [1.0, 4.0, 16.0]
-    assert math.isnan(t.request_rate_target.iloc[3])  # request_rate "inf"
-    assert t.load_kind.tolist() == ["rate", "rate", "rate", "burst"]
+    assert t.request_rate_target.tolist() == [1.0, 4.0]
+    assert t.load_kind.tolist() == ["rate", "rate"]
+    # rate 16 completed 6.33 req/s (61 % of what 200 prompts at 16 req/s give) and rate "inf"
+    # is a burst: both saturated, kept apart, not levels
+    sat = s.saturated
+    assert sat.load_kind.tolist() == ["rate", "burst"] and sat.saturated.all()
+    assert sat.request_rate_target.iloc[0] == 16.0 and math.isnan(sat.request_rate_target.iloc[1])
+    assert "61%" in sat.saturation_reason.iloc[0] and "inf" in sat.saturation_reason.iloc[1]
+    assert s.saturation_rps == pytest.approx(8.398304797910107)  # qps_inf request_throughput
+    # benchmark_results.json records the GPU ("1xStandard_ND96asr_v4 x 1")
+    assert s.config["gpu"] == "1xStandard_ND96asr_v4 x 1"
+    c = choose_slots(s, 0.050, q=95)
+    assert c.S == 18 and "only two levels" in c.reason and "saturated" in c.reason
     q4 = t.iloc[1]
     # ..._qps_04.json: median_ttft_ms 49.50005649993727, p99_ttft_ms 67.56385031015722,
     # median_tpot_ms 27.348463269617604, p99_tpot_ms 27.912823145449423,
@@ -211,7 +229,9 @@ def test_vllm_per_request_percentiles_reproduce_vllms_own(sw):
 
 
 def test_vllm_bench_sweep_layout(sw):
-    with pytest.raises(ValueError, match=r"several configurations \(max_num_seqs = \[4, 8\]\)"):
+    with pytest.raises(ValueError, match=r"holds 2 configurations told apart by config "
+                                         r"\('SERVE--max_num_seqs=4-.*', 'SERVE--max_num_seqs=8-.*'\) "
+                                         r"and max_num_seqs \(4, 8\); pass where=\{'config': 'SERVE--max_num_seqs=4"):
         read_sweep(sw / VSWEEP)
     with pytest.raises(ValueError, match=r"several points at concurrency \[2\.0\].*repeats='mean'"):
         read_sweep(sw / VSWEEP, where={"max_num_seqs": 4})
@@ -220,6 +240,10 @@ def test_vllm_bench_sweep_layout(sw):
     assert len(pts) == 4
     assert sorted(zip(pts.max_num_seqs, pts.run_number)) == [(4, 0), (4, 1), (8, 0), (8, 1)]
     s = read_sweep(sw / VSWEEP, where={"max_num_seqs": 4}, repeats="mean")
+    # a string matches the number (the command line passes --where max_num_seqs=4 as text)
+    s_txt = read_sweep(sw / VSWEEP, where={"max_num_seqs": "4"}, repeats="mean")
+    assert s_txt.table.tpot_p50_s.tolist() == s.table.tpot_p50_s.tolist()
+    assert s.config["max_num_seqs"] == 4
     row = s.table.iloc[0]
     # max_num_seqs=4: run=0 median_tpot_ms 8.323490332986694, run=1 7.929104699966653
     assert row.tpot_p50_s == pytest.approx((8.323490332986694 + 7.929104699966653) / 2 * MS)
@@ -230,6 +254,7 @@ def test_vllm_bench_sweep_layout(sw):
 def test_vllm_jsonl_append_result(sw, tmp_path):
     a = json.loads((sw / VSWEEP / "SERVE--max_num_seqs=8-BENCH--max_concurrency=2-num_prompts=8/run=0.json").read_text())
     b = json.loads((sw / "vllm/er0080-vllm-benchmarking/packages/protocol/tests/fixtures/bench_serve_v0.25.1.json").read_text())
+    a.pop("max_num_seqs")  # --append-result lines of one server: vllm bench sweep adds this field
     b = dict(b, max_concurrency=4)  # pretend a second level, as --append-result would collect
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(a) + "\n" + json.dumps(b) + "\n")
@@ -304,7 +329,11 @@ def test_guidellm_csv(sw):
     # itl_median_ms 29.7, rps_mean 6.52, concurrency_mean 25.71, prompt 264, output 120,
     # total_requests 391, error_requests 0; the p99 columns are "-"
     assert r.load_kind == "rate" and r.request_rate_target == 7.0
-    assert r.concurrency == pytest.approx(25.71) and r.concurrency_source == "measured"
+    # the level is the measured mean in flight less the engine's queue: rps x (ttft_mean_ms
+    # 89.2 - the lowest ttft_mean_ms of the file, 63.3 in sweep[0])
+    assert r.in_system == pytest.approx(25.71)
+    assert r.concurrency == pytest.approx(25.71 - 6.52 * (89.2 - 63.3) * MS)
+    assert r.concurrency_source == "measured_running"
     assert r.ttft_p50_s == pytest.approx(82.3 * MS)
     assert r.tpot_p50_s == pytest.approx(29.7 * MS)
     assert r.request_throughput_rps == pytest.approx(6.52)
@@ -314,7 +343,9 @@ def test_guidellm_csv(sw):
     with pytest.raises(ValueError, match="mixes closed-loop"):
         read_sweep(path)
     s = read_sweep(path, where=lambda p: p.point.str.startswith("sweep"), load="all")
-    assert len(s.concurrency) == 10 and s.concurrency[0] == 1
+    # sweep[1] is GuideLLM's throughput profile (everything at once): saturated, not a level
+    assert len(s.concurrency) == 9 and s.concurrency[0] == 1
+    assert s.saturated.point.tolist() == ["sweep[1]"] and s.saturation_rps == pytest.approx(17.98)
     assert np.all(np.diff(s.table.tpot_p50_s) > 0)
     with pytest.raises(ValueError, match="ttft_p99_s"):
         s.ttft(10, q=99)
@@ -322,8 +353,13 @@ def test_guidellm_csv(sw):
 
 # -- llmperf --------------------------------------------------------------------------------------
 def test_llmperf_summary(sw):
-    with pytest.raises(ValueError, match="several configurations"):
+    with pytest.raises(ValueError, match=r"holds 6 configurations told apart by config \('anyscale_13b', "
+                                         r".* and model .*; pass where=\{'config': 'anyscale_13b'\} to read one"):
         read_sweep(sw / "llmperf/raw_data/summary")
+    # the whole folder: the per-request files repeat their summaries and are skipped
+    with pytest.raises(ValueError, match="holds 6 configurations"):
+        read_sweep(sw / "llmperf")
+    assert read_sweep(sw / "llmperf", where={"config": "anyscale_70b"}).concurrency.tolist() == [5]
     s = read_sweep(sw / "llmperf/raw_data/summary/anyscale_70b.json")
     r = s.table.iloc[0]
     # anyscale_70b.json: num_concurrent_requests 5; results_ttft_s_quantiles_p50
@@ -371,10 +407,21 @@ def test_llmperf_errors_are_reported(sw):
 
 
 # -- inference-perf ------------------------------------------------------------------------------
+def _ip_stage(res, n):
+    return json.loads((res / f"stage_{n}_lifecycle_metrics.json").read_text())
+
+
 def test_inference_perf_stages(sw):
     res = sw / "inference-perf/demos/kubecon-na-2025/vllm/results"
     s = read_sweep(res)
-    assert len(s.concurrency) == 7  # 7 stages; the summary and Prometheus files are skipped
+    # 7 stages: 4 levels plus stages 4-6, which the client could not drive (achieved send
+    # rate 106 req/s against 122.6-183.4 requested, mean schedule delay 3.6-19.9 s)
+    assert len(s.concurrency) == 4 and len(s.saturated) == 3
+    assert s.saturated.point.tolist() == ["stage_4", "stage_5", "stage_6"]
+    assert all("schedule delay" in w and "achieved send rate" in w for w in s.saturated.saturation_reason)
+    # the highest completion rate reached, stage_6 successes.throughput.requests_per_sec
+    assert s.saturation_rps == pytest.approx(_ip_stage(res, 6)["successes"]["throughput"]["requests_per_sec"])
+    assert any("3 saturated load points" in n and "stage_4" in n for n in s.notes)
     assert sum("summary over all stages" in why for _, why in s.skipped) == 1
     assert sum("Prometheus" in why for _, why in s.skipped) == 8
     t = s.table.sort_values("request_rate_target").reset_index(drop=True)
@@ -388,16 +435,62 @@ def test_inference_perf_stages(sw):
     assert r.ttft_p50_s == pytest.approx(0.04451845702715218)
     assert r.ttft_p95_s == pytest.approx(0.08024103753268719)
     assert r.ttft_p99_s == pytest.approx(0.18182665726635605)
-    assert r.tpot_p50_s == pytest.approx(0.00741328114676181)
-    assert r.tpot_p95_s == pytest.approx(0.00937609843072272)
-    assert r.concurrency == pytest.approx(91.35730480202015 * 1.0212724370473967)
     assert r.mean_input_tokens == pytest.approx(204.10178991140842)
+    # TPOT: the reported time_per_output_token is half the per-token time (README caveat);
+    # (mean E2E - mean TTFT) / (mean output - 1) is the consistent one and the percentiles
+    # are rescaled to it
+    d3 = _ip_stage(res, 3)["successes"]
+    lat, out = d3["latency"], d3["output_len"]["mean"]
+    derived = (lat["request_latency"]["mean"] - lat["time_to_first_token"]["mean"]) / (out - 1)
+    ratio = derived / lat["time_per_output_token"]["mean"]
+    assert 2.0 < ratio < 2.2
+    assert derived == pytest.approx(15.83 * MS, abs=0.01 * MS)  # README table, TPOT derived
+    assert r.tpot_p50_s == pytest.approx(0.00741328114676181 * ratio)
+    assert r.tpot_p95_s == pytest.approx(0.00937609843072272 * ratio)
+    assert r.tpot_reported_p50_s == pytest.approx(0.00741328114676181)
+    assert r.tpot_derived_mean_s == pytest.approx(derived) and r.tpot_rescale == pytest.approx(ratio)
+    assert any("time_per_output_token (mean) disagrees" in n and "rescaled" in n for n in s.notes)
+    # the level: the engine's running sequences, Little's law less the engine's queue
+    ttft0 = min(_ip_stage(res, k)["successes"]["latency"]["time_to_first_token"]["mean"] for k in range(7))
+    x = 91.35730480202015
+    assert r.in_system == pytest.approx(x * 1.0212724370473967)
+    assert r.concurrency == pytest.approx(x * (1.0212724370473967 - (lat["time_to_first_token"]["mean"] - ttft0)))
+    assert r.concurrency_source == "littles_law_running"
+    # ... never above the engine's --max-num-seqs=128 (manifests.yaml beside results/)
+    assert s.config["max_num_seqs"] == 128
+    assert (s.concurrency <= 128).all() and (s.saturated.concurrency <= 128).all()
+    # the saturated stages, where vLLM was full, estimate about 128 running
+    assert s.saturated.concurrency.to_numpy() == pytest.approx([128] * 3, abs=2)
+    # manifests.yaml fills the configuration
+    assert s.config["gpu"] == "nvidia-h100-80gb" and s.config["engine"] == "vllm v0.11.0"
+    assert s.config["tensor_parallel"] == 1 and s.config["model"] == "meta-llama/Llama-3.1-8B-Instruct"
+    # S is at most max_num_seqs and S/T is close to the measured saturated completion rate
+    c = choose_slots(s, 0.050, q=95)
+    assert c.S == 91 and "saturated" in c.reason
+    rating = c.S / float(s.service_time(c.S))
+    assert 0.7 * s.saturation_rps < rating < 1.1 * s.saturation_rps
     # README: achieved rate flattens near 106 QPS while TTFT p99 jumps to 2.4-3.3 s
-    assert t.ttft_p99_s.iloc[-1] > 2.4 and t.ttft_p99_s.iloc[2] < 0.2
+    assert s.saturated.ttft_p99_s.iloc[-1] > 2.4 and t.ttft_p99_s.iloc[2] < 0.2
     with pytest.raises(ValueError, match="summary over all stages"):
         read_sweep(res / "summary_lifecycle_metrics.json")
     with pytest.raises(ValueError, match="Prometheus"):
         read_sweep(res / "stage_0_prometheus_metrics.json")
+
+
+def test_inference_perf_two_configurations(sw):
+    demo = sw / "inference-perf/demos/kubecon-na-2025"
+    with pytest.raises(ValueError, match=r"kubecon-na-2025 holds 2 configurations told apart by config "
+                                         r"\('vllm', 'vllm\+batch_size'\) and max_num_seqs \(128, 192\); "
+                                         r"pass where=\{'config': 'vllm'\} to read one"):
+        read_sweep(demo)
+    a = read_sweep(demo, where={"config": "vllm"})
+    b = read_sweep(demo, where={"config": "vllm+batch_size"})
+    assert a.config["max_num_seqs"] == 128 and b.config["max_num_seqs"] == 192
+    assert a.table.concurrency.tolist() == read_sweep(demo / "vllm").table.concurrency.tolist()
+    # the numeric column matches a string, as the command line passes it
+    assert read_sweep(demo, where={"max_num_seqs": "192"}).config["config"] == "vllm+batch_size"
+    with pytest.raises(ValueError, match=r"keeps no point .*column 'config' holds 'vllm', 'vllm\+batch_size'"):
+        read_sweep(demo, where={"config": "sglang"})
 
 
 # -- inference-benchmarker ----------------------------------------------------------------------
@@ -417,7 +510,11 @@ def test_inference_benchmarker_sweep_report(sw):
     assert r.ttft_p50_s == pytest.approx(395.268 * MS)
     assert r.request_throughput_rps == pytest.approx(1.3179662612900407)
     assert r.num_requests == 157
-    assert r.concurrency == pytest.approx(1.3179662612900407 * 5.302239)
+    # requests in the system 1.318 x 5.302 s, less the queue: 1.318 x (time_to_first_token_ms.avg
+    # 395.972 - 373.103, the lowest avg, at constant@0.27req/s)
+    assert r.in_system == pytest.approx(1.3179662612900407 * 5.302239)
+    assert r.concurrency == pytest.approx(1.3179662612900407 * (5.302239 - (0.395972 - 0.373103)))
+    assert not t.saturated.any()  # request_rate follows config.rate within the 120 s window
     assert r.output_throughput_tps == pytest.approx(167.68392400808003)
     assert r.mean_output_tokens == pytest.approx(19975 / 157)
     assert r.mean_input_tokens == pytest.approx(628000 / 157)
