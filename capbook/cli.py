@@ -145,6 +145,8 @@ def _pct(x) -> str:
 
 
 def _print_summary(s: dict) -> None:
+    import pandas as pd
+
     w = print
     w(f"file      {s['path']}")
     w(f"format    {s['format']}")
@@ -154,7 +156,10 @@ def _print_summary(s: dict) -> None:
         w(f"          {r['rows']:,} rows: {r['reason']} in {r['column']!r} -> {r['action']}; "
           f"first rows {r['first_rows']}")
     w(f"span      {s['start']} -> {s['end']} ({_fmt_duration(s['span_s'])})")
-    w(f"rate      {s['rate_rps']:,.4g} requests/s ({s['rate_rps'] * 3600:,.0f} per hour)")
+    if math.isfinite(s["rate_rps"]):
+        w(f"rate      {s['rate_rps']:,.4g} requests/s ({s['rate_rps'] * 3600:,.0f} per hour)")
+    else:
+        w("rate      n/a (every request arrives at the same instant)")
     w("status    " + ", ".join(f"{k} {v:,}" for k, v in s["status"].items()))
     g = s["groups"]
     w("groups    " + ", ".join(f"{m}/{t} {n:,}" for m, t, n in zip(g["model"], g["tier"], g["n"])))
@@ -169,12 +174,12 @@ def _print_summary(s: dict) -> None:
     w("")
     a = s["arrivals"]
     if a is None:
-        a = {"ca2": math.nan, "iat_mean_s": math.nan, "idc": {}, "caveat": "fewer than 3 requests"}
-    w(f"Ca2       {a['ca2']:.3f}  (inter-arrival time: mean {a['iat_mean_s']:.4g} s)")
-    idc = ", ".join(f"{k:g} s: {v:.2f}" for k, v in a["idc"].items())
-    w(f"IDC       {idc}")
-    if a["caveat"]:
-        w(f"caveat    {a['caveat']}")
+        w("Ca2       n/a (fewer than 3 requests)")
+    else:
+        w(f"Ca2       {a['ca2']:.3f}  (inter-arrival time: mean {a['iat_mean_s']:.4g} s)")
+        w("IDC       " + ", ".join(f"{k:g} s: {v:.2f}" for k, v in a["idc"].items() if math.isfinite(v)))
+        if a["caveat"]:
+            w(f"caveat    {cli_message(a['caveat'])}")
     svc = s["service"]
     if svc is None:
         w("Cs2       n/a (no end times in the log; pass --sweep and --concurrency, or "
@@ -182,9 +187,16 @@ def _print_summary(s: dict) -> None:
     else:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
     p = s["peak_to_mean"]
-    w(f"peak hour {p.loc['total_tokens', 'peak_hour']}: {int(p.loc['total_tokens', 'peak']):,} tokens, "
-      f"{int(p.loc['requests', 'peak']):,} requests; peak-to-mean {p.loc['total_tokens', 'ratio']:.2f} "
-      f"(tokens), {p.loc['requests', 'ratio']:.2f} (requests)")
+    if s.get("full_hours", 1) and not pd.isna(p.loc["total_tokens", "peak"]):
+        w(f"peak hour {p.loc['total_tokens', 'peak_hour']}: {int(p.loc['total_tokens', 'peak']):,} tokens, "
+          f"{int(p.loc['requests', 'peak']):,} requests; peak-to-mean {p.loc['total_tokens', 'ratio']:.2f} "
+          f"(tokens), {p.loc['requests', 'ratio']:.2f} (requests) over {s['full_hours']:,} full hours")
+    else:
+        w("peak hour n/a (no fully covered clock hour)")
+    for note in s.get("notes", []):
+        w(f"note      {cli_message(note)}")
+    for cav in s.get("caveats", []):
+        w(f"caveat    {cli_message(cav)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -395,11 +407,11 @@ def run_plan(args: argparse.Namespace) -> int:
                              spares=args.spares, zones=args.zones, simulate=not args.no_sim)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
-    print(plan.render())
+    print(cli_message(plan.render()))
     out = Path(args.out)
     csv_path = plan.to_csv(out / "plan.csv")
     md_path = out / "plan.md"
-    plan.to_markdown(md_path)
+    md_path.write_text(cli_message(plan.to_markdown()), encoding="utf-8")
     print(f"wrote {csv_path} and {md_path}")
     return 0
 
