@@ -550,3 +550,250 @@ def test_config_fill_and_option_errors(sw):
         read_sweep(sw / ANUD, repeats="median")
     with pytest.raises(ValueError, match="keeps no point"):
         read_sweep(sw / ANUD, where={"model": "nope"})
+
+
+# -- small fixtures written here (no ../shared needed) ------------------------------------------
+def _lat(mean, median=None):
+    median = mean if median is None else median
+    return {"mean": mean, "median": median, "p95": median * 1.2, "p99": median * 1.5}
+
+
+def _ip_stage_dict(requested, achieved, rps, e2e, ttft, tpot_reported, delay=0.0, out=64.0, count=600):
+    """A minimal inference-perf stage_N_lifecycle_metrics.json (times in s, rates in req/s)."""
+    return {
+        "load_summary": {"count": count, "requested_rate": requested, "achieved_rate": achieved,
+                         "send_duration": count / achieved, "schedule_delay": {"mean": delay}},
+        "successes": {
+            "count": count,
+            "latency": {"request_latency": _lat(e2e), "time_to_first_token": _lat(ttft),
+                        "time_per_output_token": _lat(tpot_reported)},
+            "throughput": {"requests_per_sec": rps, "output_tokens_per_sec": rps * out},
+            "prompt_len": {"mean": 200.0}, "output_len": {"mean": out},
+        },
+        "failures": {"count": 0},
+    }
+
+
+MANIFEST = """apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+      - args:
+        - "--model=$(MODEL_ID)"
+        - "--max-num-seqs=16"
+        - "--tensor-parallel-size=2"
+        command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+        env:
+        - name: MODEL_ID
+          value: org/tiny-model
+        image: vllm/vllm-openai:v0.11.0
+        resources:
+          limits:
+            nvidia.com/gpu: 2
+      nodeSelector:
+        cloud.google.com/gke-accelerator: nvidia-l4
+"""
+
+
+def _write_ip_run(folder, manifest=MANIFEST):
+    """Four stages of an engine with max_num_seqs 16 and 10 ms per token (reported: 5 ms)."""
+    res = folder / "results"
+    res.mkdir(parents=True)
+    if manifest:
+        (folder / "manifests.yaml").write_text(manifest)
+    # rps, E2E = TTFT + 63 x TPOT; stage 3: the client could not keep up (sent 20 of 40 req/s)
+    stages = [(1, 1, 1.0, 0.05 + 63 * 0.010, 0.05), (10, 10, 9.9, 0.05 + 63 * 0.012, 0.05),
+              (12, 12, 11.9, 0.30 + 63 * 0.014, 0.30), (40, 20, 19.9, 2.00 + 63 * 0.015, 2.00)]
+    for n, (req, ach, rps, e2e, ttft) in enumerate(stages):
+        tpot = (e2e - ttft) / 63 / 2  # the old client's half-size TPOT
+        d = _ip_stage_dict(req, ach, rps, e2e, ttft, tpot, delay=5.0 if n == 3 else 0.0)
+        (res / f"stage_{n}_lifecycle_metrics.json").write_text(json.dumps(d))
+    return res
+
+
+def test_open_loop_levels_are_running_sequences_from_a_manifest(tmp_path):
+    _write_ip_run(tmp_path / "eng")
+    s = read_sweep(tmp_path / "eng")
+    t = s.table
+    # stage 3 is saturated (achieved 50 % of requested, mean schedule delay 5 s): not a level
+    assert len(t) == 3 and s.saturated.point.tolist() == ["stage_3"]
+    assert "50%" in s.saturated.saturation_reason.iloc[0] and "5 s" in s.saturated.saturation_reason.iloc[0]
+    assert s.saturation_rps == pytest.approx(19.9)
+    # level = rps x (E2E - (TTFT - lowest TTFT)); stage 2 waits 0.25 s in the engine's queue
+    e2e2 = 0.30 + 63 * 0.014
+    assert t.concurrency.iloc[2] == pytest.approx(11.9 * (e2e2 - 0.25))
+    assert t.in_system.iloc[2] == pytest.approx(11.9 * e2e2)
+    assert t.concurrency_source.iloc[2] == "littles_law_running"
+    # the saturated stage runs at most max_num_seqs 16 (manifest), not 19.9 x 2.95 = 59
+    assert s.saturated.concurrency.iloc[0] == 16 and s.saturated.concurrency_source.iloc[0] == "max_num_seqs"
+    # TPOT: reported 5 ms disagrees with (E2E - TTFT)/(out - 1) = 10 ms: rescaled x2, noted
+    assert t.tpot_p50_s.iloc[0] == pytest.approx(0.010) and t.tpot_rescale.iloc[0] == pytest.approx(2.0)
+    assert t.tpot_reported_p50_s.iloc[0] == pytest.approx(0.005)
+    assert any("disagrees" in n and "derived / reported 2.00" in n for n in s.notes)
+    # the manifest fills the configuration: gpu, engine, TP, model (env substituted), GPUs
+    assert s.config["gpu"] == "nvidia-l4" and s.config["engine"] == "vllm v0.11.0"
+    assert s.config["tensor_parallel"] == 2 and s.config["model"] == "org/tiny-model"
+    assert s.config["max_num_seqs"] == 16 and t.num_gpus.iloc[0] == 2
+    assert any("manifests.yaml" in n for n in s.notes)
+    # S is a level the engine held, and the reason names the saturated stage
+    c = choose_slots(s, 0.050, q=50)
+    assert c.S == 11 and c.S <= 16 and "saturated" in c.reason
+
+
+def test_max_num_seqs_priority_keyword_command_manifest(tmp_path):
+    _write_ip_run(tmp_path / "eng")
+    pts = read_points(tmp_path / "eng")
+    assert set(pts.max_num_seqs) == {16} and pts.max_num_seqs_source.str.endswith("manifests.yaml").all()
+    (tmp_path / "eng" / "vllm_command.txt").write_text(
+        "VLLM_USE_V1=0 vllm serve org/tiny-model \\\n  --max_num_seqs=8 --tensor-parallel-size 4\n")
+    pts = read_points(tmp_path / "eng")
+    assert set(pts.max_num_seqs) == {8}  # vllm_command.txt before the manifest
+    assert set(pts.tensor_parallel) == {4} and set(pts.engine) == {"vllm (V0 engine)"}
+    assert pts.saturated.tolist() == [False, False, False, True]
+    pts = read_points(tmp_path / "eng", max_num_seqs=12)  # the keyword before both
+    assert set(pts.max_num_seqs) == {12} and set(pts.max_num_seqs_source) == {"max_num_seqs="}
+    with pytest.raises(ValueError, match=r"max_num_seqs=0 must be a whole number >= 1"):
+        read_points(tmp_path / "eng", max_num_seqs=0)
+
+
+def test_without_any_engine_limit_levels_are_not_capped(tmp_path):
+    _write_ip_run(tmp_path / "eng", manifest=None)
+    s = read_sweep(tmp_path / "eng")
+    assert s.config["gpu"] is None and "max_num_seqs" not in s.config
+    # stage 3: 19.9 x (2.945 - 1.95) = 19.8 sequences: nothing to cap it with
+    assert s.saturated.concurrency.iloc[0] == pytest.approx(19.9 * (2.00 + 63 * 0.015 - 1.95))
+    s16 = read_sweep(tmp_path / "eng", max_num_seqs=16)
+    assert s16.saturated.concurrency.iloc[0] == 16
+
+
+def test_two_configurations_in_a_folder_name_where(tmp_path):
+    _write_ip_run(tmp_path / "demo" / "small")
+    _write_ip_run(tmp_path / "demo" / "big", manifest=MANIFEST.replace("--max-num-seqs=16", "--max-num-seqs=64"))
+    with pytest.raises(ValueError, match=r"demo holds 2 configurations told apart by config \('big', 'small'\) "
+                                         r"and max_num_seqs \(64, 16\); pass where=\{'config': 'big'\} to read one"):
+        read_sweep(tmp_path / "demo")
+    assert read_sweep(tmp_path / "demo", where={"config": "small"}).config["max_num_seqs"] == 16
+    assert read_sweep(tmp_path / "demo", where={"max_num_seqs": "64"}).config["config"] == "big"
+    assert read_sweep(tmp_path / "demo", where={"max_num_seqs": 64.0}).config["config"] == "big"
+    # two folders differing only in an engine flag are two configurations too
+    _write_ip_run(tmp_path / "flags" / "a")
+    _write_ip_run(tmp_path / "flags" / "b", manifest=MANIFEST.replace(
+        '"--tensor-parallel-size=2"', '"--tensor-parallel-size=2"\n        - "--enable-prefix-caching"'))
+    with pytest.raises(ValueError, match=r"told apart by config \('a', 'b'\) and engine flags"):
+        read_sweep(tmp_path / "flags")
+
+
+def _vllm_run(completed=100, rate=None, mc=None, mean_tpot_ms=10.0, e2e_ms=None, **kw):
+    e2e_ms = 50.0 + 99 * 10.0 if e2e_ms is None else e2e_ms
+    d = {"date": kw.pop("date", "20250101"), "model_id": "org/m", "backend": "vllm",
+         "completed": completed, "failed": 0 if completed else 8, "duration": 20.0,
+         "request_rate": "inf" if rate is None else rate, "max_concurrency": mc,
+         "request_throughput": completed / 20.0, "output_throughput": completed * 100 / 20.0,
+         "total_input_tokens": completed * 300, "total_output_tokens": completed * 100,
+         "mean_ttft_ms": 50.0, "median_ttft_ms": 50.0, "p99_ttft_ms": 80.0,
+         "mean_tpot_ms": mean_tpot_ms, "median_tpot_ms": mean_tpot_ms, "p99_tpot_ms": mean_tpot_ms * 1.3,
+         "mean_e2el_ms": e2e_ms}
+    d.update(kw)
+    return d
+
+
+def test_failed_run_in_a_folder_is_skipped_with_a_note(tmp_path):
+    d = tmp_path / "runs"
+    d.mkdir()
+    for c in (1, 4):
+        (d / f"c{c}.json").write_text(json.dumps(_vllm_run(mc=c, date=f"d{c}")))
+    (d / "c8.json").write_text(json.dumps(_vllm_run(completed=0, mc=8, date="d8")))
+    s = read_sweep(d)
+    assert s.concurrency.tolist() == [1, 4]
+    assert any(p.endswith("c8.json") and "failed run skipped" in why for p, why in s.skipped)
+    assert any("failed run skipped" in n and "c8.json" in n for n in s.notes)
+    with pytest.raises(ValueError, match=r"c8\.json: field 'completed' is 0"):
+        read_sweep(d / "c8.json")  # named alone, it is an error
+
+
+def test_tpot_agreeing_within_20_percent_is_left_alone(tmp_path):
+    p = tmp_path / "r.json"
+    # (E2E - TTFT)/(out - 1) = 10 ms; reported 9 ms (10 % off): kept as the tool reported it
+    p.write_text(json.dumps(_vllm_run(mc=2, mean_tpot_ms=9.0)))
+    r = read_sweep(p).table.iloc[0]
+    assert r.tpot_p50_s == pytest.approx(0.009) and r.tpot_rescale == 1.0
+    p.write_text(json.dumps(_vllm_run(mc=2, mean_tpot_ms=5.0)))  # half: rescaled to 10 ms
+    s = read_sweep(p)
+    assert s.table.tpot_p50_s.iloc[0] == pytest.approx(0.010)
+    assert s.table.tpot_p99_s.iloc[0] == pytest.approx(0.013)
+    assert any("mean_tpot_ms disagrees" in n for n in s.notes)
+
+
+def test_rate_sweep_saturation_rules(tmp_path):
+    d = tmp_path / "rates"
+    d.mkdir()
+    # 100 prompts: rate 1 and 2 complete as offered; rate 50 completes 5 req/s (far below);
+    # inf is a burst; rate 6 is offered above the 5.5 req/s completed at saturation
+    for rate, rps in [(1, 0.95), (2, 1.9), (6, 5.3), (50, 5.0), (None, 5.5)]:
+        run = _vllm_run(rate=rate, date=f"r{rate}", request_throughput=rps)
+        (d / f"r{rate}.json").write_text(json.dumps(run))
+    s = read_sweep(d)
+    assert s.table.request_rate_target.tolist() == [1, 2]
+    reasons = dict(zip(s.saturated.request_rate_target.fillna(-1), s.saturated.saturation_reason))
+    assert "exceeds the 5.5 req/s" in reasons[6] and "inf" in reasons[-1] and "completed 5" in reasons[50]
+    assert s.saturation_rps == pytest.approx(5.5)
+    c = choose_slots(s, 0.05, q=50)
+    assert "only two levels" in c.reason and "3 saturated points" in c.reason
+    # every point saturated: one clear error
+    with pytest.raises(ValueError, match="every load point is saturated"):
+        read_sweep(d / "rNone.json")
+
+
+def test_closed_loop_above_max_num_seqs_is_saturated(tmp_path):
+    d = tmp_path / "c"
+    d.mkdir()
+    for c in (2, 4, 8):
+        (d / f"c{c}.json").write_text(json.dumps(_vllm_run(mc=c, date=f"d{c}")))
+    s = read_sweep(d, max_num_seqs=4)
+    assert s.concurrency.tolist() == [2, 4] and s.saturated.concurrency.tolist() == [8]
+    assert "exceeds the engine's max_num_seqs 4" in s.saturated.saturation_reason.iloc[0]
+
+
+def test_engine_info_from_command_lines_and_sidecars(tmp_path):
+    from capbook.importers import _context_from_command_text, _dir_context
+
+    info = _context_from_command_text(
+        "vllm serve amd/Kimi --tensor-parallel-size=4 --kv-cache-dtype fp8 --max-num-seqs 64")
+    assert info["max_num_seqs"] == 64 and info["tensor_parallel"] == 4 and info["model"] == "amd/Kimi"
+    (tmp_path / "x.commands").write_text(json.dumps(
+        {"server_command": "vllm serve m -tp 8 --max-num-seqs 256", "gpu_type": "H100-SXM"}))
+    (tmp_path / "agg_bmk.json").write_text(json.dumps(
+        [{"hw": "mi355x", "tp": 4, "framework": "vllm", "conc": c} for c in (1, 2)]))
+    ctx = _dir_context(tmp_path, {})
+    # *.commands before agg_bmk.json; fields either lacks come from the other
+    assert ctx["gpu"] == "H100-SXM" and ctx["tensor_parallel"] == 8 and ctx["max_num_seqs"] == 256
+    assert ctx["engine"] == "vllm"
+
+
+def test_where_errors_name_the_values(tmp_path):
+    _write_ip_run(tmp_path / "eng")
+    with pytest.raises(ValueError, match=r"where=\{'config': 'nope'\} keeps no point .* column 'config' holds 'eng'"):
+        read_sweep(tmp_path / "eng", where={"config": "nope"})
+    with pytest.raises(ValueError, match=r"where: column 'colour' not in the points"):
+        read_sweep(tmp_path / "eng", where={"colour": "red"})
+    with pytest.raises(ValueError, match=r"where=.* must be a mapping"):
+        read_sweep(tmp_path / "eng", where=[("config", "eng")])
+    assert len(read_sweep(tmp_path / "eng", where={"point": ["stage_0", "stage_1"]}).concurrency) == 2
+
+
+# -- the er0080 folder: a failed run beside two server configurations ---------------------------
+def test_er0080_folder_reads_with_the_failed_run_skipped(sw):
+    root = sw / "vllm/er0080-vllm-benchmarking"
+    with pytest.raises(ValueError, match=r"holds 3 configurations told apart by config .* and max_num_seqs "
+                                         r"\(4, 8, not recorded\); pass where="):
+        read_sweep(root)
+    s = read_sweep(root, where={"max_num_seqs": 4}, repeats="mean")
+    assert s.concurrency.tolist() == [2] and s.config["max_num_seqs"] == 4
+    assert any(p.endswith("bench_serve_all_requests_failed_v0.25.1.json") and "failed run skipped" in why
+               for p, why in s.skipped)
+    assert any("failed run skipped" in n for n in s.notes)
+    c = choose_slots(s, 0.05, q=50)
+    assert c.S == 2 and c.reason.startswith("the sweep has a single level (2): S is that level")
+    assert "measure higher concurrency to know whether more slots fit" in c.reason

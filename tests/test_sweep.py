@@ -302,3 +302,61 @@ def test_choose_slots_on_open_loop_levels():
     assert "93.3" in c.reason
     c1 = choose_slots(s, 0.0038, q=95, margin=0)
     assert c1.S == 1 and c1.level == 0.49
+
+
+# -- one- and two-level sweeps, saturated points -------------------------------------------------
+def test_single_level_sweep_plans_and_says_why():
+    s = Sweep.from_frame(make_table([1], [0.01]), name="one")
+    c = choose_slots(s, 0.05, q=95)
+    assert c.S == 1 and c.level == 1 and c.next_level is None
+    assert c.reason.startswith("the sweep has a single level (1): S is that level")
+    assert c.reason.endswith("measure higher concurrency to know whether more slots fit")
+    # TPOT/TTFT are read flat at any concurrency (callers ask at other levels), with a note
+    assert float(s.tpot(8)) == pytest.approx(0.01) and float(s.ttft(0.5, q=99)) == pytest.approx(0.4)
+    assert s.tpot([1, 2, 16]) == pytest.approx([0.01] * 3)
+    assert float(s.service_time(4)) == pytest.approx(1000 / (1000 / 0.2) + 200 * 0.01)
+    assert any("single level (1)" in n and "flat" in n for n in s.notes)
+    with pytest.raises(ValueError, match="concurrency"):
+        s.tpot(0)
+    bad = choose_slots(s, 0.005, q=95)
+    assert bad.S == 0 and "only level (1) already fails" in bad.reason
+
+
+def test_two_level_sweep_interpolates_and_says_so():
+    s = Sweep.from_frame(make_table([0.5, 40.0], [0.01, 0.03], tpot95=[0.01, 0.03]), name="two")
+    assert float(s.tpot(20.25)) == pytest.approx(0.02)
+    c = choose_slots(s, 0.05, q=95, margin=0)
+    assert c.S == 40 and "only two levels (0.5, 40)" in c.reason
+    assert any("only two levels" in n for n in s.notes)
+    with pytest.raises(ValueError, match="outside the measured range"):
+        s.tpot(80)  # beyond the last level still needs extrapolate=True
+    assert float(s.tpot(80, extrapolate=True)) > 0.03
+
+
+def test_fractional_lowest_level_reads_flat_down_to_its_floor():
+    # open-loop levels are fractional; S = floor(level) may sit just below the lowest level
+    s = Sweep.from_frame(make_table([1.12, 1.45, 1.66], [0.0059, 0.0062, 0.0064]))
+    c = choose_slots(s, 0.05, q=50)
+    assert c.S == 1 and c.level == 1.66 and "rounded down to 1" in c.reason
+    assert float(s.tpot(1)) == pytest.approx(0.0059) and float(s.service_time(1)) > 0
+    with pytest.raises(ValueError, match="outside"):
+        s.tpot(0.9)
+
+
+def test_saturated_rows_are_kept_apart():
+    t = make_table([1, 2, 4, 8], [0.01, 0.02, 0.03, 0.05])
+    t["saturated"] = [False, False, True, True]
+    t["saturation_reason"] = [None, None, "achieved send rate 80% of requested", "x"]
+    t["request_rate_target"] = [1.0, 2.0, 4.0, 8.0]
+    s = Sweep.from_frame(t, name="sat")
+    assert s.concurrency.tolist() == [1, 2] and len(s.saturated) == 2
+    assert s.saturation_rps == pytest.approx(t.request_throughput_rps.iloc[2:].max())
+    assert any("2 saturated load points" in n and "rate 4 req/s (achieved" in n for n in s.notes)
+    c = choose_slots(s, 1.0, q=95)
+    assert c.S == 2 and "2 saturated points above it" in c.reason
+    t["saturated"] = True
+    with pytest.raises(ValueError, match="every load point .* is saturated"):
+        Sweep.from_frame(t, name="all")
+    # a CSV round trip keeps the flag (strings "True"/"False")
+    t["saturated"] = ["False", "False", "True", "True"]
+    assert Sweep.from_frame(t).concurrency.tolist() == [1, 2]
