@@ -116,6 +116,7 @@ _SLOW_RATE = 1 / 200  # requests per second (18 per hour)
 _FAST_RATE = 20_000.0  # requests per second
 _SHORT_SPAN_S = 600.0  # a whole log this short ...
 _SHORT_FAST_RATE = 1_000.0  # ... at this many requests per second is seconds read as ms
+_TINY_SPAN_S = 60.0  # ... and a whole log shorter than this, at any rate
 _MIN_ROWS_FAST = 1000  # the fast-rate checks need at least this many requests
 _EARLIEST = pd.Timestamp("1970-01-01", tz="UTC")
 _LATEST = pd.Timestamp("2100-01-01", tz="UTC")
@@ -363,7 +364,7 @@ def _peek(path: str, kind: str) -> str | None:
     try:
         text = head.decode("utf-8")
     except UnicodeDecodeError as exc:
-        if exc.start < len(head) - 3:  # not just a character cut at the end of the peek
+        if len(head) < _PEEK_BYTES or exc.start < len(head) - 3:  # not a character cut by the peek
             raise ValueError(f"{path}: the file is not UTF-8 text (byte 0x{head[exc.start]:02x} "
                              f"at offset {exc.start}): binary data, or text in another "
                              f"encoding; save it as UTF-8") from None
@@ -405,8 +406,9 @@ def _duck_error(path: str, kind: str, exc: BaseException) -> str:
                 f"have different numbers of fields")
     m = re.search(r"Malformed JSON.*?at byte (\d+) in line (\d+): ([^.\n]*)", msg)
     if m:
-        return (f"{path}: line {m.group(2)} is not valid JSON ({m.group(3).strip()} at byte "
-                f"{m.group(1)} of the line); a JSON-lines file holds one JSON object per line")
+        return (f"{path}: malformed JSON at line {m.group(2)} ({m.group(3).strip()} at byte "
+                f"{m.group(1)}): that line, or an object left unclosed on a line above it, is "
+                f"broken; a JSON-lines file holds one complete JSON object per line")
     if "Parquet" in msg and ("too small" in msg or "magic" in msg.lower()):
         return f"{path}: not a Parquet file (or a truncated one): {msg.splitlines()[0]}"
     if "Schema mismatch between globbed files" in msg:
@@ -541,8 +543,11 @@ def detect_format(path: str | os.PathLike) -> str:
     """
     path = os.fspath(path)
     con = _connect()
-    sql, cols = _source_sql(con, path)
-    return _detect(con, path, sql, cols)
+    try:
+        sql, cols = _source_sql(con, path)
+        return _detect(con, path, sql, cols)
+    except duckdb.Error as exc:
+        raise ValueError(_duck_error(path, _file_kind(path), exc)) from None
 
 
 def _detect(con, path: str, sql: str, cols: dict[str, str]) -> str:
@@ -1274,8 +1279,8 @@ class RequestLog:
 
         Too slow (a span of over 400 days, or over a week at under 18 requests an hour) reads
         like a finer unit read as a coarser one (milliseconds read as seconds); too fast (over
-        20,000 requests/s, or over 1,000 requests/s for a whole log shorter than 10 minutes,
-        with at least 1,000 requests) like the reverse. The message names the unit used and
+        20,000 requests/s, over 1,000 requests/s for a whole log shorter than 10 minutes, or a
+        whole log shorter than a minute; each with at least 1,000 requests) like the reverse. The message names the unit used and
         the one to try with ``time_unit=``."""
         span_s = (self._t_max - self._t_min) / _US_PER_S
         unit = self.mapping.time_unit
@@ -1310,8 +1315,8 @@ class RequestLog:
                 f"{self.path}: {self.rows} requests over {span_s / 86400:,.1f} days is "
                 f"{rate * 3600:.2f} requests per hour: suspiciously slow, {mistake(1)} "
                 f"({hint}){remedy(1)}")
-        if self.rows >= _MIN_ROWS_FAST and (
-                rate > _FAST_RATE or (span_s < _SHORT_SPAN_S and rate > _SHORT_FAST_RATE)):
+        if self.rows >= _MIN_ROWS_FAST and (rate > _FAST_RATE or span_s < _TINY_SPAN_S or (
+                span_s < _SHORT_SPAN_S and rate > _SHORT_FAST_RATE)):
             raise ValueError(
                 f"{self.path}: {self.rows} requests in {span_s:.3g} s is {rate:,.0f} requests per "
                 f"second for the whole log: suspiciously fast, {mistake(-1)} ({hint}){remedy(-1)}")
@@ -1903,14 +1908,17 @@ def read_requests(
     _files(path)  # FileNotFoundError when nothing is there
     con = _connect(threads, memory_limit)
     notes: list[str] = []
-    src, cols = _source_sql(con, path, notes)
-    if mapping is None:
-        fmt = _detect(con, path, src, cols) if format == "auto" else format
-        mapping = _BUILTIN[fmt]
-    mapping, unit_notes = _resolve_time_unit(con, path, src, cols, mapping, time_unit)
-    return RequestLog._open(path, mapping, mapping.name, drop_invalid=drop_invalid, sort=sort,
-                            check_units=check_units, progress=progress, con=con,
-                            source_sql=src, cols=cols, notes=notes + unit_notes)
+    try:  # a reader error in any query (e.g. the second file of a glob) says what is wrong
+        src, cols = _source_sql(con, path, notes)
+        if mapping is None:
+            fmt = _detect(con, path, src, cols) if format == "auto" else format
+            mapping = _BUILTIN[fmt]
+        mapping, unit_notes = _resolve_time_unit(con, path, src, cols, mapping, time_unit)
+        return RequestLog._open(path, mapping, mapping.name, drop_invalid=drop_invalid, sort=sort,
+                                check_units=check_units, progress=progress, con=con,
+                                source_sql=src, cols=cols, notes=notes + unit_notes)
+    except duckdb.Error as exc:
+        raise ValueError(_duck_error(path, _file_kind(path), exc)) from None
 
 
 def sample_requests_path() -> Path:

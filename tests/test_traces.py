@@ -721,3 +721,278 @@ def test_sample_log_is_generated_and_documented(repo_root):
     assert set(log.columns) >= {"first_token_time", "end_time", "tenant"}
     assert "sample_requests.parquet" in (repo_root / "data" / "README.md").read_text()
     assert (repo_root / "data" / "requests" / "sample_requests.parquet").stat().st_size < 5e6
+
+
+# --------------------------------------------------------------------------------------------
+# the minimal canonical layout, numeric epoch times, request ids, coverage, bad files
+# --------------------------------------------------------------------------------------------
+def test_canonical_needs_only_time_and_tokens(tmp_path):
+    df = _canonical_frame(50)[["arrival_time", "input_tokens", "output_tokens"]]
+    p = _write_csv(df, tmp_path / "gateway.csv")
+    log = read_requests(p)
+    assert log.format == "canonical" and log.rows == 50
+    out = log.to_pandas()
+    assert set(out["model"]) == {"gateway"} and set(out["tier"]) == {"interactive"}
+    assert set(out["status"]) == {"served"}
+    assert log.notes[0] == ("no model, tier or status column: every row gets model 'gateway', "
+                            "tier 'interactive', status 'served'")
+    h = log.hourly()  # capbook.plan groups this by model and tier
+    assert {"model", "tier"} <= set(h.columns) and h["requests"].sum() == 50
+    # a column that is present keeps its values, and only the others are noted
+    df2 = _canonical_frame(50)[["arrival_time", "input_tokens", "output_tokens", "model"]]
+    log2 = read_requests(_write_csv(df2, tmp_path / "m.csv"))
+    assert log2.notes == ["no tier or status column: every row gets tier 'interactive', status 'served'"]
+    assert set(log2.to_pandas()["model"]) == set(df2["model"])
+
+
+@pytest.mark.parametrize("ext", ["csv", "jsonl", "parquet"])
+def test_numeric_epoch_seconds_ms_us_give_identical_times(tmp_path, ext):
+    rng = np.random.default_rng(7)
+    us = 1_767_571_200_000_000 + np.sort(rng.integers(0, 6 * 3600 * 10**6, 300))
+    us[5] = us[4]  # a tie
+    tokens = {"input_tokens": rng.integers(1, 900, 300), "output_tokens": rng.integers(1, 90, 300)}
+    expect = pd.to_datetime(us, unit="us", utc=True)
+    names = {"s": "seconds", "ms": "milliseconds", "us": "microseconds"}
+    for unit, values in (("s", us / 1e6), ("ms", us / 1e3), ("us", us)):
+        df = pd.DataFrame({"arrival_time": values, **tokens})
+        p = tmp_path / f"epoch_{unit}.{ext}"
+        if ext == "csv":
+            df.to_csv(p, index=False, float_format="%.6f")
+        elif ext == "jsonl":
+            df.to_json(p, orient="records", lines=True, double_precision=15)
+        else:
+            df.to_parquet(p, index=False)
+        log = read_requests(p)
+        got = log.to_pandas()["arrival_time"]
+        assert (got.to_numpy() == expect.to_numpy()).all(), unit
+        assert any(f"timestamps read as epoch {names[unit]} (detected from magnitude; pass "
+                   f"time_unit= to override)" in n for n in log.notes)
+        # the unit given explicitly reads the same and says so
+        given = read_requests(p, time_unit=unit)
+        assert (given.to_pandas()["arrival_time"].to_numpy() == expect.to_numpy()).all()
+        assert any(f"(time_unit={unit!r})" in n for n in given.notes)
+
+
+def test_integer_epoch_parquet_column_is_exact(tmp_path):
+    ns = np.array([1_767_571_200_123_456_789, 1_767_571_201_000_000_499, 1_767_571_202_999_999_500])
+    p = tmp_path / "ns.parquet"
+    pd.DataFrame({"arrival_time": ns, "input_tokens": [1, 2, 3], "output_tokens": [1, 1, 1]}).to_parquet(p)
+    got = read_requests(p).to_pandas()["arrival_time"]
+    assert list(got.astype("int64")) == [1_767_571_200_123_457_000, 1_767_571_201_000_000_000,
+                                         1_767_571_203_000_000_000]  # rounded to microseconds
+
+
+def test_relative_or_mixed_numeric_times_ask_for_the_unit(tmp_path):
+    rel = tmp_path / "rel.csv"
+    pd.DataFrame({"arrival_time": [0, 1500, 3200], "input_tokens": 5, "output_tokens": 5}).to_csv(rel, index=False)
+    with pytest.raises(ValueError, match=r"rel.csv: column 'arrival_time' holds numbers \(0 to 3,200 .*too "
+                                         r"small for Unix epoch times.*pass time_unit='s'"):
+        read_requests(rel)
+    log = read_requests(rel, time_unit="ms")
+    assert log.span_s == 3.2 and log.start == pd.Timestamp("1970-01-01", tz="UTC")
+    assert any("fall in 1970" in n for n in log.notes)
+    mixed = tmp_path / "mixed.csv"
+    pd.DataFrame({"arrival_time": [1_767_571_200, 1_767_571_200_500], "input_tokens": 5,
+                  "output_tokens": 5}).to_csv(mixed, index=False)
+    with pytest.raises(ValueError, match="not Unix epoch times of one unit"):
+        read_requests(mixed)
+    with pytest.raises(ValueError, match=r"time_unit='minutes': use 's', 'ms', 'us' or 'ns'"):
+        read_requests(rel, time_unit="minutes")
+
+
+def test_timestamp_overflowing_its_unit_is_reported(tmp_path):
+    p = tmp_path / "us.csv"
+    us = 1_767_571_200_000_000 + np.arange(20) * 10**6
+    pd.DataFrame({"ts": us, "i": 5, "o": 5}).to_csv(p, index=False)
+    m = Mapping(arrival_time="ts", input_tokens="i", output_tokens="o", time_unit="s")
+    with pytest.raises(ValueError, match=r"20 rows with timestamp out of range when read as seconds; "
+                                         r"pass time_unit='ms' if they are finer"):
+        read_requests(p, mapping=m)
+    assert read_requests(p, mapping=m, time_unit="us").span_s == 19.0
+
+
+def test_unit_mistakes_name_the_unit_to_try(tmp_path):
+    # a seconds log of 2 hours (3,000 requests) read as milliseconds: 3,000 requests in 7.2 s
+    p = tmp_path / "sec.csv"
+    pd.DataFrame({"arrival_time": 1_767_571_200 + np.arange(3000) * 2.4, "input_tokens": 5,
+                  "output_tokens": 5}).to_csv(p, index=False)
+    assert read_requests(p).span_s == pytest.approx(7197.6)
+    with pytest.raises(ValueError, match=r"3000 requests in 7.2 s is 417 requests per second for the "
+                                         r"whole log: suspiciously fast, as if seconds were read as "
+                                         r"milliseconds \(the 'arrival_time' column was read as "
+                                         r"milliseconds .*\)\. If the times are seconds, pass "
+                                         r"time_unit='s'; if they are right, pass check_units=False"):
+        read_requests(p, time_unit="ms")
+    assert read_requests(p, time_unit="ms", check_units=False).span_s == pytest.approx(7.1976)
+    # 999 requests are too few to judge
+    pd.read_csv(p).iloc[:999].to_csv(p, index=False)
+    assert read_requests(p, time_unit="ms").rows == 999
+    # relative milliseconds read as seconds: 40 requests over 11.6 days
+    q = tmp_path / "ms.csv"
+    pd.DataFrame({"arrival_time": np.arange(40) * 25_000, "input_tokens": 5, "output_tokens": 5}).to_csv(q, index=False)
+    with pytest.raises(ValueError, match=r"suspiciously slow, as if milliseconds were read as seconds "
+                                         r".*pass time_unit='ms'"):
+        read_requests(q, time_unit="s")
+    assert read_requests(q, time_unit="ms").span_s == 975.0
+
+
+def test_repeated_request_id_raises_and_exact_copies_with_distinct_ids_are_fine(tmp_path):
+    df = _canonical_frame(30)
+    df.insert(0, "request_id", [f"req-{k}" for k in range(30)])
+    ok = pd.concat([df.iloc[:12], df.iloc[[11]].assign(request_id="req-x"), df.iloc[12:]], ignore_index=True)
+    log = read_requests(_write_csv(ok, tmp_path / "ok.csv"))  # same values, other id: two requests
+    assert log.rows == 31 and log.report == [] and not any("identical" in n for n in log.notes)
+    # row 13 repeats row 12 exactly; row 22 is another record (in arrival order) under req-3's id
+    dup = pd.concat([df.iloc[:12], df.iloc[[11]], df.iloc[12:20], df.iloc[[20]].assign(request_id="req-3"),
+                     df.iloc[20:]], ignore_index=True)
+    p = _write_csv(dup, tmp_path / "dup.csv")
+    with pytest.raises(ValueError) as exc:
+        read_requests(p)
+    msg = str(exc.value)
+    assert ("column 'request_id' (request id): 2 ids appear on more than one row (2 rows more than "
+            "one per id): the same request logged more than once; first: 'req-3' on rows [4, 22]; "
+            "'req-11' on rows [12, 13]") in msg
+    assert "pass drop_invalid=True" in msg
+    # row 13 is both an exact copy and a repeated id: dropped once, listed under both reasons
+    with pytest.warns(UserWarning, match=r"2 of 32 rows dropped \(0 invalid, 1 duplicates, 1 repeated request ids\)"):
+        kept = read_requests(p, drop_invalid=True)
+    assert kept.rows == 30 and kept.dropped == 2
+    rep = [r for r in kept.report if r["field"] == "request_id"][0]
+    assert rep["rows"] == 2 and rep["first_rows"] == [13, 22] and "first row of each id" in rep["action"]
+    assert kept.hourly()["input_tokens"].sum() == df["input_tokens"].sum()
+    assert kept.to_pandas()["input_tokens"].tolist() == df["input_tokens"].tolist()  # first of each id kept
+    # an 'id' column counts too, and an empty id is no id
+    df2 = df.rename(columns={"request_id": "id"})
+    df2.loc[[1, 2], "id"] = ""
+    assert read_requests(_write_csv(df2, tmp_path / "id.csv")).rows == 30
+
+
+def test_litellm_request_id_is_checked(tmp_path):
+    df = _litellm_frame()
+    df.loc[7, "request_id"] = df.loc[6, "request_id"]
+    p = tmp_path / "spend.csv"
+    df.to_csv(p, index=False)
+    with pytest.raises(ValueError, match=r"column 'request_id' \(request id\): 1 ids .*'chatcmpl-6' on rows \[7, 8\]"):
+        read_requests(p)
+
+
+def _hours_log(tmp_path, name, start, stop, n=600, seed=3):
+    """Arrivals uniform in [start, stop] (timestamps) plus one at each end exactly."""
+    rng = np.random.default_rng(seed)
+    a, b = pd.Timestamp(start, tz="UTC"), pd.Timestamp(stop, tz="UTC")
+    us = np.sort(np.r_[a.value // 1000, b.value // 1000,
+                       rng.integers(a.value // 1000, b.value // 1000, n - 2)])
+    df = pd.DataFrame({"arrival_time": pd.to_datetime(us, unit="us", utc=True),
+                       "input_tokens": rng.integers(1, 500, n), "output_tokens": rng.integers(1, 50, n)})
+    p = tmp_path / name
+    df.to_parquet(p, index=False)
+    return read_requests(p), df
+
+
+def test_coverage_and_peak_to_mean_use_full_hours_only(tmp_path):
+    # 18:17 -> 19:14: no hour covered (the Azure 2023 shape)
+    log, _ = _hours_log(tmp_path, "short.parquet", "2023-11-16 18:17:03.98", "2023-11-16 19:14:19.93")
+    cov = log.coverage()
+    assert cov["full_hours"] == 0 and cov["first_full_hour"] is None and not cov["daily_shape"]
+    assert cov["caveat"] == "the log covers 0 full hours (57.3 min): peak-to-mean over hours is not defined"
+    ptm = log.peak_to_mean()
+    assert ptm["ratio"].isna().all() and ptm["peak"].isna().all() and ptm["peak_hour"].isna().all()
+    assert (ptm["caveat"] == cov["caveat"]).all() and (ptm["full_hours"] == 0).all()
+    assert len(log.hourly(full_hours_only=True)) == 0 and len(log.hourly(by=())) == 2
+    s = log.summary()
+    assert s["full_hours"] == 0 and s["caveats"] == [cov["caveat"]]
+    assert s["coverage"]["first_full_hour"] is None
+    json.dumps(s["coverage"]), json.dumps(s["caveats"]), json.dumps(s["notes"])
+    # exactly on the hour boundaries: both hours covered
+    log2, df2 = _hours_log(tmp_path, "aligned.parquet", "2026-03-02 10:00", "2026-03-02 12:00")
+    cov2 = log2.coverage()
+    assert cov2["full_hours"] == 2 and cov2["first_full_hour"] == pd.Timestamp("2026-03-02 10:00", tz="UTC")
+    assert cov2["last_full_hour"] == pd.Timestamp("2026-03-02 11:00", tz="UTC")
+    assert "2 full hours (2.0 h): shorter than a day: no daily shape" in cov2["caveat"]
+    per_h = df2[df2["arrival_time"] < pd.Timestamp("2026-03-02 12:00", tz="UTC")].set_index("arrival_time").resample("h").size()
+    ptm2 = log2.peak_to_mean()
+    assert ptm2.loc["requests", "peak"] == per_h.max() and ptm2.loc["requests", "mean"] == per_h.mean()
+    h = log2.hourly(full_hours_only=True)
+    assert list(h["period_start"].dt.hour) == [10, 11] and h["requests"].sum() == per_h.sum()
+    # a single hour: defined, 1 by definition, and said so
+    log3, _ = _hours_log(tmp_path, "one.parquet", "2026-03-02 09:59", "2026-03-02 11:01")
+    assert log3.coverage()["full_hours"] == 1 and log3.peak_to_mean().loc["requests", "ratio"] == 1.0
+    assert "single hour is 1 by definition" in log3.coverage()["caveat"]
+    # two days: 47 full hours, the partial first and last hours left out, no caveat
+    log4, df4 = _hours_log(tmp_path, "days.parquet", "2026-03-02 00:30", "2026-03-04 00:10", n=5000)
+    cov4 = log4.coverage()
+    assert cov4["full_hours"] == 47 and cov4["daily_shape"] and cov4["caveat"] == ""
+    hh = df4.set_index("arrival_time").resample("h")[["input_tokens", "output_tokens"]].sum().iloc[1:-1]
+    tot = hh.sum(axis=1)
+    ptm4 = log4.peak_to_mean()
+    assert len(tot) == 47 and ptm4.loc["total_tokens", "ratio"] == pytest.approx(tot.max() / tot.mean())
+    assert (ptm4["caveat"] == "").all() and log4.summary()["caveats"] == []
+
+
+def test_summary_caveats_for_degenerate_logs(tmp_path):
+    p = tmp_path / "two.csv"
+    p.write_text("arrival_time,input_tokens,output_tokens\n2026-01-01T00:00:00Z,1,2\n2026-01-01T00:00:00Z,3,4\n")
+    s = read_requests(p).summary()
+    assert s["arrivals"] is None and s["rate_rps"] == math.inf
+    assert any("same instant" in c for c in s["caveats"]) and any("fewer than 3" in c for c in s["caveats"])
+    assert any("0 full hours (0.0 s)" in c for c in s["caveats"])
+
+
+def test_files_that_are_not_request_logs(tmp_path):
+    def err(path, **kw):
+        with pytest.raises(ValueError) as exc:
+            read_requests(path, **kw)
+        msg = str(exc.value)
+        assert str(path) in msg and "Possible fixes" not in msg and "LINE 1" not in msg, msg
+        return msg
+
+    binary = tmp_path / "blob.csv"
+    binary.write_bytes(bytes(range(256)) * 20)
+    assert "the file holds binary data, not text" in err(binary)
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("arrival_time,input_tokens,output_tokens\n2026-01-01T00:00:00Z,1,2 caf\xe9\n".encode("latin-1"))
+    assert "is not UTF-8 text (byte 0xe9" in err(latin)
+    pqfile = tmp_path / "real.parquet"
+    _canonical_frame(5).to_parquet(pqfile)
+    named_csv = tmp_path / "real.csv"
+    named_csv.write_bytes(pqfile.read_bytes())
+    assert "this is a Parquet file" in err(named_csv)
+    text_pq = tmp_path / "text.parquet"
+    text_pq.write_text("arrival_time,input_tokens\n1,2\n")
+    assert "not a Parquet file" in err(text_pq) and "looks like text" in err(text_pq)
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("arrival_time,input_tokens,output_tokens\n2026-01-01T00:00:00Z,1,2\n"
+                      "2026-01-01T00:00:01Z,1\n2026-01-01T00:00:02Z,1,2\n")
+    assert "line 3 of the file ('2026-01-01T00:00:01Z,1') has 2 fields where the header has 3" in err(ragged)
+    badjson = tmp_path / "bad.jsonl"
+    badjson.write_text('{"timestamp": 0, "input_length": 5, "output_length": 3}\n'
+                       '{"timestamp": 5, "input_length": 5,\n')
+    assert "malformed JSON at line 3 (unexpected end of data" in err(badjson)  # object of line 2 unclosed
+    headerless = tmp_path / "nohead.csv"
+    headerless.write_text("2026-01-01T00:00:00Z,1,2\n2026-01-01T00:00:01Z,3,4\n")
+    assert "not a header: add a header row" in err(headerless)
+    # a JSON array instead of JSON lines is read, element by element, with a note
+    arr = tmp_path / "arr.jsonl"
+    arr.write_text(json.dumps([{"timestamp": k * 1000, "input_length": 5 + k, "output_length": 3}
+                               for k in range(4)]))
+    log = read_requests(arr)
+    assert log.format == "mooncake" and log.rows == 4 and log.span_s == 3.0
+    assert any("one JSON array" in n for n in log.notes)
+
+
+def test_globs_of_several_files(tmp_path):
+    df = _canonical_frame(300, span_s=3 * 86400)
+    parts = [g for _, g in df.groupby(df["arrival_time"].dt.floor("D"))]
+    for k, part in enumerate(parts):
+        _write_csv(part, tmp_path / f"day{k}.csv")
+    log = read_requests(tmp_path / "day*.csv")
+    assert log.rows == 300 and log.hourly()["input_tokens"].sum() == df["input_tokens"].sum()
+    (tmp_path / "day9.csv").write_text("")
+    with pytest.raises(ValueError, match=r"day9.csv: the file is empty \(0 bytes\)"):
+        read_requests(tmp_path / "day*.csv")
+    (tmp_path / "day9.csv").write_text("arrival_time,input_tokens\n2026-03-09T00:00:00Z,1\n")
+    with pytest.raises(ValueError, match=r"day\*.csv: the files this pattern matches do not all have the same "
+                                         r"columns: .*day9.csv differs"):
+        read_requests(tmp_path / "day*.csv")
+    with pytest.raises(FileNotFoundError, match="no file matches this pattern"):
+        read_requests(tmp_path / "week*.csv")
