@@ -733,10 +733,15 @@ def _aggregates(log) -> dict:
 
 
 def _observed_peak(log, per_minute: pd.DataFrame, model, tier) -> float:
-    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs)."""
+    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs).
+
+    A log spanning less than an hour (first to last arrival) may still touch 60 clock minutes
+    (58.4 minutes from 18:15:46 do); its busiest 60 minutes are then all of it, over its span,
+    not over 3600 s.
+    """
     sel = _select(per_minute, model, tier)
     per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
-    if len(per_min) >= 60:
+    if len(per_min) >= 60 and log.span_s >= 3600.0:
         return float(per_min.rolling(60).sum().max()) / 3600.0
     span = max(log.span_s, 60.0)
     return float(per_min.sum()) / span
