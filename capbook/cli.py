@@ -315,9 +315,11 @@ def cli_message(message: str) -> str:
 
     text = str(message)
     for pattern, repl in _FLAG_HINTS:
-        if not pattern.startswith("where"):  # leave the KEY of a translated --where KEY=VALUE alone
-            pattern = r"(?<!--where )" + pattern
-        text = re.sub(pattern, repl, text)
+        # a keyword stands on its own: not inside a path or a name (".../SERVE--max_num_seqs=4/")
+        guard = r"(?<![\w/.=:-])"
+        if not pattern.startswith("where"):  # nor is it the KEY of a translated --where KEY=VALUE
+            guard += r"(?<!--where )"
+        text = re.sub(guard + pattern, repl, text)
     return re.sub(r"(--where [\w.-]+=)\.\.\.", r"\1VALUE", text)
 
 

@@ -1254,15 +1254,20 @@ def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
 
     groups = {g: df.index[gid == g] for g in dict.fromkeys(gid.tolist())}
     where = {}
+
+    def config_dir(i):  # None when the point's folder names no configuration (NaN in a mixed frame)
+        d = df.at[i, "_config_dir"] if "_config_dir" in df else None
+        return d if isinstance(d, (str, Path)) else None
+
     for g, idx in groups.items():
-        dirs = {df.at[i, "_config_dir"] for i in idx}
+        dirs = {config_dir(i) for i in idx}
         if len(dirs) == 1 and None not in dirs:
             where[g] = Path(dirs.pop())
         else:
             where[g] = Path(os.path.commonpath([str(Path(df.at[i, "source_file"]).parent) for i in idx]))
     if len(groups) == 1:
         g = next(iter(groups))
-        dirs = {df.at[i, "_config_dir"] for i in groups[g]}
+        dirs = {config_dir(i) for i in groups[g]}
         return {g: Path(dirs.pop()).name if len(dirs) == 1 and None not in dirs else None}
     names = {g: p.name for g, p in where.items()}
     if len(set(names.values())) == len(names):

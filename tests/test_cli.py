@@ -212,3 +212,13 @@ def test_an_internal_error_is_one_line_not_a_traceback(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "internal error: ZeroDivisionError" in err and "CAPBOOK_DEBUG=1" in err
     assert "Traceback" not in err
+
+
+def test_cli_messages_leave_paths_and_names_alone():
+    from capbook.cli import cli_message
+
+    msg = ("/data/SERVE--max_num_seqs=4-BENCH/run=0.json: several points; pass repeats='mean', or "
+           "where={'config': 'SERVE--max_num_seqs=4-BENCH'} to choose")
+    out = cli_message(msg)
+    assert out.startswith("/data/SERVE--max_num_seqs=4-BENCH/run=0.json:"), out
+    assert "--repeats mean" in out and "--where config=SERVE--max_num_seqs=4-BENCH" in out, out
