@@ -1677,6 +1677,8 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     if name is None:
         p = Path(src)
         name = p.stem if p.is_file() else p.name
+        if isinstance(where, Mapping) and where:  # the selection is part of what was measured
+            name += " (" + ", ".join(f"{k}={v}" for k, v in where.items()) + ")"
     sweep = Sweep.from_frame(pts.reset_index(drop=True), name=name)
     sweep.skipped = skipped
     for n in _sweep_notes(sweep.table, sweep.saturated) + import_notes:
