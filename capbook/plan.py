@@ -468,7 +468,9 @@ class CapacityPlan:
         if status == "added":
             return head + (f" (models: {self.model_total}; replay-verified: {self.total}, +{self.replay_added} "
                            "for the log's bursts and prompt lengths)")
-        if status in ("not met", "impossible"):
+        if status == "impossible":
+            return head + f" (models: {self.model_total}) -- NOT VERIFIED: {v.get('reason', '')}"
+        if status == "not met":
             return head + (f" (models: {self.model_total}) -- NOT VERIFIED: the replay misses the objectives"
                            f" at every fleet size tried; {v.get('reason', '')}")
         return head + f" (models: {self.model_total}; not replay-verified)"
@@ -953,8 +955,16 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
         rating = rating_from_sweep(sweep, S)
     except ValueError as exc:
         rating = _split_rating(sweep, S, exc)
-        notes.append(f"rating: {exc}. The plan splits the replica's time at S between prefill and decode as at "
-                     f"the sweep's lowest level instead ({rating.source}); measure prefill on its own to do better")
+        tab = sweep.table
+        sw_ratio = float(np.interp(S, tab["concurrency"], tab["mean_input_tokens"])
+                         / np.interp(S, tab["concurrency"], tab["mean_output_tokens"]))
+        msg = (f"rating: {exc}. The plan splits the replica's time at S between prefill and decode as at "
+               f"the sweep's lowest level instead ({rating.source}): exact at the sweep's own mix "
+               f"({sw_ratio:.1f} input tokens per output token)")
+        if not 0.5 <= ratio / sw_ratio <= 2:
+            msg += (f", an extrapolation for this log's {ratio:.1f}; if the sweep's prompts were cached (prefix "
+                    "caching), the log's are unlikely to be, and the input rating is optimistic")
+        notes.append(msg + "; measure prefill on its own to do better")
     need = replicas_for_tokens(out_tps, in_tps, rating, h_room)
     for n in getattr(sweep, "notes", []):
         notes.append(f"sweep: {n}")
@@ -1215,7 +1225,7 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
     status, reason = "met", f"the replay of the models' {base} in-service replicas meets the objectives"
     if impossible:
         status = "impossible"
-        reason = "no fleet size can meet the objectives: " + "; ".join(impossible)
+        reason = "no fleet size can meet the objectives (adding replicas cannot help): " + "; ".join(impossible)
     elif not _meets(plan, first):
         lo, hi = base, None
         n = base
@@ -1275,7 +1285,8 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
             f"replay check: {reason}. The plan adds {plan.replay_added} in-service replica(s): the models assume "
             "Poisson arrivals and mean prompt lengths, the replay uses the log's own bursts and prompts")
     elif not met:
-        plan.notes.append(f"REPLAY CHECK FAILED: the {plan.total} replicas are the models' number and do NOT meet "
+        plan.notes.append(f"REPLAY CHECK FAILED, the plan is not verified: the {plan.total} replicas are the models' "
+                          "number and do NOT meet "
                           f"the objectives in the replay ({qn} TTFT {first['ttft_q_s']:.2f} s against "
                           f"{slo.ttft_s:g} s, goodput {100 * first['goodput_share']:.2f} % against "
                           f"{100 * slo.goodput_share:g} %): {reason}. Relax the objectives, cap prompt length or "

@@ -297,3 +297,25 @@ def test_real_logs_plan_is_verified_or_says_why(shared_dir, sweep, log_name):
     else:
         assert "NOT VERIFIED" in first
     assert p.verification["seconds"] < 60 and not math.isnan(p.sim["ttft_q_s"])
+
+
+def test_rating_when_the_sweep_serves_more_input_than_its_lowest_level_implies(tmp_path, sweep):
+    # a lowest level whose TTFT (2 s) is far above one prefill, as with prefix caching or
+    # client overhead: the concurrency-1 prefill rate is then below the input tokens/s served at S
+    tab = sweep.table.copy()
+    tab.loc[tab["concurrency"] == tab["concurrency"].min(), "ttft_p50_s"] = 2.0
+    odd = Sweep(tab, name="odd")
+    t, rng = _poisson(0.5, 3600, seed=10)
+    log = _write(_frame(t, rng), tmp_path, "odd")
+    p = capacity_plan(log, odd, slo=SLO(ttft_s=30.0), simulate=False)
+    S = p.slots.S
+    row = tab.set_index("concurrency").loc[S]
+    served_in = row["request_throughput_rps"] * row["mean_input_tokens"]
+    assert served_in > odd.prefill_rate_tps                   # the case rating_from_sweep refuses
+    # the measured operating point uses exactly one replica: O / R_out + I / R_in = 1
+    assert p.rating.fraction(row["output_throughput_tps"], served_in) == pytest.approx(1.0, rel=1e-9)
+    # and the time goes to prefill in the same share as at the lowest level
+    lo = tab.iloc[0]
+    f = lo["ttft_p50_s"] / (lo["ttft_p50_s"] + lo["mean_output_tokens"] * lo["tpot_p50_s"])
+    assert served_in / p.rating.input_tps == pytest.approx(f, rel=1e-9)
+    assert any(n.startswith("rating:") and "lowest level" in n for n in p.notes)
