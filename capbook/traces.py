@@ -581,20 +581,24 @@ def _resolve_time_unit(con: duckdb.DuckDBPyConnection, path: str, sql: str, cols
     date-times whose arrival column holds numbers gets the Unix-epoch unit its magnitude shows
     (from the first rows); numbers too small for epoch times, or of mixed magnitude, raise."""
     srcs = [c for c in m.columns()["arrival_time"] if c in cols]
-    if time_unit is not None:
-        note = (f"timestamps in {srcs[0] if srcs else m.arrival_time!r} read as "
-                f"{_UNIT_NAMES[time_unit]} from {m.epoch} (time_unit={time_unit!r})")
-        return replace(m, time_unit=time_unit), [note]
-    if m.time_unit != "datetime" or not srcs:
-        return m, []
+    if not srcs or (time_unit is None and m.time_unit != "datetime"):
+        return m, []  # a missing column is reported by _plan; the format's unit stands
     col = srcs[0]
     ctype = cols[col]
-    if ctype.startswith("TIMESTAMP") or ctype == "DATE":
+    if ctype.startswith("TIMESTAMP") or ctype == "DATE":  # typed times need no unit
         return m, []
     txt = f"NULLIF(TRIM(CAST({_q(col)} AS VARCHAR)), '')"
-    n_txt, n_num, lo, hi = con.execute(
-        f"SELECT count(x), count(v), min(v), max(v) FROM (SELECT {txt} AS x, "
-        f"TRY_CAST({txt} AS DOUBLE) AS v FROM {sql} LIMIT {_UNIT_SAMPLE})").fetchone()
+    n_txt, n_num, lo, hi, first = con.execute(
+        f"SELECT count(x), count(v), min(v), max(v), first(x) FILTER (WHERE v IS NULL) FROM "
+        f"(SELECT {txt} AS x, TRY_CAST({txt} AS DOUBLE) AS v FROM {sql} LIMIT {_UNIT_SAMPLE})").fetchone()
+    if time_unit is not None:
+        if n_txt and not n_num:
+            raise ValueError(
+                f"{path}: column {col!r} holds date-times ({first!r}), not numbers: time_unit= "
+                f"applies to numeric timestamps only; leave it out for this file")
+        note = (f"timestamps in {col!r} read as {_UNIT_NAMES[time_unit]} from {m.epoch} "
+                f"(time_unit={time_unit!r})")
+        return replace(m, time_unit=time_unit), [note]
     if not n_num or n_num < n_txt:  # date-time strings (or a mixture, reported row by row)
         return m, []
     band = [next((u for u, (a, b) in _EPOCH_BANDS.items() if a <= abs(v) < b), None) for v in (lo, hi)]
@@ -1266,9 +1270,10 @@ class RequestLog:
                          f"first: {shown}")
         if ids:
             shown = "; ".join(f"{i!r} on rows {rows}" for i, rows in self._first_repeated_ids())
-            lines.append(f"  column {self._plan.id_col!r} (request id): {ids[0]} ids appear on more "
-                         f"than one row ({ids[1]} rows more than one per id): the same request "
-                         f"logged more than once; first: {shown}")
+            many = f"{ids[0]} ids appear" if ids[0] > 1 else "1 id appears"
+            lines.append(f"  column {self._plan.id_col!r} (request id): {many} on more than one row "
+                         f"({ids[1]} rows more than one per id): the same request logged more than "
+                         f"once; first: {shown}")
         lines.append("Fix the file, or pass drop_invalid=True to drop these rows (they are counted "
                      "in RequestLog.report"
                      + ("; the first row of each id is kept" if ids else "") + ").")

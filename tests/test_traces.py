@@ -872,7 +872,8 @@ def test_litellm_request_id_is_checked(tmp_path):
     df.loc[7, "request_id"] = df.loc[6, "request_id"]
     p = tmp_path / "spend.csv"
     df.to_csv(p, index=False)
-    with pytest.raises(ValueError, match=r"column 'request_id' \(request id\): 1 ids .*'chatcmpl-6' on rows \[7, 8\]"):
+    with pytest.raises(ValueError, match=r"column 'request_id' \(request id\): 1 id appears on more than one row .*"
+                                         r"'chatcmpl-6' on rows \[7, 8\]"):
         read_requests(p)
 
 

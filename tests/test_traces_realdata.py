@@ -82,6 +82,10 @@ def test_azure_code_as_epoch_numbers_in_every_unit(shared_dir, tmp_path):
                                          r"whole log: suspiciously fast, as if seconds were read as "
                                          r"milliseconds.*pass time_unit='s'"):
         read_requests(tmp_path / "code_s.csv", time_unit="ms")
+    # the date-time strings of the original file have no unit
+    with pytest.raises(ValueError, match=r"column 'TIMESTAMP' holds date-times \('2023-11-16 18:17:03.9799600'\), "
+                                         r"not numbers: time_unit= applies to numeric timestamps only"):
+        read_requests(path, time_unit="ms")
     # and the milliseconds file read as microseconds
     with pytest.raises(ValueError, match=r"as if milliseconds were read as microseconds.*pass time_unit='ms'"):
         read_requests(tmp_path / "code_ms.csv", time_unit="us")
