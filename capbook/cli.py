@@ -38,7 +38,7 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--drop-invalid", action="store_true",
                    help="drop invalid and duplicated rows (and report them) instead of failing")
     p.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
-    p.add_argument("--time-unit", default=None, choices=("s", "ms", "us"),
+    p.add_argument("--time-unit", default=None, choices=("s", "ms", "us", "ns"),
                    help="unit of numeric timestamps (default: the format's, or detected from their size)")
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
@@ -112,9 +112,11 @@ def run_trace(args: argparse.Namespace) -> int:
 
 
 def _jsonable(s: dict) -> dict:
+    import pandas as pd
+
     tok = s["tokens"].reset_index().to_dict(orient="records")
     ptm = s["peak_to_mean"].reset_index()
-    ptm["peak_hour"] = ptm["peak_hour"].astype(str)
+    ptm["peak_hour"] = [None if pd.isna(t) else str(t) for t in ptm["peak_hour"]]
     out = {k: v for k, v in s.items() if k not in ("tokens", "peak_to_mean", "groups")}
     out["start"], out["end"] = str(s["start"]), str(s["end"])
     out["tokens"] = tok
@@ -222,7 +224,7 @@ def _add_log_reading_arguments(g) -> None:
     g.add_argument("--drop-invalid", action="store_true",
                    help="drop invalid rows (and report them) instead of failing")
     g.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
-    g.add_argument("--time-unit", default=None, choices=("s", "ms", "us"),
+    g.add_argument("--time-unit", default=None, choices=("s", "ms", "us", "ns"),
                    help="unit of numeric timestamps (default: the format's, or detected from their size)")
 
 
@@ -238,6 +240,9 @@ def _add_sweep_reading_arguments(g) -> None:
     g.add_argument("--max-num-seqs", type=int, default=None, metavar="N",
                    help="the engine's running-sequence limit (vLLM --max-num-seqs), when the sweep's "
                         "files do not record it")
+    g.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
+                   help="a measured prefill rate (input tokens/s) instead of the one derived from the "
+                        "sweep's lowest-level TTFT")
     g.add_argument("--sweep-concurrency", type=float, default=None, metavar="N",
                    help="the load level of a sweep file that does not record one (a lone aiperf CSV, "
                         "a per-request llmperf file)")
@@ -274,6 +279,10 @@ def _sweep_options(args) -> dict:
         if args.max_num_seqs < 1:
             raise ValueError(f"--max-num-seqs {args.max_num_seqs}: must be a whole number >= 1")
         opts["max_num_seqs"] = args.max_num_seqs
+    if getattr(args, "prefill_rate", None) is not None and getattr(args, "command", "") != "trace":
+        if not (args.prefill_rate > 0 and math.isfinite(args.prefill_rate)):
+            raise ValueError(f"--prefill-rate {args.prefill_rate}: must be a positive number of tokens/s")
+        opts["prefill_rate_tps"] = args.prefill_rate
     if getattr(args, "sweep_concurrency", None) is not None:
         if not (args.sweep_concurrency > 0 and math.isfinite(args.sweep_concurrency)):
             raise ValueError(f"--sweep-concurrency {args.sweep_concurrency}: must be a positive number")
@@ -287,7 +296,7 @@ _FLAG_HINTS = [
     (r"drop_invalid\s*=\s*True", "--drop-invalid"),
     (r"sort\s*=\s*True", "--sort"),
     (r"check_units\s*=\s*False", "--no-unit-check"),
-    (rf"time_unit\s*=\s*{_Q}(s|ms|us){_Q}", r"--time-unit \1"),
+    (rf"time_unit\s*=\s*{_Q}(s|ms|us|ns){_Q}", r"--time-unit \1"),
     (r"time_unit\s*=", "--time-unit"),
     (rf"load\s*=\s*{_Q}(concurrency|rate|all|auto){_Q}", r"--load \1"),
     (rf"repeats\s*=\s*{_Q}(mean|error){_Q}", r"--repeats \1"),
@@ -301,6 +310,7 @@ _FLAG_HINTS = [
     (r"\bmodel\s*=(?!\S)", "--model"),
     (r"\btier\s*=(?!\S)", "--tier"),
     (r"\binput_tps\s*=?(?!\w)", "--prefill-rate TPS"),
+    (r"\bprefill_rate_tps\s*=", "--prefill-rate TPS"),
     (r"\bmapping\s*=", "--format"),
 ]
 
@@ -389,7 +399,7 @@ def _load_inputs(args) -> tuple:
         except ValueError as exc:
             raise ValueError(f"--sweep {args.sweep}: {exc}") from None
     elif _sweep_options(args):
-        raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
+        raise ValueError("--load, --repeats, --where, --max-num-seqs, --prefill-rate and --sweep-concurrency apply "
                          "to --sweep PATH; give the sweep they are for")
     return log, sweep
 

@@ -781,7 +781,7 @@ def _vllm_point(d, path):
                    load_kind="rate" if not math.isnan(rate_f) else "burst",
                    request_rate_target=rate_f, offered_rps=rate_f)
         if math.isnan(rate_f):
-            _saturate(row, "request_rate inf: every request sent at once, so the point measures "
+            _saturate(row, "unbounded request rate: every request sent at once, so the point measures "
                            "the engine saturated, not a load level")
         else:
             _completion_check(row, rate=rate_f, count=completed, e2e=mean_e2e)
@@ -1546,7 +1546,7 @@ def _configurations_error(pts: pd.DataFrame, src) -> ValueError:
 
 def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable | None = None,
                repeats: str = "error", config: Mapping | None = None, name: str | None = None,
-               concurrency=None, max_num_seqs=None) -> Sweep:
+               concurrency=None, max_num_seqs=None, prefill_rate_tps=None) -> Sweep:
     """Read a load generator's output into a :class:`~capbook.sweep.Sweep` (format auto-detected).
 
     Parameters
@@ -1577,6 +1577,9 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     max_num_seqs : int, optional
         The engine's running-sequence limit when the files do not record it (see
         :func:`read_points`); open-loop levels are capped there.
+    prefill_rate_tps : float, optional
+        A measured prefill rate, input tokens per second, instead of the one derived from the
+        lowest level's TTFT (:meth:`capbook.sweep.Sweep.set_prefill_rate`).
 
     Returns
     -------
@@ -1683,6 +1686,8 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     sweep.skipped = skipped
     for n in _sweep_notes(sweep.table, sweep.saturated) + import_notes:
         sweep.add_note(n)
+    if prefill_rate_tps is not None:
+        sweep.set_prefill_rate(prefill_rate_tps, "prefill_rate_tps=")
     return sweep
 
 

@@ -45,6 +45,7 @@ times, replicas as whole numbers.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -945,6 +946,18 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
         notes.append(f"demand scaled by {scale:g} on top of the forecast (an overlay for a known event)")
 
     # 3: slots, service time, rating, replicas
+    if not sweep.has("tpot", slo.tpot_percentile):
+        # a tool that reports fewer percentiles: the stricter one if it has it, else the median
+        have = [q_ for q_ in (99, 95, 50) if sweep.has("tpot", q_)]
+        if not have:
+            raise ValueError(f"sweep {sweep.name!r} holds no TPOT percentile (p50, p95 or p99)")
+        stricter = [q_ for q_ in have if q_ > slo.tpot_percentile]
+        q_new = min(stricter) if stricter else max(have)
+        notes.append(f"the sweep reports no p{slo.tpot_percentile} TPOT (it has "
+                     f"{', '.join(f'p{q_}' for q_ in sorted(have))}): the TPOT objective is checked at "
+                     f"p{q_new}" + ("" if stricter else ", less strict than asked: measure the "
+                                    f"p{slo.tpot_percentile} to plan on it"))
+        slo = dataclasses.replace(slo, tpot_percentile=q_new)
     choice = choose_slots(sweep, slo.tpot_s, q=slo.tpot_percentile)
     if choice.S == 0:
         raise ValueError(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_s:g} s at any "

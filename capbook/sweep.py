@@ -67,6 +67,10 @@ QUANTILES = (50, 95, 99)
 _REQUIRED_NUMERIC = ["concurrency", "tpot_p50_s", "ttft_p50_s", "mean_input_tokens",
                      "mean_output_tokens"]
 
+#: A prefill rate (input tokens/s) below this, derived from a sweep's TTFT, is flagged in
+#: :attr:`Sweep.notes`: even a small GPU prefills thousands of tokens a second.
+_SLOW_PREFILL_TPS = 1000.0
+
 #: Folder of the book's sample sweeps (``data/sweeps``).
 SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "sweeps"
 
@@ -334,8 +338,36 @@ class Sweep:
         When the lowest level is above 1, other prompts' prefills inflate TTFT and the rate is
         underestimated; :attr:`notes` says so.
         """
+        if getattr(self, "_prefill_override", None) is not None:
+            return self._prefill_override
         i = 0
         return float(self._table["mean_input_tokens"].iloc[i] / self._table["ttft_p50_s"].iloc[i])
+
+    def set_prefill_rate(self, tps: float, source: str = "given") -> "Sweep":
+        """Use a measured prefill rate instead of the one derived from the lowest level's TTFT.
+
+        Parameters
+        ----------
+        tps : float
+            Prefill throughput, input tokens per second (> 0), e.g. from a prefill-only
+            benchmark; every prefill time of this sweep (service time, TTFT in the simulator,
+            the input rating) then uses it.
+        source : str
+            Where the number comes from, for :attr:`notes`.
+
+        Returns
+        -------
+        Sweep
+            This sweep (changed in place).
+        """
+        from .replicas import _pos
+
+        v = _pos(tps, "prefill_rate_tps")
+        derived = float(self._table["mean_input_tokens"].iloc[0] / self._table["ttft_p50_s"].iloc[0])
+        self._prefill_override = v
+        self._extra_notes.append(f"prefill rate {v:,.0f} input tokens/s ({source}) instead of the "
+                                 f"{derived:,.0f} tokens/s derived from the lowest level's TTFT")
+        return self
 
     @property
     def notes(self) -> list[str]:
@@ -357,6 +389,15 @@ class Sweep:
             out.append(
                 f"lowest level is concurrency {self._n[0]:g}, not 1: prefill_rate_tps is taken "
                 "from a TTFT that includes other requests' interference (an underestimate)"
+            )
+        derived = float(t["mean_input_tokens"].iloc[0] / t["ttft_p50_s"].iloc[0])
+        if getattr(self, "_prefill_override", None) is None and derived < _SLOW_PREFILL_TPS:
+            out.append(
+                f"the lowest level's TTFT ({t['ttft_p50_s'].iloc[0]:.3g} s for "
+                f"{t['mean_input_tokens'].iloc[0]:,.0f} input tokens) implies a prefill rate of "
+                f"{derived:,.0f} tokens/s, implausibly slow for a GPU: the TTFT likely holds more than "
+                "the prefill (hidden reasoning tokens, a queue, the network); pass prefill_rate_tps= "
+                "with a measured prefill rate"
             )
         if "failed_requests" in t:
             f = pd.to_numeric(t["failed_requests"], errors="coerce").fillna(0).to_numpy()

@@ -192,7 +192,7 @@ def test_vllm_benchmark_serving_rate_sweep(sw):
     sat = s.saturated
     assert sat.load_kind.tolist() == ["rate", "burst"] and sat.saturated.all()
     assert sat.request_rate_target.iloc[0] == 16.0 and math.isnan(sat.request_rate_target.iloc[1])
-    assert "61%" in sat.saturation_reason.iloc[0] and "inf" in sat.saturation_reason.iloc[1]
+    assert "61%" in sat.saturation_reason.iloc[0] and "unbounded request rate" in sat.saturation_reason.iloc[1]
     assert s.saturation_rps == pytest.approx(8.398304797910107)  # qps_inf request_throughput
     # benchmark_results.json records the GPU ("1xStandard_ND96asr_v4 x 1")
     assert s.config["gpu"] == "1xStandard_ND96asr_v4 x 1"
@@ -737,7 +737,7 @@ def test_rate_sweep_saturation_rules(tmp_path):
     s = read_sweep(d)
     assert s.table.request_rate_target.tolist() == [1, 2]
     reasons = dict(zip(s.saturated.request_rate_target.fillna(-1), s.saturated.saturation_reason))
-    assert "exceeds the 5.5 req/s" in reasons[6] and "inf" in reasons[-1] and "completed 5" in reasons[50]
+    assert "exceeds the 5.5 req/s" in reasons[6] and "unbounded request rate" in reasons[-1] and "completed 5" in reasons[50]
     assert s.saturation_rps == pytest.approx(5.5)
     c = choose_slots(s, 0.05, q=50)
     assert "only two levels" in c.reason and "3 saturated points" in c.reason

@@ -319,3 +319,32 @@ def test_rating_when_the_sweep_serves_more_input_than_its_lowest_level_implies(t
     f = lo["ttft_p50_s"] / (lo["ttft_p50_s"] + lo["mean_output_tokens"] * lo["tpot_p50_s"])
     assert served_in / p.rating.input_tps == pytest.approx(f, rel=1e-9)
     assert any(n.startswith("rating:") and "lowest level" in n for n in p.notes)
+
+
+def test_a_measured_prefill_rate_makes_the_impossible_possible(tmp_path, sweep):
+    # the same long prompts as above: with a prefill rate 10x the derived one, 30k tokens take
+    # well under the 2 s objective, so the plan can be verified
+    t, rng = _poisson(0.2, 7200, seed=6)
+    log = _write(_frame(t, rng, input_tokens=(20_000, 30_000)), tmp_path, "long")
+    fast = Sweep.from_frame(sweep.table, name="fast prefill")
+    fast.set_prefill_rate(10 * sweep.prefill_rate_tps, "a prefill benchmark")
+    assert fast.prefill_rate_tps == pytest.approx(10 * sweep.prefill_rate_tps)
+    assert 30_000 / fast.prefill_rate_tps < 2.0
+    assert any("a prefill benchmark" in n for n in fast.notes)
+    p = capacity_plan(log, fast, sim_requests=1000)
+    assert p.verification["status"] != "impossible", p.verification
+    with pytest.raises(ValueError, match="prefill_rate_tps must be positive"):
+        fast.set_prefill_rate(0)
+
+
+def test_a_sweep_without_the_tpot_percentile_plans_at_another_one(tmp_path, sweep):
+    t, rng = _poisson(1.0, 7200, seed=5)
+    log = _write(_frame(t, rng), tmp_path, "calm")
+    only_p50 = Sweep.from_frame(sweep.table.assign(tpot_p95_s=np.nan, tpot_p99_s=np.nan), name="p50 only")
+    p = capacity_plan(log, only_p50, sim_requests=1000, simulate=False)
+    assert p.slo.tpot_percentile == 50
+    assert any("no p95 TPOT" in n and "less strict" in n for n in p.notes)
+    assert p.slots.q == 50
+    with_p99 = Sweep.from_frame(sweep.table.assign(tpot_p95_s=np.nan), name="p50 and p99")
+    p = capacity_plan(log, with_p99, sim_requests=1000, simulate=False)
+    assert p.slo.tpot_percentile == 99 and not any("less strict" in n for n in p.notes)

@@ -360,3 +360,16 @@ def test_saturated_rows_are_kept_apart():
     # a CSV round trip keeps the flag (strings "True"/"False")
     t["saturated"] = ["False", "False", "True", "True"]
     assert Sweep.from_frame(t).concurrency.tolist() == [1, 2]
+
+
+def test_an_implausibly_slow_derived_prefill_is_flagged():
+    base = load_sample_sweep("illustrative_chat")
+    assert not any("implausibly slow" in n for n in base.notes)
+    # a TTFT of 1.4 s for 150 input tokens (hidden reasoning tokens before the first visible one)
+    t = base.table.assign(mean_input_tokens=150.0, ttft_p50_s=1.4)
+    slow = Sweep.from_frame(t, name="reasoning")
+    assert slow.prefill_rate_tps == pytest.approx(150 / 1.4)
+    assert any("implausibly slow" in n and "prefill_rate_tps=" in n for n in slow.notes)
+    slow.set_prefill_rate(12_000, "measured")
+    assert not any("implausibly slow" in n for n in slow.notes)
+    assert slow.prefill_time(12_000) == pytest.approx(1.0)
