@@ -312,6 +312,8 @@ _FLAG_HINTS = [
     (r"\binput_tps\s*=?(?!\w)", "--prefill-rate TPS"),
     (r"\bprefill_rate_tps\s*=", "--prefill-rate TPS"),
     (r"\bmapping\s*=", "--format"),
+    (r"\bslo\s*=\s*'([^']*)'", r"--slo '\1'"),
+    (r"\bslo\s*=(?!\S)", "--slo"),
 ]
 
 

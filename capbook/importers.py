@@ -966,6 +966,16 @@ def _parse_llmperf(d, path):
 
 
 def _parse_llmperf_requests(items, path, concurrency=None):
+    sum_path, summary = _llmperf_summary_for(Path(path)), None
+    if sum_path is not None:
+        try:
+            summary = json.loads(sum_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            summary = None
+        if not isinstance(summary, dict) or "num_concurrent_requests" not in summary:
+            sum_path, summary = None, None
+    if concurrency is None and summary is not None:
+        concurrency = _num(summary.get("num_concurrent_requests"), sum_path, "num_concurrent_requests")
     if concurrency is None:
         raise _err(path, "a per-request llmperf file does not record 'num_concurrent_requests'; "
                          "read the *_summary.json beside it or pass concurrency=")
@@ -979,12 +989,25 @@ def _parse_llmperf_requests(items, path, concurrency=None):
                     / (_num(r.get("number_output_tokens"), path, "number_output_tokens") - 1)
                     for r, t in zip(ok, tt) if r.get("number_output_tokens", 0) > 1])
     p = np.percentile
+    mean_out = float(np.mean([r["number_output_tokens"] for r in ok]))
+    per_min = (summary or {}).get("results_num_completed_requests_per_min")
+    if per_min is not None:
+        rps = _num(per_min, sum_path, "results_num_completed_requests_per_min") / 60.0
+        how = f"request throughput from the summary beside it ({sum_path.name})"
+    else:
+        # closed loop at `concurrency`: Little's law bounds the throughput the file lacks (an
+        # upper bound: llmperf's clients idle between requests and failed requests hold slots)
+        e2e = float(np.mean([_num(r.get("end_to_end_latency_s"), path, "end_to_end_latency_s") for r in ok]))
+        rps = float(concurrency) / e2e
+        how = ("request throughput by Little's law (concurrency / mean end-to-end latency): an upper "
+               "bound, since the file records no times; put the *_summary.json beside it for the measured one")
     return [_row(
         concurrency=float(concurrency), ttft_p50_s=float(p(tt, 50)), ttft_p95_s=float(p(tt, 95)),
         ttft_p99_s=float(p(tt, 99)), tpot_p50_s=float(p(itl, 50)), tpot_p95_s=float(p(itl, 95)),
-        tpot_p99_s=float(p(itl, 99)), request_throughput_rps=_NAN, output_throughput_tps=_NAN,
+        tpot_p99_s=float(p(itl, 99)), request_throughput_rps=rps, output_throughput_tps=rps * mean_out,
+        tpot_note=f"llmperf per-request file: {how}",
         mean_input_tokens=float(np.mean([r["number_input_tokens"] for r in ok])),
-        mean_output_tokens=float(np.mean([r["number_output_tokens"] for r in ok])),
+        mean_output_tokens=mean_out,
         num_requests=float(len(ok)), failed_requests=float(len(items) - len(ok)),
         load_kind="concurrency", concurrency_source="set", format="llmperf-requests",
     )]

@@ -1208,7 +1208,9 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
         impossible.append(
             f"prefill alone of the {qn} prompt ({np.quantile(inp, slo.ttft_quantile):,.0f} tokens at "
             f"{svc.prefill_rate_tps:,.0f} tokens/s) takes {pf_q:.2f} s, more than the TTFT objective of "
-            f"{slo.ttft_s:g} s, with no queueing at all")
+            f"{slo.ttft_s:g} s, with no queueing at all; relax the objective (e.g. "
+            f"slo='ttft={math.ceil(1.5 * pf_q):g}'), plan the long prompts as a tier of their own, or, if "
+            "the sweep's prefill rate is too low, pass a measured prefill_rate_tps=")
     if best_good < slo.goodput_share and not impossible:
         why = (f"only {100 * best_good:.2f} % of the replayed requests could meet both objectives even on an "
                "idle fleet")

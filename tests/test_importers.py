@@ -400,10 +400,25 @@ def test_llmperf_errors_are_reported(sw):
     assert s.table.num_requests.iloc[0] == 53 and s.table.failed_requests.iloc[0] == 97
     assert any("failed requests" in n for n in s.notes)
     ind = sw / "llmperf/raw_data/individual/bedrock_13b.json"
-    with pytest.raises(ValueError, match="num_concurrent_requests"):
-        read_sweep(ind)
-    r = read_sweep(ind, concurrency=5).table.iloc[0]
+    # the summary of the same run (../summary/bedrock_13b.json) gives the concurrency and the
+    # measured throughput the per-request file lacks
+    r = read_sweep(ind).table.iloc[0]
     assert r.num_requests == 53 and r.failed_requests == 97  # error_code -100 on 97 of 150
+    assert r.concurrency == 5
+    assert r.request_throughput_rps == pytest.approx(s.table.request_throughput_rps.iloc[0])
+    assert r.output_throughput_tps == pytest.approx(s.table.output_throughput_tps.iloc[0], rel=1e-6)
+
+
+def test_llmperf_requests_alone_need_the_concurrency_and_bound_the_throughput(sw, tmp_path):
+    alone = tmp_path / "anyscale_70b_individual_responses.json"
+    alone.write_bytes((sw / "llmperf/raw_data/individual/anyscale_70b.json").read_bytes())
+    with pytest.raises(ValueError, match="num_concurrent_requests.*pass concurrency="):
+        read_sweep(alone)
+    s = read_sweep(alone, concurrency=5)
+    summary = read_sweep(sw / "llmperf/raw_data/summary/anyscale_70b.json").table.iloc[0]
+    # Little's law with the nominal 5 in flight is an upper bound on what was measured
+    assert s.table.request_throughput_rps.iloc[0] > summary.request_throughput_rps
+    assert any("upper bound" in n for n in s.notes)
 
 
 # -- inference-perf ------------------------------------------------------------------------------

@@ -95,7 +95,7 @@ CASES = [
     (S + "inference-perf/demos/kubecon-na-2025/vllm+batch_size", {}, None),
     (S + "llmperf", {}, "where={'config': 'anyscale_13b'}"),
     (S + "llmperf/raw_data/summary/bedrock_13b.json", {}, None),
-    (S + "llmperf/raw_data/individual/anyscale_70b.json", {}, "pass concurrency="),
+    (S + "llmperf/raw_data/individual/anyscale_70b.json", {}, None),
     (S + "llmperf/raw_data/individual/bedrock_13b.json", {"concurrency": 5}, None),
     (S + "inference-benchmarker", {}, "load='concurrency' or load='rate'"),
     (S + "inference-benchmarker", {"load": "rate"}, None),
