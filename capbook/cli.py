@@ -35,11 +35,7 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", help="the request log")
     p.add_argument("--format", default="auto", choices=FORMATS, help="source format (default: auto)")
-    p.add_argument("--drop-invalid", action="store_true",
-                   help="drop invalid and duplicated rows (and report them) instead of failing")
-    p.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
-    p.add_argument("--time-unit", default=None, choices=("s", "ms", "us", "ns"),
-                   help="unit of numeric timestamps (default: the format's, or detected from their size)")
+    _add_log_reading_arguments(p)
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
     p.add_argument("--output-cap", type=int, default=None, metavar="TOKENS",
@@ -55,16 +51,6 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
                    help="time per output token in seconds, to compute Cs2 from token counts")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.set_defaults(func=run_trace)
-
-
-def _fmt_duration(seconds: float) -> str:
-    if seconds < 120:
-        return f"{seconds:,.1f} s"
-    if seconds < 2 * 3600:
-        return f"{seconds / 60:,.1f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:,.1f} h"
-    return f"{seconds / 86400:,.1f} days"
 
 
 def run_trace(args: argparse.Namespace) -> int:
@@ -149,6 +135,8 @@ def _pct(x) -> str:
 def _print_summary(s: dict) -> None:
     import pandas as pd
 
+    from capbook.traces import format_duration
+
     w = print
     w(f"file      {s['path']}")
     w(f"format    {s['format']}")
@@ -157,7 +145,7 @@ def _print_summary(s: dict) -> None:
     for r in s["report"]:
         w(f"          {r['rows']:,} rows: {r['reason']} in {r['column']!r} -> {r['action']}; "
           f"first rows {r['first_rows']}")
-    w(f"span      {s['start']} -> {s['end']} ({_fmt_duration(s['span_s'])})")
+    w(f"span      {s['start']} -> {s['end']} ({format_duration(s['span_s'])})")
     if math.isfinite(s["rate_rps"]):
         w(f"rate      {s['rate_rps']:,.4g} requests/s ({s['rate_rps'] * 3600:,.0f} per hour)")
     else:
@@ -222,7 +210,8 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
 
 def _add_log_reading_arguments(g) -> None:
     g.add_argument("--drop-invalid", action="store_true",
-                   help="drop invalid rows (and report them) instead of failing")
+                   help="drop invalid rows and exact duplicates (and report them) instead of failing "
+                        "or keeping them")
     g.add_argument("--sort", action="store_true", help="accept rows out of arrival order")
     g.add_argument("--time-unit", default=None, choices=("s", "ms", "us", "ns"),
                    help="unit of numeric timestamps (default: the format's, or detected from their size)")
@@ -279,7 +268,7 @@ def _sweep_options(args) -> dict:
         if args.max_num_seqs < 1:
             raise ValueError(f"--max-num-seqs {args.max_num_seqs}: must be a whole number >= 1")
         opts["max_num_seqs"] = args.max_num_seqs
-    if getattr(args, "prefill_rate", None) is not None and getattr(args, "command", "") != "trace":
+    if getattr(args, "prefill_rate", None) is not None:
         if not (args.prefill_rate > 0 and math.isfinite(args.prefill_rate)):
             raise ValueError(f"--prefill-rate {args.prefill_rate}: must be a positive number of tokens/s")
         opts["prefill_rate_tps"] = args.prefill_rate
@@ -336,9 +325,8 @@ def cli_message(message: str) -> str:
 
 
 def _fail(command: str, exc: BaseException) -> int:
-    """Print one line (or a short block) for an input error and return exit status 2."""
-    msg = exc.args[0] if isinstance(exc, (FileNotFoundError, KeyError)) and exc.args else exc
-    print(f"capbook {command}: {cli_message(str(msg))}", file=sys.stderr)
+    """Print the input error in flag spelling and return exit status 2."""
+    print(f"capbook {command}: {cli_message(str(exc))}", file=sys.stderr)
     return 2
 
 

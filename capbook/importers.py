@@ -433,10 +433,14 @@ def _completion_check(row: dict, *, rate, count, e2e) -> None:
                        f"the requested {rate:g} req/s would give")
 
 
+def _with_reason(prev, why: str) -> str:
+    """A saturation reason added to the ones a point already has."""
+    return f"{prev}; {why}" if isinstance(prev, str) and prev else why
+
+
 def _saturate(row: dict, why: str) -> None:
     row["saturated"] = True
-    prev = row.get("saturation_reason")
-    row["saturation_reason"] = f"{prev}; {why}" if isinstance(prev, str) and prev else why
+    row["saturation_reason"] = _with_reason(row.get("saturation_reason"), why)
 
 
 # -- detection -----------------------------------------------------------------------------------
@@ -1376,8 +1380,7 @@ def _open_loop_levels(df: pd.DataFrame, gid: pd.Series) -> None:
 
 def _saturate_df(df, i, why) -> None:
     df.at[i, "saturated"] = True
-    prev = df.at[i, "saturation_reason"]
-    df.at[i, "saturation_reason"] = f"{prev}; {why}" if isinstance(prev, str) and prev else why
+    df.at[i, "saturation_reason"] = _with_reason(df.at[i, "saturation_reason"], why)
 
 
 def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.DataFrame:

@@ -76,6 +76,7 @@ __all__ = [
     "Mapping",
     "RequestLog",
     "ReplayArrays",
+    "format_duration",
     "detect_format",
     "load_sample_requests",
     "read_requests",
@@ -1711,7 +1712,7 @@ class RequestLog:
         first = -(-self._t_min // _US_PER_H)  # first hour starting at or after the first arrival
         end = self._t_max // _US_PER_H  # hours ending at or before the last arrival end here
         n = max(0, end - first)
-        span = _duration(self.span_s)
+        span = format_duration(self.span_s)
         if n == 0:
             caveat = (f"the log covers 0 full hours ({span}): peak-to-mean over hours is not "
                       f"defined")
@@ -1830,8 +1831,8 @@ class RequestLog:
         }
 
 
-def _duration(seconds: float) -> str:
-    """A span in the unit that reads best (57.3 min, 10.4 h, 28.0 days)."""
+def format_duration(seconds: float) -> str:
+    """A span of ``seconds`` in the unit that reads best: ``"57.3 min"``, ``"10.4 h"``, ``"28.0 days"``."""
     for limit, div, unit in ((120, 1, "s"), (7200, 60, "min"), (3 * 86400, 3600, "h")):
         if seconds < limit:
             return f"{seconds / div:,.1f} {unit}"

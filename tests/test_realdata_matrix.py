@@ -165,7 +165,7 @@ def test_plan_on_real_log_and_sweep(shared_dir, tmp_path, capsys, log, sweep, fl
     # the headline is replay-verified: the replay of that fleet meets the default objectives
     # (p99 TTFT <= 2 s, goodput >= 99 %), or the plan says loudly that it cannot
     if not (p99 <= 2.0 and good >= 0.99):
-        assert re.search(r"cannot|not verified|fails its replay", head + text.out), text.out
+        assert re.search(r"cannot|not verified", head, re.I), text.out
     for bad in ("nan", "inf", "None"):
         assert not re.search(rf"\b{bad}\b", text.out), f"{bad!r} in the plan:\n{text.out}"
         assert not re.search(rf"\b{bad}\b", md), f"{bad!r} in plan.md"
