@@ -1,0 +1,956 @@
+r"""A step-level model of one continuous-batching engine, fitted from a sweep and the engine's limits.
+
+The load-dependent queue (:mod:`capbook.loadqueue`) reads TPOT off the measured curve and cannot
+go past the highest measured concurrency. A real engine is easier to describe one step at a
+time, and the description extrapolates:
+
+* **Step cost.** Every engine step (an iteration of the scheduler) takes
+
+  .. math:: t_\text{step} = t_0 + c\,(d + p)
+
+  seconds, with ``d`` the sequences decoded in the step (one token each) and ``p`` the prompt
+  tokens prefilled in it. ``t_0`` is what a step costs however little it does (reading the
+  weights once, scheduling, sampling); ``c`` is the cost of one more token of work. Both are
+  fitted from the sweep by the step-time accounting identity: over one second the engine runs
+  ``1 / TPOT`` steps and works ``λ (L − 1 + P)`` tokens (λ completions per second, ``L``
+  output and ``P`` prompt tokens per request), so
+
+  .. math:: \frac{1}{\mathrm{TPOT}} = \frac{1}{t_0} - \frac{c}{t_0}\,\lambda (L - 1 + P),
+
+  a straight line in the measured points (open- or closed-loop; saturated points count too,
+  because the identity holds with every slot busy). Prefix caching and speculative decoding
+  are folded into ``c`` and ``t_0``: the sweep does not record the cache hit rate or the
+  acceptance rate.
+* **Scheduling.** Each step decodes every running sequence and fills the rest of the
+  batched-token budget (``max_num_batched_tokens``) with waiting prompts, first come first
+  served, up to ``max_num_seqs`` running: whole prompts only without chunked prefill, prompt
+  chunks with it (vLLM's V1 engine, SGLang). vLLM's V0 engine without chunked prefill instead
+  runs a separate prefill step whenever prompts wait, and every running stream pauses for it
+  (``policy="separate"``).
+* **KV-cache admission.** A prompt is admitted only while the KV cache holds it; a sequence
+  whose next token does not fit preempts the most recently admitted one, which is recomputed
+  later (vLLM's preemption by recomputation). The cache size is estimated from the model and
+  GPU the sweep names (:func:`kv_cache_tokens`) or given.
+* **Lengths.** Output lengths are drawn from the measured distribution (the output-token
+  percentiles the load generator recorded, or the mean when it recorded none); prompt lengths
+  from a log-normal through the recorded p50 and p99, or the mean.
+* **Overhead.** What the client measures beyond the engine (HTTP, tokenisation, streaming) is
+  fitted at the lightest load as a log-normal through the TTFT p50 and p99 there, less the
+  engine's own prefill step.
+
+:class:`EngineModel` holds the fit and simulates open-loop arrivals step by step
+(:meth:`EngineModel.simulate`); :mod:`capbook.predict` puts it beside M/M/c and the
+load-dependent queue.
+
+What it leaves out: step cost is linear in tokens (a real GPU turns compute-bound and steeper
+past a few hundred tokens per step), speculative decoding's acceptance does not change with
+the batch, the client is unbounded (a load generator's in-flight cap is not modelled), and one
+replica is simulated (use :mod:`capbook.sim` for a fleet).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "StepCost",
+    "EngineLimits",
+    "EngineModel",
+    "EngineRun",
+    "fit_engine",
+    "fit_step_cost",
+    "engine_limits",
+    "kv_cache_tokens",
+    "model_config",
+    "gpu_memory_gb",
+]
+
+_Z99 = 2.3263478740408408  # standard normal 0.99 quantile
+
+#: Decoder architectures by the names model files and load generators use: parameters
+#: (billions), layers, KV heads, head dimension (from each model's ``config.json``).
+_MODEL_CONFIGS = [
+    (r"llama[-_ ]?3(\.[0-9])?[-_ ]?8b|meta-llama-3-8b", (8.03, 32, 8, 128)),
+    (r"llama[-_ ]?3(\.[0-9])?[-_ ]?70b|meta-llama-3-70b", (70.6, 80, 8, 128)),
+    (r"llama[-_ ]?3\.2[-_ ]?3b", (3.21, 28, 8, 128)),
+    (r"llama[-_ ]?3\.2[-_ ]?1b", (1.24, 16, 8, 64)),
+    (r"llama[-_ ]?2[-_ ]?7b", (6.74, 32, 32, 128)),
+    (r"llama[-_ ]?2[-_ ]?13b", (13.0, 40, 40, 128)),
+    (r"mistral[-_ ]?7b", (7.24, 32, 8, 128)),
+    (r"qwen2\.5[-_ ]?7b", (7.62, 28, 4, 128)),
+    (r"qwen2\.5[-_ ]?14b", (14.8, 48, 8, 128)),
+    (r"qwen2\.5[-_ ]?32b", (32.8, 64, 8, 128)),
+    (r"qwen2\.5[-_ ]?72b", (72.7, 80, 8, 128)),
+    (r"qwen3[-_ ]?8b", (8.19, 36, 8, 128)),
+    (r"qwen3[-_ ]?32b", (32.8, 64, 8, 128)),
+    (r"gemma[-_ ]?12b|gemma-3-12b", (12.0, 48, 8, 256)),
+]
+
+_GPU_MEMORY_GB = [
+    (r"h200", 141.0), (r"h100.*94|h100[-_ ]?nvl", 94.0), (r"h100|h800", 80.0),
+    (r"b200", 180.0), (r"gb200", 186.0), (r"mi300x", 192.0), (r"mi325", 256.0),
+    (r"a100.*40", 40.0), (r"a100", 80.0), (r"l40s?", 48.0), (r"l4\b|l4$|nvidia-l4", 24.0),
+    (r"a10g?\b|a10g?$", 24.0), (r"t4\b|t4$", 16.0),
+]
+_BYTES = {"bf16": 2.0, "fp16": 2.0, "float16": 2.0, "bfloat16": 2.0, "auto": 2.0, "fp8": 1.0,
+          "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "int8": 1.0, "awq": 0.5, "gptq": 0.5, "int4": 0.5,
+          "bitsandbytes": 0.5}
+
+
+def _num(x, name: str, *, minimum: float | None = 0.0, strict: bool = True) -> float:
+    """A finite real number, with an error naming the argument."""
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        raise ValueError(f"{name} must be a number, got {x!r}")
+    v = float(x)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {x!r}")
+    if minimum is not None and (v <= minimum if strict else v < minimum):
+        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g}, got {x!r}")
+    return v
+
+
+def model_config(name) -> tuple[float, int, int, int] | None:
+    """Architecture of a named model: ``(params_b, layers, kv_heads, head_dim)``, or None.
+
+    Matches the Hugging Face names load generators and manifests use
+    (``meta-llama/Llama-3.1-8B-Instruct``, ``Meta-Llama-3-70B``, ``Qwen2.5-7B`` …).
+    """
+    if not isinstance(name, str):
+        return None
+    low = name.lower().rsplit("/", 1)[-1]
+    for pat, cfg in _MODEL_CONFIGS:
+        if re.search(pat, low):
+            return cfg
+    return None
+
+
+def gpu_memory_gb(name) -> float | None:
+    """HBM capacity (GB) of a GPU named as sweeps name it (``nvidia-h100-80gb``, ``H100 SXM``)."""
+    if not isinstance(name, str):
+        return None
+    low = name.lower()
+    m = re.search(r"(\d{2,3})\s*gb", low)
+    if m:
+        return float(m.group(1))
+    for pat, gb in _GPU_MEMORY_GB:
+        if re.search(pat, low):
+            return gb
+    return None
+
+
+def kv_cache_tokens(model: str, gpu: str, *, tensor_parallel: int = 1,
+                    gpu_memory_utilization: float = 0.9, precision: str | None = None,
+                    kv_cache_dtype: str | None = None) -> int | None:
+    """Tokens of context the engine's KV cache holds, estimated from model and GPU names.
+
+    ``TP × memory × gpu_memory_utilization`` less the weights (parameters × bytes per
+    parameter) and an activation reserve of 5 % of the memory per GPU, divided by the KV
+    bytes per token (``2 × layers × kv_heads × head_dim × bytes``). vLLM measures the
+    activation peak at start-up instead; the estimate is within a few per cent for dense
+    models. Returns None when the model or GPU is not recognised.
+    """
+    cfg, mem = model_config(model), gpu_memory_gb(gpu)
+    if cfg is None or mem is None:
+        return None
+    tp = int(tensor_parallel) if tensor_parallel and tensor_parallel == tensor_parallel else 1
+    params_b, layers, kv_heads, head_dim = cfg
+    wbytes = _BYTES.get(str(precision or "bf16").lower().strip(), 2.0)
+    kvb = _BYTES.get(str(kv_cache_dtype or "auto").lower().strip(), 2.0)
+    free = tp * mem * 1e9 * (gpu_memory_utilization - 0.05) - params_b * 1e9 * wbytes
+    per_token = 2.0 * layers * kv_heads * head_dim * kvb
+    return int(free // per_token) if free > 0 else 0
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Time of one engine step: ``t0_s + c_s × k + c2_s × k²`` seconds for ``k`` tokens of work.
+
+    Attributes
+    ----------
+    t0_s : float
+        Fixed cost of a step, seconds.
+    c_s : float
+        Cost of one token of work (a decoded sequence or a prefilled prompt token), seconds.
+    c2_s : float
+        Curvature, seconds per token squared (>= 0): a step turns compute bound as its token
+        count grows, and each further token costs more. Zero when the sweep shows no bend.
+    """
+
+    t0_s: float
+    c_s: float
+    c2_s: float = 0.0
+
+    def __call__(self, tokens):
+        """Step time in seconds for ``tokens`` tokens of work (array allowed)."""
+        k = np.asarray(tokens, dtype=float)
+        return self.t0_s + self.c_s * k + self.c2_s * k * k
+
+
+@dataclass(frozen=True)
+class EngineLimits:
+    """What the engine admits.
+
+    Attributes
+    ----------
+    max_num_seqs : int
+        Most sequences running at once.
+    kv_cache_tokens : int or None
+        Tokens of context the KV cache holds (None: never binds).
+    max_num_batched_tokens : int
+        Token budget of one step (decodes plus prompt tokens).
+    chunked_prefill : bool
+        Prompts may be split across steps.
+    policy : str
+        ``"mixed"`` (prefill and decode in the same step) or ``"separate"`` (a prefill step
+        pauses every running stream; vLLM V0 without chunked prefill).
+    sources : dict
+        Where each limit came from (``"flag"``, ``"default"``, ``"estimated"``, ``"given"``).
+    """
+
+    max_num_seqs: int
+    kv_cache_tokens: int | None
+    max_num_batched_tokens: int
+    chunked_prefill: bool
+    policy: str
+    sources: dict = field(default_factory=dict, compare=False)
+
+    def kv_sequences(self, context_tokens: float) -> float:
+        """Sequences of ``context_tokens`` each that the KV cache holds (inf when unbounded)."""
+        if self.kv_cache_tokens is None:
+            return math.inf
+        return self.kv_cache_tokens / max(float(context_tokens), 1.0)
+
+
+def _col(tab, name):
+    """First non-missing value of a column, or None."""
+    if name not in tab:
+        return None
+    for v in tab[name]:
+        if v is None:
+            continue
+        if isinstance(v, float) and math.isnan(v):
+            continue
+        return v
+    return None
+
+
+def _engine_flag(args: str | None, name: str):
+    """Value of ``--name`` in an engine command line (True/False for ``--[no-]name``)."""
+    if not isinstance(args, str):
+        return None
+    spell = name.replace("_", "[-_]")
+    m = re.search(rf"--(no[-_])?{spell}(?:[= ]([^\s]+))?(?=\s|$)", args)
+    if not m:
+        return None
+    if m.group(1):
+        return False
+    return m.group(2) if m.group(2) is not None else True
+
+
+def _as_bool(v):
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if isinstance(v, str):
+        s = v.strip().lower()
+        if s in ("true", "1", "yes"):
+            return True
+        if s in ("false", "0", "no"):
+            return False
+    return None
+
+
+def _version(engine) -> tuple[int, int] | None:
+    m = re.search(r"v?(\d+)\.(\d+)", str(engine or ""))
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = None,
+                  max_num_batched_tokens=None, chunked_prefill=None, policy=None) -> EngineLimits:
+    """The engine's admission limits, from arguments, then the sweep's engine columns.
+
+    Parameters
+    ----------
+    sweep : capbook.sweep.Sweep
+    max_num_seqs : int, optional
+        Default: the sweep's ``max_num_seqs`` column (read from the engine's command line or
+        manifest), else 256 (vLLM's default) with a note.
+    kv_cache_tokens : int, optional
+        Default: estimated from the model, GPU, tensor parallelism and
+        ``gpu_memory_utilization`` the sweep names (:func:`kv_cache_tokens`); None when they
+        are not recognised.
+    max_num_batched_tokens : int, optional
+        Default: the flag, else vLLM's defaults (8192 with chunked prefill, otherwise
+        ``max(max_model_len, 2048)``).
+    chunked_prefill : bool, optional
+        Default: the flag, else on for vLLM's V1 engine (its default) and off for V0.
+    policy : {"mixed", "separate"}, optional
+        Default: ``"separate"`` for vLLM's V0 engine without chunked prefill, else ``"mixed"``.
+    """
+    tab = sweep.table
+    src: dict = {}
+    args = _col(tab, "engine_args")
+    engine = str(_col(tab, "engine") or "")
+
+    if max_num_seqs is None:
+        m = _col(tab, "max_num_seqs")
+        if m is None:
+            m = _engine_flag(args, "max_num_seqs")
+        if m is None:
+            n, src["max_num_seqs"] = 256, "default (vLLM's 256: the sweep does not record it)"
+        else:
+            n, src["max_num_seqs"] = int(float(m)), "flag"
+    else:
+        n = _num(max_num_seqs, "max_num_seqs")
+        if n != int(n):
+            raise ValueError(f"max_num_seqs must be a whole number, got {max_num_seqs!r}")
+        n, src["max_num_seqs"] = int(n), "given"
+
+    v1 = _as_bool(_col(tab, "engine_v1"))
+    if v1 is None and "V0 engine" in engine:
+        v1 = False
+    if v1 is None and "vllm" in engine.lower():
+        ver = _version(engine)
+        v1 = None if ver is None else ver >= (0, 8)
+    if chunked_prefill is None:
+        cp = _as_bool(_col(tab, "chunked_prefill"))
+        if cp is None:
+            cp = _as_bool(_engine_flag(args, "enable_chunked_prefill"))
+        if cp is None:
+            cp = v1 is not False
+            src["chunked_prefill"] = "default"
+        else:
+            src["chunked_prefill"] = "flag"
+        chunked_prefill = cp
+    else:
+        chunked_prefill, src["chunked_prefill"] = bool(chunked_prefill), "given"
+    if policy is None:
+        policy = "separate" if (v1 is False and not chunked_prefill) else "mixed"
+        src["policy"] = "engine" if v1 is not None else "default"
+    elif policy not in ("mixed", "separate"):
+        raise ValueError(f"policy must be 'mixed' or 'separate', got {policy!r}")
+    else:
+        src["policy"] = "given"
+
+    mml = _col(tab, "max_model_len")
+    if mml is None:
+        mml = _engine_flag(args, "max_model_len")
+    mml = int(float(mml)) if mml not in (None, True) else None
+    if max_num_batched_tokens is None:
+        b = _col(tab, "max_num_batched_tokens")
+        if b is None:
+            b = _engine_flag(args, "max_num_batched_tokens")
+        if b not in (None, True):
+            budget, src["max_num_batched_tokens"] = int(float(b)), "flag"
+        else:
+            budget = 8192 if chunked_prefill else max(mml or 0, 2048)
+            src["max_num_batched_tokens"] = "default"
+    else:
+        budget = _num(max_num_batched_tokens, "max_num_batched_tokens")
+        budget, src["max_num_batched_tokens"] = int(budget), "given"
+
+    if kv_cache_tokens is None:
+        util = _col(tab, "gpu_memory_utilization")
+        if util is None:
+            util = _engine_flag(args, "gpu_memory_utilization")
+        util = float(util) if util not in (None, True) else 0.9
+        tp = _col(tab, "tensor_parallel")
+        kv = globals()["kv_cache_tokens"](
+            _col(tab, "model"), _col(tab, "gpu"), tensor_parallel=int(float(tp)) if tp is not None else 1,
+            gpu_memory_utilization=util, precision=_col(tab, "precision") if _col(tab, "quantization") is None
+            else _col(tab, "quantization"), kv_cache_dtype=_col(tab, "kv_cache_dtype"))
+        src["kv_cache_tokens"] = "estimated from model and GPU" if kv is not None else "unknown (not binding)"
+    else:
+        kv = int(_num(kv_cache_tokens, "kv_cache_tokens"))
+        src["kv_cache_tokens"] = "given"
+    return EngineLimits(n, kv, budget, bool(chunked_prefill), policy, src)
+
+
+# -- fitting ------------------------------------------------------------------------------------
+
+def _points(sweep, include_saturated: bool = True):
+    """Per measured point: completion rate (1/s), mean TPOT (s), mean output, mean prompt."""
+    frames = [sweep.table]
+    sat = getattr(sweep, "saturated", None)
+    if include_saturated and sat is not None and len(sat):
+        frames.append(sat)
+    lam, tpot, out, inp = [], [], [], []
+    for tab in frames:
+        for _, r in tab.iterrows():
+            e2e, ttft = r.get("mean_e2e_s"), r.get("mean_ttft_s")
+            o = float(r["mean_output_tokens"])
+            if e2e is not None and ttft is not None and np.isfinite(e2e) and np.isfinite(ttft) and o > 1:
+                t = (float(e2e) - float(ttft)) / (o - 1)
+            else:
+                t = float(r["tpot_p50_s"])
+            lam.append(float(r["request_throughput_rps"]))
+            tpot.append(t)
+            out.append(o)
+            inp.append(float(r["mean_input_tokens"]))
+    return np.array(lam), np.array(tpot), np.array(out), np.array(inp)
+
+
+def fit_step_cost(sweep, *, include_saturated: bool = True, curvature: bool = True,
+                  targets=None) -> tuple[StepCost, list[str]]:
+    """Fit :class:`StepCost` to a sweep (mixed prefill-and-decode steps; see the module docstring).
+
+    Each point gives the mean tokens of work per step, ``k = λ · TPOT · (L − 1 + P)`` (the
+    engine works ``λ (L − 1 + P)`` tokens per second in ``1 / TPOT`` steps), and the step time,
+    TPOT. ``t0``, ``c`` and ``c2`` are the non-negative least-squares fit (relative residuals)
+    of ``TPOT = t0 + c k + c2 k²``; ``c2`` needs three points or more (and ``curvature``).
+
+    Returns the cost and notes. With one point the step time is flat (c = 0) and a note says so.
+    """
+    from scipy.optimize import nnls
+
+    lam, tpot, out, inp = _points(sweep, include_saturated)
+    k = lam * tpot * (np.maximum(out - 1, 0) + inp)  # tokens of work per step, as measured
+    if targets is not None:  # step-time targets for the first len(targets) points (calibration)
+        targets = np.asarray(targets, dtype=float)
+        tpot = tpot.copy()
+        tpot[: len(targets)] = np.where(np.isfinite(targets), targets, tpot[: len(targets)])
+    ok = np.isfinite(lam) & np.isfinite(tpot) & (lam > 0) & (tpot > 0)
+    if not ok.any():
+        raise ValueError(f"sweep {sweep.name!r} has no point with a positive completion rate and TPOT")
+    lam, tpot, out, inp, k = lam[ok], tpot[ok], out[ok], inp[ok], k[ok]
+    notes = []
+    if len(k) < 2 or np.ptp(k) <= 0:
+        notes.append("one load point: the step time is taken as flat (c = 0); measure more levels "
+                     "to see how the step grows")
+        i = int(np.argmin(k))
+        return StepCost(float(tpot[i]), 0.0), notes
+    cols = [np.ones_like(k), k] + ([k * k] if curvature and len(k) >= 3 else [])
+    A = np.vstack(cols).T / tpot[:, None]
+    coef, _ = nnls(A, np.ones_like(k))
+    t0, c = float(coef[0]), float(coef[1])
+    c2 = float(coef[2]) if len(coef) > 2 else 0.0
+    if t0 <= 0:
+        raise ValueError(f"sweep {sweep.name!r}: the step-cost fit gives no fixed cost per step; "
+                         "TPOT falls as load rises in these points")
+    cost = StepCost(t0, c, c2)
+    resid = np.max(np.abs(cost(k) / tpot - 1))
+    notes.append(f"step cost fitted to {len(k)} points: t0 = {t0 * 1e3:.3g} ms, c = {c * 1e6:.3g} µs "
+                 f"per token, c2 = {c2 * 1e9:.3g} ns per token² (largest residual {resid:.1%}; tokens of "
+                 f"work per step {k.min():.0f}–{k.max():.0f})")
+    if c == 0 and c2 == 0:
+        notes.append("TPOT does not rise with the work rate in this sweep: the step time is flat")
+    return cost, notes
+
+
+def _calibrate_separate(model, sweep, include_saturated):
+    """Refit ``c`` (``c2 = 0``) so the simulated engine with separate prefill steps reproduces
+    the measured mean TPOT (the step identity alone cannot: prompts batch into prefill steps)."""
+    from scipy.optimize import brentq
+
+    lam, tpot, out, inp = _points(sweep, include_saturated)
+    ok = np.isfinite(lam) & (lam > 0) & np.isfinite(tpot)
+    lam, tpot = lam[ok], tpot[ok]
+    t0 = float(tpot[np.argmin(lam)])
+    if len(lam) < 2:
+        return StepCost(t0, 0.0)
+
+    def resid(c):
+        model.step = StepCost(t0, c)
+        r = 0.0
+        for lm, tp in zip(lam, tpot):
+            if lm == lam.min():
+                continue
+            run = model.simulate(lm, requests=3000, seed=11)
+            sim = float(np.mean(run.tpot_s)) if run.backlog == 0 and len(run.tpot_s) else 10 * tp
+            r += math.log(sim / tp)
+        return r
+
+    hi = max(model.step.c_s, 1e-7)
+    if resid(0.0) >= 0:
+        return StepCost(t0, 0.0)
+    while resid(hi) < 0 and hi < 1.0:
+        hi *= 2
+    c = brentq(resid, 0.0, hi, xtol=1e-9, rtol=1e-4)
+    return StepCost(t0, float(c))
+
+
+def _calibrate_step(model, sweep, include_saturated, iterations: int = 6) -> None:
+    """Refine a mixed-step cost so the *simulated* engine reproduces the measured mean TPOT.
+
+    The step identity fits the mean tokens per step; real steps vary (a step that takes in two
+    prompts is longer than one that takes none), and with a curved cost that variation slows
+    the engine down (Jensen's inequality). Each iteration simulates every measured point,
+    divides its TPOT target by simulated / measured, and refits (a fixed-point correction).
+    """
+    lam, tpot, out, inp = _points(sweep, include_saturated=False)
+    ok = np.isfinite(lam) & (lam > 0) & np.isfinite(tpot) & (tpot > 0)
+    if ok.sum() < 2 or model.step.c2_s <= 0:
+        return  # a linear cost: the identity is exact in the mean
+    target = np.where(ok, tpot, np.nan)
+    worst = math.nan
+    for _ in range(iterations):
+        ratio = np.full_like(tpot, np.nan)
+        for i in np.flatnonzero(ok):
+            run = model.simulate(lam[i], requests=2500, seed=17)
+            sim = float(np.mean(run.tpot_s)) if len(run.tpot_s) and run.backlog == 0 else 2 * tpot[i]
+            ratio[i] = sim / tpot[i]
+        worst = float(np.nanmax(np.abs(ratio - 1)))
+        if worst < 0.005:
+            break
+        target = target / ratio
+        model.step, _ = fit_step_cost(sweep, include_saturated=include_saturated, targets=target)
+    model.__dict__.pop("_cache", None)
+    model.notes.append(
+        f"step cost refined by simulation: t0 = {model.step.t0_s * 1e3:.3g} ms, c = "
+        f"{model.step.c_s * 1e6:.3g} µs per token, c2 = {model.step.c2_s * 1e9:.3g} ns per token² "
+        f"(simulated mean TPOT within {worst:.1%} of the measured one at every level)")
+
+
+# -- the model ----------------------------------------------------------------------------------
+
+def _quantile_sampler(tab, prefix: str, mean: float):
+    """(probabilities, values) of a piecewise-linear quantile function from percentile columns."""
+    cols = [("min", 0.0), ("p1", 0.01), ("p5", 0.05), ("p10", 0.10), ("p25", 0.25), ("p50", 0.50),
+            ("p75", 0.75), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("max", 1.0)]
+    ps, vs = [], []
+    for suffix, p in cols:
+        c = f"{prefix}_{suffix}"
+        if c in tab:
+            v = np.nanmedian(np.asarray(tab[c], dtype=float)) if len(tab) else math.nan
+            if np.isfinite(v):
+                ps.append(p)
+                vs.append(float(v))
+    if len(ps) < 3 or ps[0] != 0.0 or ps[-1] != 1.0:
+        return None
+    vs = np.maximum.accumulate(np.asarray(vs))
+    return np.asarray(ps), vs
+
+
+@dataclass
+class EngineRun:
+    """The requests of one simulated run (after the warm-up), seconds.
+
+    Attributes
+    ----------
+    ttft_s, e2e_s, tpot_s : numpy.ndarray
+        Per request, as a client measures them.
+    completion_rps : float
+        Completions per second over the measured window.
+    arrival_rps : float
+        Arrivals per second over the measured window.
+    backlog : int
+        Requests still waiting or running when the run ended.
+    preemptions : int
+        Sequences preempted for KV-cache space.
+    """
+
+    ttft_s: np.ndarray
+    e2e_s: np.ndarray
+    tpot_s: np.ndarray
+    completion_rps: float
+    arrival_rps: float
+    backlog: int
+    preemptions: int
+
+
+@dataclass
+class EngineModel:
+    """A fitted engine (see the module docstring): step cost, limits, lengths and overhead.
+
+    Build it with :func:`fit_engine`. Times in seconds, rates in requests per second.
+    """
+
+    step: StepCost
+    limits: EngineLimits
+    prompt_tokens: float
+    output_tokens: float
+    output_quantiles: tuple | None = None
+    prompt_p99: float | None = None
+    overhead_median_s: float = 0.0
+    overhead_sigma: float = 0.0
+    name: str = ""
+    notes: list = field(default_factory=list)
+
+    # -- mean-field ---------------------------------------------------------------------------
+    @property
+    def slots(self) -> int:
+        """Sequences that run at once: ``max_num_seqs``, or fewer when the KV cache binds first
+        (at the mean context of a running sequence, prompt plus half the output)."""
+        kv = self.limits.kv_sequences(self.prompt_tokens + self.output_tokens / 2)
+        return int(max(1, min(self.limits.max_num_seqs, math.floor(kv))))
+
+    def mean_field_saturation_rps(self) -> float:
+        """Completion rate with every slot busy, from the step-time identity (req/s).
+
+        Mixed steps: with ``S`` slots busy a step works ``k = S (L − 1 + P) / L`` tokens and the
+        rate is ``S / (L · t_step(k))``. Separate prefill steps (one per admission, no batching
+        of prompts, so a lower bound): ``1 / ((L − 1) t_step(S) / S + t_step(P))``.
+        """
+        s, L, P = self.slots, self.output_tokens, self.prompt_tokens
+        if self.limits.policy == "separate":
+            return 1.0 / ((L - 1) * float(self.step(s)) / s + float(self.step(P)))
+        return s / (L * float(self.step(s * (L - 1 + P) / L)))
+
+    def step_time_at(self, running, arrival_rps: float):
+        """Mean time (s) between a running sequence's tokens with ``running`` sequences decoding
+        and prompts arriving at ``arrival_rps``: the mean-field step, whose prompt tokens are
+        those that arrive during it (inf when the prompts alone would fill the engine)."""
+        n = np.asarray(running, dtype=float)
+        lam = _num(arrival_rps, "arrival_rps", strict=False)
+        t0, c, c2, P = self.step.t0_s, self.step.c_s, self.step.c2_s, self.prompt_tokens
+        if self.limits.policy == "separate":
+            busy = lam * float(self.step(P))
+            if busy >= 1:
+                return np.full_like(n, math.inf)
+            return np.asarray(self.step(n)) / (1 - busy)
+        a = lam * P
+        with np.errstate(invalid="ignore", divide="ignore"):
+            if c2 > 0 and a > 0:
+                disc = (1 - a * c) ** 2 - 4 * a * c2 * (n + a * t0)
+                k = np.where(disc >= 0, ((1 - a * c) - np.sqrt(np.maximum(disc, 0))) / (2 * a * c2), np.inf)
+            else:
+                k = np.where(1 - a * c > 0, (n + a * t0) / (1 - a * c), np.inf)
+        k = np.where(k >= 0, k, np.inf)
+        return np.where(np.isfinite(k), np.asarray(self.step(np.where(np.isfinite(k), k, 0))), np.inf)
+
+    def overhead_quantile(self, q) -> np.ndarray:
+        """Client-side overhead (s) at probability ``q`` (log-normal)."""
+        from scipy.special import ndtri
+
+        q = np.asarray(q, dtype=float)
+        if self.overhead_median_s <= 0:
+            return np.zeros_like(q)
+        return self.overhead_median_s * np.exp(self.overhead_sigma * ndtri(q))
+
+    # -- simulation -----------------------------------------------------------------------------
+    def _lengths(self, rng, size):
+        if self.output_quantiles is not None:
+            ps, vs = self.output_quantiles
+            # the recorded percentiles, scaled so the mean is the measured mean
+            grid_mean = float(np.mean(np.interp(np.linspace(0.0005, 0.9995, 1000), ps, vs)))
+            scale = self.output_tokens / grid_mean if grid_mean > 0 else 1.0
+            out = np.maximum(1, np.rint(np.interp(rng.random(size), ps, vs) * scale)).astype(np.int64)
+        else:
+            lo = math.floor(self.output_tokens)
+            frac = self.output_tokens - lo
+            out = (lo + (rng.random(size) < frac)).astype(np.int64)
+            out = np.maximum(out, 1)
+        if self.prompt_p99 is not None and self.prompt_p99 > self.prompt_tokens:
+            sig = math.log(self.prompt_p99 / self.prompt_tokens) / _Z99
+            mu = math.log(self.prompt_tokens) - sig * sig / 2
+            inp = np.maximum(1, np.rint(rng.lognormal(mu, sig, size))).astype(np.int64)
+        else:
+            inp = np.full(size, max(1, int(round(self.prompt_tokens))), dtype=np.int64)
+        return inp, out
+
+    def simulate(self, arrival_rps: float, *, arrivals: str = "poisson", duration_s: float | None = None,
+                 warmup_s: float | None = None, requests: int | None = None, seed: int = 0,
+                 rng: np.random.Generator | None = None, backlog: bool = False) -> EngineRun:
+        """Simulate open-loop arrivals step by step.
+
+        Parameters
+        ----------
+        arrival_rps : float
+            Requests per second.
+        arrivals : {"poisson", "uniform"}
+            Poisson arrivals, or evenly spaced ones.
+        duration_s : float, optional
+            Seconds of arrivals. Default: long enough for ``requests`` measured requests.
+        warmup_s : float, optional
+            Seconds at the start whose arrivals are not measured. Default: 10 % of the
+            duration (0 when ``duration_s`` is given, which reproduces a load-generator
+            stage started from an idle engine).
+        requests : int, optional
+            Measured requests when ``duration_s`` is not given (default 6000).
+        seed, rng
+            Randomness (``rng`` wins when given).
+        backlog : bool
+            Ignore ``arrival_rps``: every request is waiting at time 0 (measures capacity).
+        """
+        if arrivals not in ("poisson", "uniform"):
+            raise ValueError(f"arrivals must be 'poisson' or 'uniform', got {arrivals!r}")
+        rng = rng if rng is not None else np.random.default_rng(seed)
+        if backlog:
+            m = int(requests or max(40 * self.slots, 4000))
+            a = np.zeros(m)
+            warm = 0.0
+        else:
+            lam = _num(arrival_rps, "arrival_rps")
+            if duration_s is None:
+                n_meas = int(requests or 6000)
+                duration = n_meas / 0.9 / lam
+                warm = 0.1 * duration if warmup_s is None else float(warmup_s)
+            else:
+                duration = _num(duration_s, "duration_s")
+                warm = 0.0 if warmup_s is None else float(warmup_s)
+            if arrivals == "poisson":
+                m = max(1, int(rng.poisson(lam * duration)))
+                a = np.sort(rng.random(m)) * duration
+            else:
+                m = max(1, int(round(lam * duration)))
+                a = (np.arange(m) + 0.5) / lam
+        inp, out = self._lengths(rng, len(a))
+        first, done, npre = _run_engine(a, inp, out, self.step, self.limits, self.slots)
+        over = self.overhead_quantile(np.clip(rng.random(len(a)), 1e-6, 1 - 1e-6))
+        finished = np.isfinite(done)
+        if backlog:
+            # the middle half of the completions, when the engine is full
+            t = np.sort(done[finished])
+            k = len(t)
+            lo_, hi_ = t[k // 4], t[(3 * k) // 4]
+            rate = (3 * k // 4 - k // 4) / (hi_ - lo_) if hi_ > lo_ else math.nan
+            return EngineRun(np.array([]), np.array([]), np.array([]), float(rate), math.nan,
+                             int((~finished).sum()), npre)
+        meas = a >= warm
+        keep = meas & finished
+        ttft = first[keep] - a[keep] + over[keep]
+        e2e = done[keep] - a[keep] + over[keep]
+        o = out[keep]
+        tpot = np.where(o > 1, (done[keep] - first[keep]) / np.maximum(o - 1, 1), np.nan)
+        span = float(np.max(done[finished]) - warm) if finished.any() else math.nan
+        comp = float(keep.sum() / span) if span and span > 0 else math.nan
+        arr = float(meas.sum() / max(a.max() - warm, 1e-9)) if meas.any() else math.nan
+        return EngineRun(ttft, e2e, tpot[np.isfinite(tpot)], comp, arr, int((~finished).sum()), npre)
+
+    def saturation_rps(self, *, seed: int = 0) -> float:
+        """Completion rate of the simulated engine with requests always waiting (req/s)."""
+        key = ("sat", seed)
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            cache[key] = self.simulate(0.0, backlog=True, seed=seed).completion_rps
+        return cache[key]
+
+
+def _run_engine(a, inp, out, step: StepCost, limits: EngineLimits, slots: int):
+    """Step-by-step engine. Returns (first-token time, finish time, preemptions) per request;
+    inf for requests not finished."""
+    m = len(a)
+    first = np.full(m, math.inf)
+    done = np.full(m, math.inf)
+    t0, c, c2 = step.t0_s, step.c_s, step.c2_s
+    budget_max = int(limits.max_num_batched_tokens)
+    chunked = limits.chunked_prefill
+    separate = limits.policy == "separate"
+    nseq = int(limits.max_num_seqs)
+    kv_cap = limits.kv_cache_tokens if limits.kv_cache_tokens is not None else math.inf
+    a_list = a.tolist()
+    inp_l = inp.tolist()
+    out_l = out.tolist()
+    need = inp_l[:]  # prompt tokens still to prefill (grows on preemption: recompute)
+    gen = [0] * m    # tokens generated so far
+    waiting: deque = deque()
+    running: list = []       # request ids decoding, in admission order
+    finish_at: list = []     # heap of (decode-step index at which it finishes, id, epoch)
+    epoch = [0] * m
+    joined = [0] * m
+    prefilling: list = []    # admitted, prompt not finished (chunked)
+    kv_used = 0
+    k_dec = 0                # decode steps so far
+    t = 0.0
+    j = 0
+    finished = 0
+    npre = 0
+    while finished < m:
+        while j < m and a_list[j] <= t:
+            waiting.append(j)
+            j += 1
+        if not running and not prefilling and not waiting:
+            if j >= m:
+                break
+            t = a_list[j]
+            continue
+        n_dec = len(running)
+        # -- admission and prefill tokens of this step
+        p_tok = 0
+        completed_prefill = []
+        if separate:
+            budget = budget_max
+        else:
+            budget = budget_max - n_dec
+        # continue partial prefills first (chunked)
+        still = []
+        for i in prefilling:
+            take = min(need[i], budget) if budget > 0 else 0
+            need[i] -= take
+            p_tok += take
+            budget -= take
+            (completed_prefill if need[i] == 0 else still).append(i)
+        prefilling = still
+        while waiting and budget > 0 and len(running) + len(prefilling) + len(completed_prefill) < nseq:
+            i = waiting[0]
+            if kv_used + need[i] > kv_cap:
+                break
+            if not chunked and need[i] > budget:
+                if p_tok == 0 and need[i] > budget_max:
+                    pass  # a prompt longer than the budget runs alone
+                else:
+                    break
+            waiting.popleft()
+            take = need[i] if not chunked else min(need[i], budget)
+            need[i] -= take
+            p_tok += take
+            budget -= take
+            kv_used += inp_l[i] + gen[i]
+            (completed_prefill if need[i] == 0 else prefilling).append(i)
+        if separate and p_tok > 0:
+            dt = t0 + (c + c2 * p_tok) * p_tok          # a prefill step: decodes pause
+            t += dt
+            decoded = False
+        else:
+            k = n_dec + p_tok
+            dt = t0 + (c + c2 * k) * k
+            t += dt
+            decoded = n_dec > 0
+        if decoded:
+            k_dec += 1
+            kv_used += n_dec
+            while finish_at and finish_at[0][0] <= k_dec:
+                _, i, ep = heapq.heappop(finish_at)
+                if ep != epoch[i]:
+                    continue
+                done[i] = t
+                finished += 1
+                kv_used -= inp_l[i] + out_l[i]
+                running.remove(i)
+            # KV overflow: preempt the most recently admitted sequences (recompute later)
+            while kv_used > kv_cap and running:
+                i = running.pop()
+                g = gen[i] + (k_dec - joined[i])
+                gen[i] = g
+                epoch[i] += 1
+                kv_used -= inp_l[i] + g
+                need[i] = inp_l[i] + g
+                waiting.appendleft(i)
+                npre += 1
+        for i in completed_prefill:
+            if first[i] == math.inf:   # the prefill step emits the first token
+                first[i] = t
+                gen[i] = 1
+                kv_used += 1
+            remaining = out_l[i] - gen[i]
+            if remaining <= 0:
+                done[i] = t
+                finished += 1
+                kv_used -= inp_l[i] + gen[i]
+                continue
+            # tokens generated after decode step k: gen[i] + (k - joined[i])
+            joined[i] = k_dec
+            running.append(i)
+            heapq.heappush(finish_at, (k_dec + remaining, i, epoch[i]))
+        if j >= m and not waiting and not running and not prefilling:
+            break
+    return first, done, npre
+
+
+def _prompt_p99(sweep):
+    tab = sweep.table
+    if "input_tokens_p99" in tab:
+        v = np.asarray(tab["input_tokens_p99"], dtype=float)
+        v = v[np.isfinite(v)]
+        if len(v):
+            return float(np.median(v))
+    return None
+
+
+def _fit_points(sweep):
+    """(rate, ttft p50, ttft p99, duration) of the measured levels (not the saturated ones)."""
+    tab = sweep.table
+    lam = np.asarray(tab["request_throughput_rps"], dtype=float)
+    p50 = np.asarray(tab["ttft_p50_s"], dtype=float)
+    p99 = np.asarray(tab["ttft_p99_s"], dtype=float) if "ttft_p99_s" in tab else p50
+    n = np.asarray(tab["num_requests"], dtype=float) if "num_requests" in tab else np.full(len(lam), 2000.0)
+    ok = np.isfinite(lam) & (lam > 0) & np.isfinite(p50) & (p50 > 0)
+    return lam[ok], p50[ok], np.where(np.isfinite(p99[ok]), p99[ok], p50[ok]), n[ok]
+
+
+def _calibrate_overhead(model: "EngineModel", sweep) -> None:
+    """Fit the client overhead (log-normal median and sigma) so that engine TTFT plus overhead
+    matches the measured TTFT p50 and p99 at every measured level (least squares in logs)."""
+    from scipy.optimize import minimize
+    from scipy.special import ndtri
+
+    lam, p50, p99, n = _fit_points(sweep)
+    if not len(lam):
+        return
+    engine, zs = [], []
+    rng = np.random.default_rng(3)
+    for lm, k in zip(lam, n):
+        run = model.simulate(lm, requests=int(min(max(k, 1500), 6000)), seed=5)
+        e = run.ttft_s if len(run.ttft_s) else np.array([0.0])
+        engine.append(e)
+        zs.append(ndtri(rng.permutation((np.arange(len(e)) + 0.5) / len(e))))
+
+    def total(params):
+        med, sig = math.exp(params[0]), abs(params[1])
+        err = 0.0
+        for e, z, m50, m99 in zip(engine, zs, p50, p99):
+            q50, q99 = np.quantile(e + med * np.exp(sig * z), [0.5, 0.99])
+            err += math.log(q50 / m50) ** 2 + math.log(q99 / m99) ** 2
+        return err
+
+    i = int(np.argmin(lam))
+    start = max(p50[i] - float(np.median(engine[i])), 1e-4)
+    sig0 = math.log(max(p99[i] / p50[i], 1.0001)) / _Z99
+    best = None
+    for s0 in (sig0, 0.5 * sig0 + 0.05):
+        res = minimize(total, [math.log(start), s0], method="Nelder-Mead",
+                       options={"xatol": 1e-3, "fatol": 1e-7, "maxiter": 400})
+        if best is None or res.fun < best.fun:
+            best = res
+    model.overhead_median_s = float(math.exp(best.x[0]))
+    model.overhead_sigma = float(abs(best.x[1]))
+    model.notes.append(f"client overhead (log-normal, fitted to TTFT p50 and p99 at {len(lam)} levels): "
+                       f"median {model.overhead_median_s * 1e3:.3g} ms, sigma {model.overhead_sigma:.3g}")
+
+
+def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batched_tokens=None,
+               chunked_prefill=None, policy=None, include_saturated: bool = True) -> EngineModel:
+    """Fit an :class:`EngineModel` to a sweep (any importer's; open- or closed-loop).
+
+    Parameters
+    ----------
+    sweep : capbook.sweep.Sweep
+        The measured points. Saturated points (:attr:`~capbook.sweep.Sweep.saturated`) count
+        in the step-cost fit unless ``include_saturated`` is False.
+    max_num_seqs, kv_cache_tokens, max_num_batched_tokens, chunked_prefill, policy
+        Engine limits (see :func:`engine_limits`); default: read from the sweep.
+    include_saturated : bool
+        Use the saturated points in the step-cost fit.
+
+    Returns
+    -------
+    EngineModel
+    """
+    limits = engine_limits(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens,
+                           max_num_batched_tokens=max_num_batched_tokens,
+                           chunked_prefill=chunked_prefill, policy=policy)
+    step, notes = fit_step_cost(sweep, include_saturated=include_saturated)
+    tab = sweep.table
+    P = float(np.mean(tab["mean_input_tokens"]))
+    L = float(np.mean(tab["mean_output_tokens"]))
+    if L < 1:
+        raise ValueError(f"sweep {sweep.name!r}: mean output tokens {L:g} < 1")
+    oq = _quantile_sampler(tab, "output_tokens", L)
+    src = limits.sources
+    notes.append(
+        f"engine: {limits.policy} prefill and decode steps, chunked prefill "
+        f"{'on' if limits.chunked_prefill else 'off'} ({src.get('chunked_prefill')}), max_num_seqs "
+        f"{limits.max_num_seqs} ({src.get('max_num_seqs')}), batched-token budget "
+        f"{limits.max_num_batched_tokens} ({src.get('max_num_batched_tokens')}), KV cache "
+        + (f"{limits.kv_cache_tokens:,} tokens ({src.get('kv_cache_tokens')})" if limits.kv_cache_tokens
+           is not None else "not binding (model or GPU not recognised; pass kv_cache_tokens=)"))
+    if oq is None:
+        notes.append(f"output lengths: the sweep records only the mean ({L:.4g} tokens); every "
+                     "request is given that length")
+    model = EngineModel(step, limits, P, L, oq, _prompt_p99(sweep), 0.0, 0.0, sweep.name, notes)
+    if limits.policy == "separate":
+        model.step = _calibrate_separate(model, sweep, include_saturated)
+    _calibrate_step(model, sweep, include_saturated)
+    _calibrate_overhead(model, sweep)
+    kvs = limits.kv_sequences(P + L / 2)
+    if kvs < limits.max_num_seqs:
+        model.notes.append(f"the KV cache binds before max_num_seqs: about {kvs:.0f} sequences of "
+                           f"{P + L / 2:.0f} tokens fit, fewer than {limits.max_num_seqs}")
+    if limits.kv_cache_tokens is not None and limits.kv_cache_tokens < P + L:
+        raise ValueError(f"kv_cache_tokens {limits.kv_cache_tokens} cannot hold one request of "
+                         f"{P + L:.0f} tokens")
+    return model
