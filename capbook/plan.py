@@ -412,6 +412,7 @@ class CapacityPlan:
     model_spare: int | None = None
     replay_added: int = 0
     verification: dict = field(default_factory=dict)
+    engine_check: dict = field(default_factory=dict)
 
     # -- the replica count -----------------------------------------------------------------
     @property
@@ -558,6 +559,15 @@ class CapacityPlan:
             "replicas")
         if self.loadq_ttft_s is not None:
             add("queueing", f"model p{100 * self.slo.ttft_quantile:g} TTFT at the serving count", self.loadq_ttft_s, "s")
+        e = self.engine_check
+        if e:
+            add("engine model", "model", e["model"], "")
+            add("engine model", "saturation per replica", e["saturation_rps"], "requests/s")
+            add("engine model", "highest rate per replica meeting p99 TTFT", e["max_rate_rps"]
+                if e["max_rate_rps"] is not None else "none", "requests/s")
+            add("engine model", "replicas the engine model needs", e["replicas"] or "n/a", "replicas")
+            if e.get("ttft_p99_s") is not None:
+                add("engine model", "p99 TTFT per replica at the serving count", e["ttft_p99_s"], "s")
         add("fleet", "serving replicas", self.serving, "replicas")
         add("fleet", "burst headroom", self.burst.replicas, "replicas")
         add("fleet", "replicas by the models", self.model_total, "replicas")
@@ -628,6 +638,12 @@ class CapacityPlan:
                          f"- NOT VERIFIED: {v.get('reason', '')}")
         elif v.get("status", "skipped") == "skipped":
             lines.append("- The replay was skipped: this is the models' number, not verified against the log")
+        e = self.engine_check
+        if e and e.get("max_rate_rps"):
+            lines.append(f"- Engine model ({e['model']}, capbook predict): one replica saturates at "
+                         f"{e['saturation_rps']:.3g} requests/s and meets p99 TTFT ≤ {self.slo.ttft_s:g} s up to "
+                         f"{e['max_rate_rps']:.3g} requests/s → {e['replicas']} replica(s) for "
+                         f"{self.request_rate:.3g} requests/s")
         lines.append("")
         lines += [f"{h2}Replicas", "", _frame_text(self.stages()[["added", "replicas"]], markdown), ""]
         lines += [f"{h2}Horizons", "", _frame_text(self.horizons()[["method", "peak_output_tps", "peak_input_tps",
@@ -997,6 +1013,9 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
         except ValueError as exc:
             notes.append(f"load-dependent model not used: {exc}")
     serving = max(need.replicas, erl, lq_n or 0, max(1, int(math.ceil(need.equivalents - 1e-9))))
+    engine_check = _engine_check(sweep, lam, serving, slo, seed, notes)
+    if engine_check.get("replicas"):
+        serving = max(serving, int(engine_check["replicas"]))
     late = float(fleet.late_share(serving, S, lam, T, slo.wait_s, "pooled"))
     if lq_n is not None:
         try:
@@ -1033,7 +1052,7 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
         slots=choice, service_time_s=T, rating=rating, need=need, erlang_replicas=erl,
         erlang_late_share=late, loadq_replicas=lq_n, loadq_ttft_s=lq_ttft, ramp_per_min=ramp,
         lag_min=lag, burst=burst, spares=int(spares), zones=zones, spare=spare,
-        capacity_tpm=capacity_tpm, tpm=tpm, notes=notes)
+        capacity_tpm=capacity_tpm, tpm=tpm, notes=notes, engine_check=engine_check)
 
     # 7: replay, and replicas until the replay meets the objectives
     if simulate:
@@ -1043,6 +1062,28 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
                              "reason": "the replay was skipped (simulate=False)"}
         notes.append("replay skipped: the replica count is the models' and is not verified against the log")
     return plan
+
+
+def _engine_check(sweep, lam: float, serving: int, slo, seed: int, notes: list) -> dict:
+    """The engine model of :mod:`capbook.predict` on one replica: its saturation rate, the highest
+    rate meeting p99 TTFT within the objective, the replicas that implies for ``lam`` requests/s,
+    and its p99 TTFT at ``lam / serving``. Empty (with a note) when the sweep cannot be fitted."""
+    from .predict import predict
+
+    try:
+        p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_s, seed=seed, requests=2000,
+                    models=("simulation",))
+    except ValueError as exc:
+        notes.append(f"engine model not used: {exc}")
+        return {}
+    sim = p.models["simulation"]
+    mr = sim.max_rate_rps
+    reps = int(math.ceil(lam / mr - 1e-9)) if mr else None
+    if mr is None:
+        notes.append(f"engine model: no rate meets p99 TTFT ≤ {slo.ttft_s:g} s on one replica (its TTFT at "
+                     "the lightest load is already above it)")
+    return {"model": "simulation", "saturation_rps": sim.saturation_rps, "max_rate_rps": mr, "replicas": reps,
+            "ttft_p99_s": sim.ttft_p99_s}
 
 
 class _ReplayService:

@@ -158,12 +158,34 @@ def test_plan_replicas_follow_the_rating_and_the_closed_forms(small_plan, sweep)
         n += 1
     assert p.erlang_replicas == n
     assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_s
-    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas)
+    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas, p.engine_check["replicas"])
     assert p.burst.replicas == math.ceil(0.0125 * 8 * p.serving - 1e-9)
     assert p.spare == 1 and p.total == p.serving + p.burst.replicas + 1
     st = p.stages()
     assert st.loc["total", "replicas"] == p.total == st["added"].iloc[:-1].sum()
     assert (st["added"] >= 0).all()
+
+
+def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_path):
+    """The plan relies on capbook.predict's engine simulation: the rate it says one replica
+    carries within p99 TTFT meets the objective when simulated directly, and the serving count
+    covers the planned rate at that per-replica rate."""
+    from capbook.engine import fit_engine
+
+    p = small_plan
+    e = p.engine_check
+    assert e["model"] == "simulation"
+    assert 0 < e["max_rate_rps"] <= e["saturation_rps"]
+    assert e["replicas"] == math.ceil(p.request_rate / e["max_rate_rps"] - 1e-9)
+    assert p.serving >= e["replicas"]
+    eng = fit_engine(sweep)
+    run = eng.simulate(e["max_rate_rps"], requests=2000, seed=2026)
+    assert np.quantile(run.ttft_s, 0.99) <= p.slo.ttft_s * 1.05
+    back = pd.read_csv(p.to_csv(tmp_path / "plan.csv"))
+    rows = back[back["step"] == "engine model"]
+    assert set(rows["quantity"]) >= {"saturation per replica", "highest rate per replica meeting p99 TTFT",
+                                     "replicas the engine model needs"}
+    assert "Engine model (simulation, capbook predict)" in p.render()
 
 
 def test_plan_tenant_limits_fit_the_fleet(small_log, small_plan):
