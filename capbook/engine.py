@@ -777,6 +777,10 @@ def _run_engine(a, inp, out, step: StepCost, limits: EngineLimits, slots: int):
         prefilling = still
         while waiting and budget > 0 and len(running) + len(prefilling) + len(completed_prefill) < nseq:
             i = waiting[0]
+            if inp_l[i] + out_l[i] > kv_cap:   # can never fit: refused, as the engine would
+                waiting.popleft()
+                finished += 1
+                continue
             if kv_used + need[i] > kv_cap:
                 break
             if not chunked and need[i] > budget:
@@ -898,8 +902,12 @@ def _calibrate_overhead(model: "EngineModel", sweep) -> None:
             best = res
     model.overhead_median_s = float(math.exp(best.x[0]))
     model.overhead_sigma = float(abs(best.x[1]))
-    model.notes.append(f"client overhead (log-normal, fitted to TTFT p50 and p99 at {len(lam)} levels): "
-                       f"median {model.overhead_median_s * 1e3:.3g} ms, sigma {model.overhead_sigma:.3g}")
+    if model.overhead_median_s < 1e-4:
+        model.overhead_median_s, model.overhead_sigma = 0.0, 0.0
+        model.notes.append("client overhead: none (the engine's own prefill explains the measured TTFT)")
+    else:
+        model.notes.append(f"client overhead (log-normal, fitted to TTFT p50 and p99 at {len(lam)} levels): "
+                           f"median {model.overhead_median_s * 1e3:.3g} ms, sigma {model.overhead_sigma:.3g}")
 
 
 def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batched_tokens=None,
@@ -929,6 +937,9 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     L = float(np.mean(tab["mean_output_tokens"]))
     if L < 1:
         raise ValueError(f"sweep {sweep.name!r}: mean output tokens {L:g} < 1")
+    if limits.kv_cache_tokens is not None and limits.kv_cache_tokens < P + L:
+        raise ValueError(f"kv_cache_tokens {limits.kv_cache_tokens} cannot hold one request of "
+                         f"{P + L:.0f} tokens (mean prompt plus mean output)")
     oq = _quantile_sampler(tab, "output_tokens", L)
     src = limits.sources
     notes.append(
@@ -946,11 +957,22 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
         model.step = _calibrate_separate(model, sweep, include_saturated)
     _calibrate_step(model, sweep, include_saturated)
     _calibrate_overhead(model, sweep)
+    lam_, tp_, out_, inp_ = _points(sweep, include_saturated)
+    k_seen = float(np.nanmax(lam_ * tp_ * (np.maximum(out_ - 1, 0) + inp_)))
+    k_sat = model.slots * (L - 1 + P) / L
+    if k_sat > 1.5 * k_seen:
+        model.notes.append(
+            f"extrapolated: the measured points reach {k_seen:.0f} tokens of work per step, saturation needs "
+            f"about {k_sat:.0f}; a real step often costs more per token past a few hundred tokens (it turns "
+            "compute bound), so the saturation rate may be optimistic — measure up to saturation and the "
+            "saturated points enter the fit")
+    spec = _col(tab, "num_speculative_tokens")
+    if spec is not None or "eagle" in str(_col(tab, "engine_args") or "").lower():
+        model.notes.append("speculative decoding: the fit folds the acceptance rate into the step cost as if it "
+                           "did not change with the batch; on real vLLM runs with EAGLE-3 this overstated "
+                           "saturation by about a third (see the chapter Where the textbook breaks)")
     kvs = limits.kv_sequences(P + L / 2)
     if kvs < limits.max_num_seqs:
         model.notes.append(f"the KV cache binds before max_num_seqs: about {kvs:.0f} sequences of "
                            f"{P + L / 2:.0f} tokens fit, fewer than {limits.max_num_seqs}")
-    if limits.kv_cache_tokens is not None and limits.kv_cache_tokens < P + L:
-        raise ValueError(f"kv_cache_tokens {limits.kv_cache_tokens} cannot hold one request of "
-                         f"{P + L:.0f} tokens")
     return model
