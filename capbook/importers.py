@@ -29,6 +29,25 @@ report stay empty (NaN) in the table; :class:`~capbook.sweep.Sweep` then raises 
 them. A file that is not what it claims, or lacks a needed field, raises :class:`ValueError`
 naming the file and the field.
 
+**Token lengths.** Where a tool records the per-point distribution of request lengths, the
+table has ``output_tokens_min``, ``output_tokens_p1`` … ``output_tokens_p99``,
+``output_tokens_max`` and ``input_tokens_p50``, ``input_tokens_p99`` (tokens per request; NaN
+for a quantile the file lacks; ``token_quantiles_source`` names the fields read): inference-perf
+``successes.output_len`` / ``prompt_len``; aiperf and genai-perf ``output_sequence_length`` /
+``input_sequence_length`` (JSON and CSV); GuideLLM JSON ``output_token_count`` /
+``prompt_token_count``; llmperf ``results_number_output_tokens_*``; and, computed from the
+per-request records, vLLM ``output_lens`` / ``input_lens`` and llmperf's individual responses.
+vLLM summaries without the arrays, GuideLLM CSVs and inference-benchmarker reports record only
+means.
+
+**Engine limits.** From the vLLM command line or Kubernetes manifest beside the results (see
+:func:`read_points`): ``chunked_prefill``, ``prefix_caching`` (True / False when
+``--enable-…`` / ``--no-enable-…`` is given), ``max_num_batched_tokens``, ``max_model_len``,
+``gpu_memory_utilization``, ``block_size``, ``kv_cache_dtype``, ``quantization``,
+``num_speculative_tokens`` and ``speculative_method`` (``--speculative-config`` JSON or
+``--num-speculative-tokens``), ``engine_v1`` (the container's ``VLLM_USE_V1``). What the files do
+not state stays NaN / None: the engine's defaults are not filled in.
+
 Load points are either **closed loop** (``load_kind = "concurrency"``: the tool held N
 requests in flight; ``concurrency`` is N) or **open loop** (``load_kind = "rate"``: the tool
 sent requests at a rate). For open-loop points ``concurrency`` is the mean number in flight,
@@ -41,6 +60,7 @@ import csv
 import io
 import json
 import math
+import re
 from pathlib import Path
 from typing import Callable, Mapping
 
@@ -49,7 +69,7 @@ import pandas as pd
 
 from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
 
-__all__ = ["read_sweep", "read_points", "detect_format", "FORMATS"]
+__all__ = ["read_sweep", "read_points", "detect_format", "FORMATS", "LIMIT_COLUMNS", "TOKEN_COLUMNS"]
 
 #: Names of the formats :func:`detect_format` recognises.
 FORMATS = (
@@ -122,10 +142,26 @@ def _opt(d, key, scale=1.0) -> float:
         return _NAN
 
 
+#: Engine limits read from the server command line or manifest beside the results (vLLM
+#: flags); NaN (numbers) or None (the rest) when the files do not state them.
+LIMIT_COLUMNS = ("chunked_prefill", "prefix_caching", "max_num_batched_tokens", "max_model_len",
+                 "gpu_memory_utilization", "block_size", "kv_cache_dtype", "quantization",
+                 "num_speculative_tokens", "speculative_method", "engine_v1")
+_NUMERIC_LIMITS = ("max_num_batched_tokens", "max_model_len", "gpu_memory_utilization", "block_size",
+                   "num_speculative_tokens")
+#: Per-point token-length quantiles (tokens per request), NaN where the file does not record one.
+_TOKEN_QUANTILES = ("min", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "max")
+_INPUT_QUANTILES = ("p50", "p99")
+TOKEN_COLUMNS = [f"output_tokens_{q}" for q in _TOKEN_QUANTILES] + \
+    [f"input_tokens_{q}" for q in _INPUT_QUANTILES]
+
+
 def _row(**kw) -> dict:
     base = {c: _NAN for c in METRIC_COLUMNS}
     base.update({c: None for c in CONFIG_COLUMNS})
     base.update({c: None for c in _EXTRA})
+    base.update({c: _NAN if c in _NUMERIC_LIMITS else None for c in LIMIT_COLUMNS})
+    base.update({c: _NAN for c in TOKEN_COLUMNS})
     base.update(saturated=False, max_num_seqs=_NAN, mean_e2e_s=_NAN, mean_ttft_s=_NAN,
                 offered_rps=_NAN)
     base.update(kw)
@@ -136,47 +172,75 @@ def _row(**kw) -> dict:
 #  vllm_command.txt, *.commands (vLLM nightly benchmarks), Kubernetes manifests, InferenceX
 #  agg_bmk.json and the vLLM suite's benchmark_results.json record how the engine was started.
 _CTX_FIELDS = ("max_num_seqs", "gpu", "num_gpus", "engine", "tensor_parallel", "model",
-               "precision", "engine_args")
+               "precision", "engine_args") + LIMIT_COLUMNS
 _SIDECAR_NAMES = {"agg_bmk.json": "InferenceX summary rows", "benchmark_results.json":
                   "the vLLM benchmark suite's summary table"}
 
 
 def _argv_tokens(argv) -> list[str]:
+    import shlex
+
     toks = []
+    prev = ""
     for a in argv:
         a = str(a).strip()
         head = a.split(None, 1)[0] if a else ""
-        if a.startswith("-") and " " in a and "=" not in head:
+        if prev == "-c" and " " in a:  # sh -c "vllm serve ... --flag value": the script's words
+            script = a.replace("\\\r\n", " ").replace("\\\n", " ")
+            try:
+                toks.extend(shlex.split(script, comments=True))
+            except ValueError:
+                toks.extend(script.split())
+        elif a.startswith("-") and " " in a and "=" not in head:
             toks.extend(a.split(None, 1))  # one argv element "--quantization bitsandbytes"
         elif a:
             toks.append(a)
+        prev = a
     return toks
 
 
-def _argv_flags(toks) -> dict:
-    """``{flag: value}`` from ``--flag=value``, ``--flag value`` and bare ``--flag`` (``_`` as ``-``)."""
-    flags = {}
+#: short spellings of vLLM flags
+_SHORT_FLAGS = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size",
+                "-dp": "data-parallel-size", "-q": "quantization"}
+_BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
+
+
+def _is_bool_flag(name: str) -> bool:
+    """vLLM's on/off flags (``--enable-*``, ``--disable-*``, ``--no-*``) take no value."""
+    return name.startswith(("enable-", "disable-", "no-")) or name in (
+        "trust-remote-code", "enforce-eager")
+
+
+def _argv_pairs(toks) -> list[tuple[str, object]]:
+    """``(flag, value)`` in command-line order from ``--flag=value``, ``--flag value`` and bare
+    ``--flag`` (value True); ``_`` is read as ``-``. An on/off flag takes the next word only when
+    it is true/false (older vLLM's ``--enable-chunked-prefill False``)."""
+    pairs = []
     i = 0
     while i < len(toks):
         t = toks[i]
-        if t.startswith("--") or t in ("-tp", "-pp", "-dp"):
+        if t.startswith("--") or t in _SHORT_FLAGS:
             name, eq, val = t.lstrip("-").partition("=")
-            name = {"tp": "tensor-parallel-size", "pp": "pipeline-parallel-size",
-                    "dp": "data-parallel-size"}.get(name, name.replace("_", "-"))
+            name = _SHORT_FLAGS.get(t, name.replace("_", "-"))
+            nxt = toks[i + 1] if i + 1 < len(toks) else None
             if eq:
-                flags[name] = val
-            elif i + 1 < len(toks) and not toks[i + 1].startswith("--"):
-                flags[name] = toks[i + 1]
+                pairs.append((name, val))
+            elif nxt is not None and not nxt.startswith("--") and nxt not in _SHORT_FLAGS \
+                    and (not _is_bool_flag(name) or nxt.lower() in _BOOL_WORDS):
+                pairs.append((name, nxt))
                 i += 1
             else:
-                flags[name] = True
+                pairs.append((name, True))
         i += 1
-    return flags
+    return pairs
+
+
+def _argv_flags(toks) -> dict:
+    """``{flag: value}`` from :func:`_argv_pairs` (a repeated flag: its last value)."""
+    return dict(_argv_pairs(toks))
 
 
 def _subst_env(text: str, env: Mapping) -> str:
-    import re
-
     def rep(m):
         name = m.group(1) or m.group(2) or m.group(3)
         return str(env.get(name, m.group(0)))
@@ -193,27 +257,118 @@ def _engine_from_image(image: str | None) -> str | None:
     return f"{name} {tag}".strip() if tag else name
 
 
+def _unquote(v):
+    return str(v).strip().strip("'\"") if isinstance(v, (str, int, float)) and not isinstance(v, bool) else None
+
+
+def _flag_int(v, human=False):
+    """An integer flag value; ``human``: vLLM's ``32k`` (x1000) / ``32K`` (x1024) spellings."""
+    s = _unquote(v)
+    if not s:
+        return None
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)([kmgtKMGT])", s) if human else None
+    if m is None or (m.group(2).isupper() and "." in m.group(1)):  # vLLM refuses 1.5K too
+        return None
+    num, suffix = m.groups()
+    power = "kmgt".index(suffix.lower()) + 1
+    return int(float(num) * 1000 ** power) if suffix.islower() else int(num) * 1024 ** power
+
+
+def _flag_float(v):
+    s = _unquote(v)
+    try:
+        x = float(s) if s else None
+    except ValueError:
+        return None
+    return x if x is not None and math.isfinite(x) else None
+
+
+def _flag_bool(pairs, name):
+    """True / False from the last of ``--name`` / ``--no-name`` (``--name=false`` too); None when absent."""
+    val = None
+    for k, v in pairs:
+        if k == name:
+            val = v if isinstance(v, bool) else _BOOL_WORDS.get(str(v).strip().lower(), True)
+        elif k == f"no-{name}":
+            val = False
+    return val
+
+
+def _speculative_config(pairs) -> dict:
+    """``--speculative-config`` JSON (and vLLM's dotted ``--speculative-config.key value``)."""
+    import ast
+
+    spec: dict = {}
+    for k, v in pairs:
+        if k == "speculative-config" and isinstance(v, str):
+            for parse in (json.loads, ast.literal_eval):
+                try:
+                    obj = parse(v)
+                except (ValueError, SyntaxError):
+                    continue
+                if isinstance(obj, Mapping):
+                    spec.update(obj)
+                break
+        elif k.startswith("speculative-config.") and not isinstance(v, bool):
+            spec[k.split(".", 1)[1].replace("-", "_")] = v
+    return spec
+
+
+def _engine_limits(pairs, env: Mapping) -> dict:
+    """Engine limits a vLLM command line states: see ``LIMIT_COLUMNS`` (absent when not stated)."""
+    flags = dict(pairs)
+    spec = _speculative_config(pairs)
+
+    def positive(x):  # vLLM reads -1 / 0 as "fit to memory", not a limit
+        return x if x is not None and x > 0 else None
+
+    out = {
+        "chunked_prefill": _flag_bool(pairs, "enable-chunked-prefill"),
+        "prefix_caching": _flag_bool(pairs, "enable-prefix-caching"),
+        "max_num_batched_tokens": positive(_flag_int(flags.get("max-num-batched-tokens"), human=True)),
+        "max_model_len": positive(_flag_int(flags.get("max-model-len"), human=True)),
+        "gpu_memory_utilization": _flag_float(flags.get("gpu-memory-utilization")),
+        "block_size": _flag_int(flags.get("block-size")),
+        "kv_cache_dtype": _unquote(flags.get("kv-cache-dtype")) or None,
+        "quantization": _unquote(flags.get("quantization")) or None,
+        "num_speculative_tokens": _flag_int(flags.get("num-speculative-tokens"))
+        if flags.get("num-speculative-tokens") is not None else _flag_int(spec.get("num_speculative_tokens")),
+        "speculative_method": _unquote(spec.get("method")) or None,
+    }
+    v1 = _flag_int(env.get("VLLM_USE_V1"))
+    out["engine_v1"] = None if v1 is None else bool(v1)
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def _engine_info(argv, env=None, image=None) -> dict:
     """Engine fields from a server command line (argv list), its environment and image."""
     env = dict(env or {})
     toks = [_subst_env(t, env) for t in _argv_tokens(argv)]
-    # leading NAME=value words of a shell command are environment
+    # leading NAME=value words of a shell command are environment, and so are upper-case
+    # NAME=value words before the first --flag (``sh -c "VLLM_USE_V1=0 vllm serve ..."``)
     while toks and "=" in toks[0] and not toks[0].startswith("-") and toks[0].split("=")[0].isidentifier():
         k, _, v = toks.pop(0).partition("=")
         env[k] = v
+    first_flag = next((i for i, t in enumerate(toks) if t.startswith("--")), len(toks))
+    for i in reversed(range(first_flag)):
+        k, eq, v = toks[i].partition("=")
+        if eq and re.fullmatch(r"[A-Z_][A-Z0-9_]*", k):
+            env[k] = v.rstrip(";")
+            del toks[i]
     joined = " ".join(toks)
     is_vllm = "vllm" in joined.lower() or bool(image and "vllm" in image.lower())
     if not is_vllm and not any(t.startswith("--max-num-seqs") or t.startswith("--max_num_seqs") for t in toks):
         return {}
-    flags = _argv_flags(toks)
+    pairs = _argv_pairs(toks)
+    flags = dict(pairs)
     info: dict = {}
 
     def as_int(name):
-        v = flags.get(name)
-        try:
-            return int(str(v).strip().strip("'\""))
-        except (TypeError, ValueError):
-            return None
+        return _flag_int(flags.get(name))
     if as_int("max-num-seqs") is not None:
         info["max_num_seqs"] = as_int("max-num-seqs")
     tp = as_int("tensor-parallel-size")
@@ -236,6 +391,7 @@ def _engine_info(argv, env=None, image=None) -> dict:
         engine += " (V0 engine)"
     if engine:
         info["engine"] = engine
+    info.update(_engine_limits(pairs, env))
     info["engine_args"] = " ".join(f"--{k}" if v is True else f"--{k}={v}" for k, v in flags.items())
     return info
 
@@ -443,6 +599,35 @@ def _saturate(row: dict, why: str) -> None:
     row["saturation_reason"] = _with_reason(row.get("saturation_reason"), why)
 
 
+# -- token-length quantiles -----------------------------------------------------------------------
+def _set_tokens(row: dict, out, inp, source: str) -> None:
+    """Store a point's token-length quantiles: ``out`` / ``inp`` map min, p1 … p99, max to the
+    tool's values (missing or not a number: NaN); ``source`` names the fields read."""
+    for q in _TOKEN_QUANTILES:
+        row[f"output_tokens_{q}"] = _opt(out, q)
+    for q in _INPUT_QUANTILES:
+        row[f"input_tokens_{q}"] = _opt(inp, q)
+    if any(math.isfinite(row[c]) for c in TOKEN_COLUMNS):
+        row["token_quantiles_source"] = source
+
+
+def _array_quantiles(values) -> dict:
+    """min, p1 … p99, max of per-request values (numpy's linear interpolation, as vLLM uses)."""
+    v = np.asarray([x for x in values if _finite(x)], float)
+    if not len(v):
+        return {}
+    out = {q: float(np.percentile(v, float(q[1:]))) for q in _TOKEN_QUANTILES if q.startswith("p")}
+    out.update(min=float(v.min()), max=float(v.max()))
+    return out
+
+
+def _renamed(d, names: Mapping) -> dict:
+    """``{capbook name: d[tool name]}`` for a stats dict whose keys differ only by ``names``."""
+    if not isinstance(d, Mapping):
+        return {}
+    return {q: d.get(names.get(q, q)) for q in _TOKEN_QUANTILES}
+
+
 # -- detection -----------------------------------------------------------------------------------
 def _load_json_or_jsonl(path: Path, text: str):
     try:
@@ -601,6 +786,8 @@ def _parse_profile_export(d, path, fmt):
     )
     if math.isfinite(eff):
         row["effective_concurrency"] = eff
+    _set_tokens(row, _renamed(d.get("output_sequence_length"), {}),
+                _renamed(d.get("input_sequence_length"), {}), "output_sequence_length, input_sequence_length")
     ttft_mean = _opt(d["time_to_first_token"], "avg", _ms_scale(ttft_unit, path, "time_to_first_token.unit"))
     itl_mean = _opt(d["inter_token_latency"], "avg", _ms_scale(itl_unit, path, "inter_token_latency.unit"))
     _tpot_check(row, e2e=mean_lat, ttft=ttft_mean, out=osl, reported=itl_mean,
@@ -713,6 +900,11 @@ def _parse_aiperf_csv(text, path, concurrency=None):
         load_kind=kind, concurrency_source=src, request_rate_target=rate, format="aiperf-csv",
         offered_rps=rate,
     )
+
+    def quantiles(field):
+        return {h: stats[field][i] for h, i in idx.items() if i < len(stats[field])}
+    _set_tokens(row, quantiles("Output Sequence Length (tokens)"), quantiles("Input Sequence Length (tokens)"),
+                "Output / Input Sequence Length (tokens) rows")
     if "Request Latency (ms)" in stats:
         e2e = st("Request Latency (ms)", "avg", 1e-3)
         _tpot_check(row, e2e=e2e, ttft=st("Time to First Token (ms)", "avg", 1e-3),
@@ -754,6 +946,18 @@ def _vllm_point(d, path):
         if math.isnan(row["tpot_p95_s"]) and len(tp):
             row["tpot_p95_s"] = float(np.percentile(tp, 95))
         row["p95_source"] = "per-request arrays"
+    errs, ins = d.get("errors"), d.get("input_lens")
+    if isinstance(outs, list) and outs:
+        if isinstance(errs, list) and len(errs) == len(outs):
+            good = [i for i, e in enumerate(errs) if not e]
+        elif isinstance(ttfts, list) and len(ttfts) == len(outs):
+            good = [i for i in range(len(outs)) if ttfts[i] and outs[i]]
+        else:
+            good = list(range(len(outs)))
+        has_in = isinstance(ins, list) and len(ins) == len(outs)
+        _set_tokens(row, _array_quantiles([outs[i] for i in good]),
+                    _array_quantiles([ins[i] for i in good]) if has_in else {},
+                    "per-request arrays output_lens" + (", input_lens" if has_in else ""))
     mc = d.get("max_concurrency")
     rate = d.get("request_rate")
     rate_f = _NAN if rate in (None, "inf") or (isinstance(rate, float) and math.isinf(rate)) else float(rate)
@@ -864,6 +1068,14 @@ def _parse_guidellm(d, path, skipped=None):
             failed_requests=float(err) if err is not None else _NAN, format="guidellm",
             point=f"{stype}[{bi}]", offered_rps=rate,
         )
+
+        def token_stats(mm):
+            pct = mm.get("percentiles") if isinstance(mm.get("percentiles"), Mapping) else {}
+            med = mm.get("median") if mm.get("median") is not None else pct.get("p50")
+            return {**_renamed(pct, {"p1": "p01", "p5": "p05"}), "min": mm.get("min"),
+                    "max": mm.get("max"), "p50": med}
+        _set_tokens(row, token_stats(pout), token_stats(pin),
+                    "output_token_count, prompt_token_count (successful)")
         lat = (m.get("request_latency") or {}).get("successful") or {}
         ttm = (m.get("time_to_first_token_ms") or {}).get("successful") or {}
         itm = (m.get("inter_token_latency_ms") or {}).get("successful") or {}
@@ -963,6 +1175,13 @@ def _parse_llmperf(d, path):
         tpot_note="llmperf inter_token_latency: spreads TTFT over all output tokens, so it "
                   "overstates TPOT by about TTFT / output tokens",
     )
+
+    def tokens(kind):
+        out = {q: d.get(f"results_number_{kind}_tokens_quantiles_{q}") for q in _TOKEN_QUANTILES}
+        return {**out, "min": d.get(f"results_number_{kind}_tokens_min"),
+                "max": d.get(f"results_number_{kind}_tokens_max")}
+    _set_tokens(row, tokens("output"), tokens("input"),
+                "results_number_output_tokens_*, results_number_input_tokens_*")
     _tpot_check(row, e2e=_opt(d, "results_end_to_end_latency_s_mean"), ttft=_opt(d, "results_ttft_s_mean"),
                 out=row["mean_output_tokens"], reported=_opt(d, "results_inter_token_latency_s_mean"),
                 what="results_inter_token_latency_s_mean")
@@ -1005,7 +1224,7 @@ def _parse_llmperf_requests(items, path, concurrency=None):
         rps = float(concurrency) / e2e
         how = ("request throughput by Little's law (concurrency / mean end-to-end latency): an upper "
                "bound, since the file records no times; put the *_summary.json beside it for the measured one")
-    return [_row(
+    row = _row(
         concurrency=float(concurrency), ttft_p50_s=float(p(tt, 50)), ttft_p95_s=float(p(tt, 95)),
         ttft_p99_s=float(p(tt, 99)), tpot_p50_s=float(p(itl, 50)), tpot_p95_s=float(p(itl, 95)),
         tpot_p99_s=float(p(itl, 99)), request_throughput_rps=rps, output_throughput_tps=rps * mean_out,
@@ -1014,7 +1233,11 @@ def _parse_llmperf_requests(items, path, concurrency=None):
         mean_output_tokens=mean_out,
         num_requests=float(len(ok)), failed_requests=float(len(items) - len(ok)),
         load_kind="concurrency", concurrency_source="set", format="llmperf-requests",
-    )]
+    )
+    _set_tokens(row, _array_quantiles([r.get("number_output_tokens") for r in ok]),
+                _array_quantiles([r.get("number_input_tokens") for r in ok]),
+                "per-request number_output_tokens, number_input_tokens")
+    return [row]
 
 
 def _parse_inference_perf(d, path):
@@ -1053,6 +1276,9 @@ def _parse_inference_perf(d, path):
         offered_rps=achieved if math.isfinite(achieved) else requested,
         achieved_rate_rps=achieved,
     )
+    _set_tokens(row, _renamed(s.get("output_len"), {"p50": "median"}),
+                _renamed(s.get("prompt_len"), {"p50": "median"}),
+                "successes.output_len, successes.prompt_len (client-tokenised)")
     _tpot_check(row, e2e=mean_lat, ttft=_opt(lat.get("time_to_first_token") or {}, "mean"),
                 out=row["mean_output_tokens"], reported=_opt(lat["time_per_output_token"], "mean"),
                 what="time_per_output_token (mean)")
@@ -1227,7 +1453,7 @@ def _fill_context(rows: list, max_num_seqs, cache: dict) -> None:
         ctx = _file_context(Path(r["source_file"]), cache)
         srcs = ctx.get("_sources", {})
         used = set()
-        for k in ("model", "gpu", "tensor_parallel", "engine", "precision", "num_gpus", "engine_args"):
+        for k in (f for f in _CTX_FIELDS if f != "max_num_seqs"):
             if ctx.get(k) is not None and (r.get(k) is None or (isinstance(r.get(k), float) and math.isnan(r[k]))):
                 r[k] = ctx[k]
                 used.add(srcs.get(k))
@@ -1408,9 +1634,13 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
         ``config`` (plus, where the files allow, ``run_number``, ``in_system``,
         ``queue_wait_s``, ``mean_e2e_s``, ``mean_ttft_s``, ``offered_rps``, ``engine_args``,
         ``num_gpus``, ``engine_config_source``, ``tpot_reported_mean_s``,
-        ``tpot_derived_mean_s``, ``tpot_rescale``). ``df.attrs["skipped"]`` lists files (or
-        points inside a file) that were not load points and why (READMEs, configs, aggregates,
-        server-side metrics, failed runs); ``df.attrs["notes"]`` the failed runs skipped.
+        ``tpot_derived_mean_s``, ``tpot_rescale``, ``token_quantiles_source``). Every row has
+        the engine-limit columns :data:`LIMIT_COLUMNS` and the token-length columns
+        :data:`TOKEN_COLUMNS` (NaN / None when the files do not state them; see the module
+        notes); ``engine_config_source`` names the files the engine fields came from.
+        ``df.attrs["skipped"]`` lists files (or points inside a file) that were not load points
+        and why (READMEs, configs, aggregates, server-side metrics, failed runs);
+        ``df.attrs["notes"]`` the failed runs skipped.
 
     Notes
     -----
@@ -1691,7 +1921,7 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
                 "repeats='mean' to average repeated runs, or where=... to choose"
             )
         num = [c for c in pts.columns if c not in ("num_requests", "concurrency", "saturated")
-               and pd.api.types.is_numeric_dtype(pts[c])]
+               and pd.api.types.is_numeric_dtype(pts[c]) and not pd.api.types.is_bool_dtype(pts[c])]
         agg = {c: "mean" for c in num}
         agg.update({"num_requests": "sum"})
         agg.update({c: "first" for c in pts.columns if c not in agg and c != "concurrency"})

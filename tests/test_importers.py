@@ -812,3 +812,175 @@ def test_er0080_folder_reads_with_the_failed_run_skipped(sw):
     c = choose_slots(s, 0.05, q=50)
     assert c.S == 2 and c.reason.startswith("the sweep has a single level (2): S is that level")
     assert "measure higher concurrency to know whether more slots fit" in c.reason
+
+
+# -- engine limits from command lines and manifests (issue 14) ----------------------------------
+NO_LIMITS = {"chunked_prefill": None, "prefix_caching": None, "max_num_batched_tokens": None,
+             "max_model_len": None, "gpu_memory_utilization": None, "block_size": None,
+             "kv_cache_dtype": None, "quantization": None, "num_speculative_tokens": None,
+             "speculative_method": None, "engine_v1": None}
+
+
+def _limits(info):
+    return {k: info.get(k) for k in NO_LIMITS}
+
+
+@pytest.mark.parametrize("cmd, want", [
+    # --flag=value, hyphens
+    ("vllm serve org/m --enable-chunked-prefill --no-enable-prefix-caching --max-num-batched-tokens=8192 "
+     "--max-model-len=4096 --gpu-memory-utilization=0.85 --block-size=32 --kv-cache-dtype=fp8 "
+     "--quantization=awq --num-speculative-tokens=3",
+     dict(chunked_prefill=True, prefix_caching=False, max_num_batched_tokens=8192, max_model_len=4096,
+          gpu_memory_utilization=0.85, block_size=32, kv_cache_dtype="fp8", quantization="awq",
+          num_speculative_tokens=3)),
+    # --flag value, underscores; vLLM's 4k (x1000) and 2K (x1024); -q for --quantization
+    ("vllm serve org/m --no_enable_chunked_prefill --enable_prefix_caching --max_num_batched_tokens 2K "
+     "--max_model_len 4k --gpu_memory_utilization 0.9 --block_size 16 --kv_cache_dtype fp8_e5m2 -q gptq",
+     dict(chunked_prefill=False, prefix_caching=True, max_num_batched_tokens=2048, max_model_len=4000,
+          gpu_memory_utilization=0.9, block_size=16, kv_cache_dtype="fp8_e5m2", quantization="gptq")),
+    # older vLLM's --enable-chunked-prefill False; the last of --enable / --no-enable wins
+    ("python -m vllm.entrypoints.openai.api_server --model m --enable-chunked-prefill False "
+     "--enable-prefix-caching=true --no-enable-prefix-caching",
+     dict(chunked_prefill=False, prefix_caching=False)),
+    # the speculative config as JSON, with --speculative_config; the environment word before it
+    ("VLLM_USE_V1=1 vllm serve m --speculative_config "
+     """'{"method": "eagle3", "model": "d", "num_speculative_tokens": 4}'""",
+     dict(num_speculative_tokens=4, speculative_method="eagle3", engine_v1=True)),
+    # vLLM's dotted form of the same JSON argument; --max-model-len -1 is not a limit
+    ("vllm serve m --speculative-config.method ngram --speculative-config.num_speculative_tokens 5 "
+     "--max-model-len -1", dict(num_speculative_tokens=5, speculative_method="ngram")),
+    # nothing stated: nothing guessed (vLLM's own defaults are not filled in)
+    ("vllm serve m --max-num-seqs 8", {}),
+])
+def test_engine_limit_flags_in_every_spelling(cmd, want):
+    from capbook.importers import _context_from_command_text
+
+    assert _limits(_context_from_command_text(cmd)) == {**NO_LIMITS, **want}
+
+
+def test_an_on_off_flag_does_not_swallow_the_model():
+    from capbook.importers import _context_from_command_text
+
+    info = _context_from_command_text("vllm serve --enable-prefix-caching org/m --max-num-seqs 4")
+    assert info["prefix_caching"] is True and info["max_num_seqs"] == 4
+
+
+_POD_HEAD = MANIFEST.split("      - args:")[0]  # apiVersion … containers:
+LIMITS_MANIFEST = _POD_HEAD + """      - args:
+        - "--model=$(MODEL_ID)"
+        - "--max-num-seqs=16"
+        - "--gpu_memory_utilization=0.9"
+        - "--max-model-len=512"
+        - "--enable-chunked-prefill"
+        - "--quantization bitsandbytes"
+        - "--speculative_config"
+        - '{"method": "eagle3", "model": "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "num_speculative_tokens": 4}'
+        command: ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+        env:
+        - name: MODEL_ID
+          value: org/tiny-model
+        - name: VLLM_USE_V1
+          value: "0"
+        image: vllm/vllm-openai:v0.9.0
+"""
+
+
+def test_engine_limits_from_a_manifest_in_every_row(tmp_path):
+    _write_ip_run(tmp_path / "eng", manifest=LIMITS_MANIFEST)
+    s = read_sweep(tmp_path / "eng")
+    want = dict(chunked_prefill=True, prefix_caching=None, max_num_batched_tokens=None, max_model_len=512,
+                gpu_memory_utilization=0.9, block_size=None, kv_cache_dtype=None,
+                quantization="bitsandbytes", num_speculative_tokens=4, speculative_method="eagle3",
+                engine_v1=False)
+    assert len(s.table) == 3 and len(s.saturated) == 1
+    for t in (s.table, s.saturated):  # the saturated stage carries them too
+        for c, v in want.items():
+            vals = t[c].tolist()
+            if v is None:
+                assert all(x is None or (isinstance(x, float) and math.isnan(x)) for x in vals), c
+            else:
+                assert vals == [v] * len(t), c
+        assert t.engine_config_source.str.endswith("manifests.yaml").all()
+    assert s.config["engine"] == "vllm v0.9.0 (V0 engine)" and s.config["max_num_seqs"] == 16
+    # a shell script in the manifest (sh -c "...") is read word by word
+    script = _POD_HEAD + """      - command: ["/bin/sh", "-c"]
+        args:
+        - "VLLM_USE_V1=1 vllm serve org/m --max-num-seqs 16 --no-enable-chunked-prefill --block-size 32"
+        image: vllm/vllm-openai:v0.11.0
+"""
+    (tmp_path / "eng" / "manifests.yaml").write_text(script)
+    pts = read_points(tmp_path / "eng")
+    assert set(pts.chunked_prefill) == {False} and set(pts.block_size) == {32}
+    assert set(pts.engine_v1) == {True} and set(pts.max_num_seqs) == {16} and set(pts.model) == {"org/m"}
+
+
+def test_engine_limits_without_any_engine_file_are_empty_not_guessed(tmp_path):
+    from capbook.importers import LIMIT_COLUMNS, TOKEN_COLUMNS
+
+    _write_ip_run(tmp_path / "eng", manifest=None)
+    pts = read_points(tmp_path / "eng")
+    for c in LIMIT_COLUMNS + tuple(TOKEN_COLUMNS):
+        assert c in pts
+        assert all(x is None or (isinstance(x, float) and math.isnan(x)) for x in pts[c]), c
+    assert pts.engine_config_source.isna().all()
+
+
+def test_command_file_limits_and_repeats_mean_keeps_flags_true_false(tmp_path):
+    d = tmp_path / "runs"
+    d.mkdir()
+    (d / "vllm_command.txt").write_text(
+        "vllm serve org/m \\\n  --max-num-seqs 8 --enable-chunked-prefill --enable-prefix-caching \\\n"
+        "  --max-num-batched-tokens 2048 --kv-cache-dtype auto\n")
+    for run in (0, 1):
+        (d / f"run{run}.json").write_text(json.dumps(_vllm_run(mc=2, date=f"d{run}")))
+    s = read_sweep(d, repeats="mean")
+    r = s.table.iloc[0]
+    assert r.runs_averaged == 2
+    for c in ("chunked_prefill", "prefix_caching"):  # True, not averaged into 1.0
+        assert isinstance(r[c], (bool, np.bool_)) and r[c]
+    assert r.max_num_batched_tokens == 2048 and r.kv_cache_dtype == "auto"  # as stated
+    assert r.engine_config_source.endswith("vllm_command.txt")
+
+
+# -- token-length quantiles ------------------------------------------------------------------------
+def test_inference_perf_output_len_quantiles_in_every_row(tmp_path):
+    res = _write_ip_run(tmp_path / "eng")
+    out = {"mean": 63.0, "min": 20.0, "p0.1": 21.0, "p1": 30.0, "p5": 50.0, "p10": 55.0, "p25": 60.0,
+           "median": 64.0, "p75": 65.0, "p90": 66.0, "p95": 67.0, "p99": 70.0, "p99.9": 71.0, "max": 72.0}
+    prompt = {"mean": 200.0, "median": 201.0, "p99": 230.0}
+    for f in res.glob("stage_*_lifecycle_metrics.json"):
+        d = json.loads(f.read_text())
+        d["successes"]["output_len"] = out
+        d["successes"]["prompt_len"] = prompt
+        f.write_text(json.dumps(d))
+    s = read_sweep(tmp_path / "eng")
+    for t in (s.table, s.saturated):
+        assert (t.output_tokens_p50 == 64).all() and (t.output_tokens_min == 20).all()
+        assert (t.output_tokens_p1 == 30).all() and (t.output_tokens_p99 == 70).all()
+        assert (t.output_tokens_max == 72).all()
+        assert (t.input_tokens_p50 == 201).all() and (t.input_tokens_p99 == 230).all()
+        assert t.token_quantiles_source.str.startswith("successes.output_len").all()
+    # a stage file recording only some quantiles: the rest NaN
+    for f in res.glob("stage_*_lifecycle_metrics.json"):
+        d = json.loads(f.read_text())
+        d["successes"]["output_len"] = {"mean": 63.0, "median": 64.0}
+        f.write_text(json.dumps(d))
+    t = read_points(tmp_path / "eng")
+    assert (t.output_tokens_p50 == 64).all() and t.output_tokens_p99.isna().all()
+
+
+def test_vllm_per_request_lengths_give_the_quantiles_of_the_successful_requests(tmp_path):
+    outs = [10, 20, 30, 40, 0]
+    run = _vllm_run(mc=2, completed=4, output_lens=outs, input_lens=[100, 200, 300, 400, 999],
+                    errors=["", "", "", "", "timeout"], ttfts=[0.05] * 4 + [0.0],
+                    itls=[[0.01] * (o - 1) for o in outs[:4]] + [[]])
+    p = tmp_path / "r.json"
+    p.write_text(json.dumps(run))
+    r = read_points(p).iloc[0]
+    assert r.output_tokens_min == 10 and r.output_tokens_max == 40
+    assert r.output_tokens_p50 == pytest.approx(25.0) and r.output_tokens_p25 == pytest.approx(17.5)
+    assert r.input_tokens_p50 == pytest.approx(250.0)
+    assert r.token_quantiles_source == "per-request arrays output_lens, input_lens"
+    # a summary without the arrays records no distribution
+    p.write_text(json.dumps(_vllm_run(mc=2)))
+    assert math.isnan(read_points(p).iloc[0].output_tokens_p50)

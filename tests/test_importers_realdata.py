@@ -7,9 +7,14 @@ from that README's tables, not from this code. Tests skip when ../shared is abse
 """
 from __future__ import annotations
 
+import json
+import math
+
+import numpy as np
+import pandas as pd
 import pytest
 
-from capbook.importers import read_sweep
+from capbook.importers import read_points, read_sweep
 from capbook.sweep import choose_slots
 
 KUBECON = "realdata/inference-perf-kubecon-na-2025"
@@ -72,6 +77,127 @@ def test_kubecon_vllm_is_no_longer_427_slots(kubecon):
     c = choose_slots(s, 0.050, q=95)
     assert c.S <= 128
     assert c.S / float(s.service_time(c.S)) < 110  # was 697 req/s against ~103 measured
+
+
+# variant: (chunked_prefill, prefix_caching, engine_v1) as its manifests.yaml states them (README
+# "Variants" table); None where the manifest gives no flag (EAGLE: the engine's defaults; the
+# V1 engine of v0.11.0 is its default too, not stated, so not filled in)
+LIMITS = {
+    "vllm": (False, False, None),
+    "vllm+batch_size": (False, False, None),
+    "vllm+chunking_and_prefix_caching": (True, True, None),
+    "vllm+eagle": (None, None, None),
+    "vllm+quantization": (True, True, None),
+    "vllm+v0_engine": (False, False, False),
+}
+
+
+def _all_rows(s):
+    return pd.concat([s.table, s.saturated], ignore_index=True)
+
+
+def _one(vals):
+    """The single value a column holds in every row (None / NaN count as one value)."""
+    vals = [None if v is None or (isinstance(v, float) and math.isnan(v)) else v for v in vals]
+    assert len(set(vals)) == 1, vals
+    return vals[0]
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_kubecon_engine_limits_from_the_manifests(kubecon, variant):
+    chunked, prefix, v1 = LIMITS[variant]
+    rows = _all_rows(read_sweep(kubecon / variant))  # levels and saturated stages alike
+    assert len(rows) == 7
+    assert _one(rows.chunked_prefill) is chunked and _one(rows.prefix_caching) is prefix
+    assert _one(rows.engine_v1) is v1
+    # common flags: --gpu_memory_utilization=0.9 --max-model-len=512
+    assert _one(rows.max_model_len) == 512 and _one(rows.gpu_memory_utilization) == 0.9
+    assert _one(rows.engine_config_source) == str(kubecon / variant / "manifests.yaml")
+    spec = (4, "eagle3") if variant == "vllm+eagle" else (None, None)
+    assert (_one(rows.num_speculative_tokens), _one(rows.speculative_method)) == spec
+    # one argv element "--quantization bitsandbytes"
+    assert _one(rows.quantization) == ("bitsandbytes" if variant == "vllm+quantization" else None)
+    for c in ("max_num_batched_tokens", "block_size", "kv_cache_dtype"):  # no manifest sets them
+        assert _one(rows[c]) is None
+
+
+@pytest.mark.parametrize("variant", ["vllm", "vllm+eagle"])
+def test_kubecon_output_length_quantiles_are_the_stage_files(kubecon, variant):
+    s = read_sweep(kubecon / variant)
+    rows = _all_rows(s).set_index("point")
+    assert rows.output_tokens_p50.notna().all() and len(s.saturated) >= 2  # saturated rows too
+    for stage in ("stage_0", "stage_6"):  # a level and a saturated stage
+        d = json.loads((kubecon / variant / "results" / f"{stage}_lifecycle_metrics.json").read_text())
+        out, prompt = d["successes"]["output_len"], d["successes"]["prompt_len"]
+        r = rows.loc[stage]
+        assert r.output_tokens_p50 == out["median"]
+        for q in ("min", "p1", "p5", "p10", "p25", "p75", "p90", "p95", "p99", "max"):
+            assert r[f"output_tokens_{q}"] == out[q], q
+        assert r.input_tokens_p50 == prompt["median"] and r.input_tokens_p99 == prompt["p99"]
+
+
+# -- token-length quantiles in the other formats ------------------------------------------------
+AIPERF_C16 = "sweeps/aiperf/anud18-qwen36/results/nvfp4/h100/chatbot/c16/profile_export_aiperf.json"
+GENAI_OLD = "sweeps/genai-perf/wellflat-k8s-dev/commit-e3e57ba/bench/etl/profile_export_genai_perf.json"
+QS = ("min", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "max")
+
+
+@pytest.mark.parametrize("rel", [AIPERF_C16, GENAI_OLD])
+def test_aiperf_and_genai_perf_sequence_length_quantiles(shared_dir, rel):
+    d = json.loads((shared_dir / rel).read_text())
+    r = read_points(shared_dir / rel).iloc[0]
+    for q in QS:  # genai-perf at e3e57ba records no p1, p5, p10: NaN, not made up
+        want = d["output_sequence_length"].get(q)
+        got = r[f"output_tokens_{q}"]
+        assert (math.isnan(got) if want is None else got == want), q
+    assert r.input_tokens_p50 == d["input_sequence_length"]["p50"]
+    assert r.input_tokens_p99 == d["input_sequence_length"]["p99"]
+    # the aiperf CSV beside the JSON gives the same numbers (2 decimals)
+    if "aiperf" in rel:
+        c = read_points(shared_dir / rel.replace(".json", ".csv")).iloc[0]
+        for q in QS:
+            assert c[f"output_tokens_{q}"] == pytest.approx(r[f"output_tokens_{q}"], abs=0.005)
+
+
+def test_guidellm_llmperf_and_vllm_arrays_give_quantiles(shared_dir):
+    sw = shared_dir / "sweeps"
+    g = "guidellm/neuralmagic-guidellm/tests/unit/entrypoints/assets/benchmarks_stripped.json"
+    m = json.loads((sw / g).read_text())["benchmarks"][0]["metrics"]
+    r = read_points(sw / g).iloc[0]
+    out = m["output_token_count"]["successful"]
+    assert r.output_tokens_p50 == out["median"] and r.output_tokens_p1 == out["percentiles"]["p01"]
+    assert r.output_tokens_p99 == out["percentiles"]["p99"] and r.output_tokens_max == out["max"]
+    assert r.input_tokens_p99 == m["prompt_token_count"]["successful"]["percentiles"]["p99"]
+    # llmperf summary: quantiles p25 ... p99, min and max (strings in the file); no p1 / p5 / p10
+    lp = "llmperf/raw_data/summary/anyscale_70b.json"
+    d = json.loads((sw / lp).read_text())
+    r = read_points(sw / lp).iloc[0]
+    assert r.output_tokens_p50 == d["results_number_output_tokens_quantiles_p50"]
+    assert r.output_tokens_min == float(d["results_number_output_tokens_min"])
+    assert math.isnan(r.output_tokens_p5) and r.input_tokens_p50 == d["results_number_input_tokens_quantiles_p50"]
+    # the per-request records of the same run: the distribution from the requests themselves
+    ind = json.loads((sw / "llmperf/raw_data/individual/anyscale_70b.json").read_text())
+    ok = [x["number_output_tokens"] for x in ind if x.get("error_code") is None]
+    r = read_points(sw / "llmperf/raw_data/individual/anyscale_70b.json").iloc[0]
+    assert r.output_tokens_p50 == np.percentile(ok, 50) and r.output_tokens_p1 == pytest.approx(np.percentile(ok, 1))
+    # vLLM benchmark_serving --save-result with per-request output_lens
+    v = "vllm/surajssd-llm-k8s/results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
+    f = sw / v / "serving_meta-llama-Llama-3.3-70B-Instruct_tp8_pp1_sharegpt_qps_04.json"
+    d = json.loads(f.read_text())
+    r = read_points(f).iloc[0]
+    assert r.output_tokens_p99 == pytest.approx(np.percentile(d["output_lens"], 99))
+    assert r.output_tokens_max == max(d["output_lens"]) and r.input_tokens_p50 == np.median(d["input_lens"])
+
+
+@pytest.mark.parametrize("rel", [
+    "sweeps/inference-benchmarker",  # p50 … p99 of latencies only
+    "sweeps/guidellm/nirjhar17-guidellm-pd-disaggregation/reports/all-benchmarks.csv",  # means only
+    "sweeps/vllm/er0080-vllm-benchmarking/packages/protocol/tests/fixtures/bench_serve_v0.25.1.json",
+])
+def test_formats_recording_only_means_leave_the_quantiles_empty(shared_dir, rel):
+    pts = read_points(shared_dir / rel)
+    assert pts.output_tokens_p50.isna().all() and pts.input_tokens_p99.isna().all()
+    assert pts.mean_output_tokens.notna().all()
 
 
 # -- every shared file and folder reads, or gives one clear error -----------------------------
