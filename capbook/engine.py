@@ -515,7 +515,9 @@ def _quantile_sampler(tab, prefix: str, mean: float):
     for suffix, p in cols:
         c = f"{prefix}_{suffix}"
         if c in tab:
-            v = np.nanmedian(np.asarray(tab[c], dtype=float)) if len(tab) else math.nan
+            x = np.asarray(tab[c], dtype=float)
+            x = x[np.isfinite(x)]
+            v = float(np.median(x)) if len(x) else math.nan
             if np.isfinite(v):
                 ps.append(p)
                 vs.append(float(v))
@@ -576,6 +578,8 @@ class EngineModel:
         """Sequences that run at once: ``max_num_seqs``, or fewer when the KV cache binds first
         (at the mean context of a running sequence, prompt plus half the output)."""
         kv = self.limits.kv_sequences(self.prompt_tokens + self.output_tokens / 2)
+        if not math.isfinite(kv):
+            return int(self.limits.max_num_seqs)
         return int(max(1, min(self.limits.max_num_seqs, math.floor(kv))))
 
     def mean_field_saturation_rps(self) -> float:
@@ -958,7 +962,8 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     _calibrate_step(model, sweep, include_saturated)
     _calibrate_overhead(model, sweep)
     lam_, tp_, out_, inp_ = _points(sweep, include_saturated)
-    k_seen = float(np.nanmax(lam_ * tp_ * (np.maximum(out_ - 1, 0) + inp_)))
+    k_all = lam_ * tp_ * (np.maximum(out_ - 1, 0) + inp_)
+    k_seen = float(np.max(k_all[np.isfinite(k_all)])) if np.isfinite(k_all).any() else math.nan
     k_sat = model.slots * (L - 1 + P) / L
     if k_sat > 1.5 * k_seen:
         model.notes.append(
