@@ -54,6 +54,15 @@ def main(argv=None) -> int:
     s["median_abs_error"] = (s["median_abs_error"] * 100).round(1)
     print(s.to_string(index=False))
     print(f"\nwall time {wall:.1f} s for {len(sweeps)} variants")
+    # measured up to saturation: every stage fitted (in-sample for the plateau, by construction)
+    from capbook.engine import fit_engine
+
+    print("\nFitted on every stage, saturated ones included (what `capbook predict` does with a full sweep):")
+    for sw in sweeps:
+        sat = fit_engine(sw).saturation_rps()
+        plateau = float(sw.saturated["request_throughput_rps"].median())
+        print(f"  {sw.name:34s} simulated saturation {sat:6.1f} req/s, measured plateau {plateau:6.1f} "
+              f"({100 * (sat / plateau - 1):+.1f} %)")
     return 0
 
 

@@ -401,7 +401,8 @@ def fit_step_cost(sweep, *, include_saturated: bool = True, curvature: bool = Tr
     Each point gives the mean tokens of work per step, ``k = λ · TPOT · (L − 1 + P)`` (the
     engine works ``λ (L − 1 + P)`` tokens per second in ``1 / TPOT`` steps), and the step time,
     TPOT. ``t0``, ``c`` and ``c2`` are the non-negative least-squares fit (relative residuals)
-    of ``TPOT = t0 + c k + c2 k²``; ``c2`` needs three points or more (and ``curvature``).
+    of ``TPOT = t0 + c k + c2 k²``; ``c2`` needs four points or more (and ``curvature``): with
+    three, three coefficients would fit the points exactly and their noise with them.
 
     Returns the cost and notes. With one point the step time is flat (c = 0) and a note says so.
     """
@@ -423,7 +424,7 @@ def fit_step_cost(sweep, *, include_saturated: bool = True, curvature: bool = Tr
                      "to see how the step grows")
         i = int(np.argmin(k))
         return StepCost(float(tpot[i]), 0.0), notes
-    cols = [np.ones_like(k), k] + ([k * k] if curvature and len(k) >= 3 else [])
+    cols = [np.ones_like(k), k] + ([k * k] if curvature and len(k) >= 4 else [])
     A = np.vstack(cols).T / tpot[:, None]
     coef, _ = nnls(A, np.ones_like(k))
     t0, c = float(coef[0]), float(coef[1])
@@ -473,7 +474,7 @@ def _calibrate_separate(model, sweep, include_saturated):
     return StepCost(t0, float(c))
 
 
-def _calibrate_step(model, sweep, include_saturated, iterations: int = 6) -> None:
+def _calibrate_step(model, sweep, include_saturated, iterations: int = 8) -> None:
     """Refine a mixed-step cost so the *simulated* engine reproduces the measured mean TPOT.
 
     The step identity fits the mean tokens per step; real steps vary (a step that takes in two
@@ -486,18 +487,22 @@ def _calibrate_step(model, sweep, include_saturated, iterations: int = 6) -> Non
     if ok.sum() < 2 or model.step.c2_s <= 0:
         return  # a linear cost: the identity is exact in the mean
     target = np.where(ok, tpot, np.nan)
-    worst = math.nan
-    for _ in range(iterations):
+    best = None
+    for _ in range(iterations + 1):
         ratio = np.full_like(tpot, np.nan)
         for i in np.flatnonzero(ok):
             run = model.simulate(lam[i], requests=2500, seed=17)
             sim = float(np.mean(run.tpot_s)) if len(run.tpot_s) and run.backlog == 0 else 2 * tpot[i]
             ratio[i] = sim / tpot[i]
         worst = float(np.nanmax(np.abs(ratio - 1)))
+        if best is None or worst < best[1]:
+            best = (model.step, worst)
         if worst < 0.005:
             break
-        target = target / ratio
+        # damped: a level near the fitted saturation can swing the ratio a long way
+        target = target / np.sqrt(np.clip(ratio, 0.8, 1.25))
         model.step, _ = fit_step_cost(sweep, include_saturated=include_saturated, targets=target)
+    model.step, worst = best
     model.__dict__.pop("_cache", None)
     model.notes.append(
         f"step cost refined by simulation: t0 = {model.step.t0_s * 1e3:.3g} ms, c = "
