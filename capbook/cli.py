@@ -217,7 +217,7 @@ def _add_log_reading_arguments(g) -> None:
                    help="unit of numeric timestamps (default: the format's, or detected from their size)")
 
 
-def _add_sweep_reading_arguments(g) -> None:
+def _add_sweep_reading_arguments(g, *, prefill_rate: bool = True) -> None:
     g.add_argument("--load", default="auto", choices=("auto", "concurrency", "rate", "all"),
                    help="which load points of the sweep to use: closed-loop (concurrency), open-loop "
                         "(rate) or all; auto refuses a mix (default: auto)")
@@ -229,9 +229,10 @@ def _add_sweep_reading_arguments(g) -> None:
     g.add_argument("--max-num-seqs", type=int, default=None, metavar="N",
                    help="the engine's running-sequence limit (vLLM --max-num-seqs), when the sweep's "
                         "files do not record it")
-    g.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
-                   help="a measured prefill rate (input tokens/s) instead of the one derived from the "
-                        "sweep's lowest-level TTFT")
+    if prefill_rate:  # capbook predict fits prefill into the step cost and has no use for it
+        g.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
+                       help="a measured prefill rate (input tokens/s) instead of the one derived from "
+                            "the sweep's lowest-level TTFT")
     g.add_argument("--sweep-concurrency", type=float, default=None, metavar="N",
                    help="the load level of a sweep file that does not record one (a lone aiperf CSV, "
                         "a per-request llmperf file)")
@@ -303,6 +304,9 @@ _FLAG_HINTS = [
     (r"\bmapping\s*=", "--format"),
     (r"\bslo\s*=\s*'([^']*)'", r"--slo '\1'"),
     (r"\bslo\s*=(?!\S)", "--slo"),
+    (r"\bkv_cache_tokens\s*=", "--kv-cache-tokens N"),
+    (r"\bkv_cache_tokens(?=\s+\d)", "--kv-cache-tokens"),
+    (r"\bttft_p99_target_s\b", "--ttft-p99-target"),
 ]
 
 
@@ -364,7 +368,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
 
 def _load_inputs(args) -> tuple:
     """Read and validate --requests/--sweep; raises ValueError/FileNotFoundError."""
-    from capbook import importers, traces
+    from capbook import traces
 
     import glob
 
@@ -382,16 +386,25 @@ def _load_inputs(args) -> tuple:
         raise ValueError("--drop-invalid, --sort, --time-unit and --format apply to --requests LOG; "
                          "give the log they are for")
     if args.sweep is not None:
-        if not os.path.exists(args.sweep):
-            raise FileNotFoundError(f"--sweep {args.sweep}: no such file or folder")
-        try:
-            sweep = importers.read_sweep(args.sweep, **_sweep_options(args))
-        except ValueError as exc:
-            raise ValueError(f"--sweep {args.sweep}: {exc}") from None
+        sweep = _read_sweep_flag(args)
     elif _sweep_options(args):
         raise ValueError("--load, --repeats, --where, --max-num-seqs, --prefill-rate and --sweep-concurrency apply "
                          "to --sweep PATH; give the sweep they are for")
     return log, sweep
+
+
+def _read_sweep_flag(args):
+    """The sweep at ``--sweep PATH`` read with the sweep-reading flags; raises ValueError or
+    FileNotFoundError naming the flag."""
+    from capbook import importers
+
+    opts = _sweep_options(args)
+    if not os.path.exists(args.sweep):
+        raise FileNotFoundError(f"--sweep {args.sweep}: no such file or folder")
+    try:
+        return importers.read_sweep(args.sweep, **opts)
+    except ValueError as exc:
+        raise ValueError(f"--sweep {args.sweep}: {exc}") from None
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -454,11 +467,131 @@ def run_book(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------------------------
+# capbook predict --sweep PATH --rate R (see capbook.predict)
+# --------------------------------------------------------------------------------------------
+def add_predict_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``capbook predict``."""
+    p = sub.add_parser(
+        "predict",
+        help="predict one replica's latency at an arrival rate from a sweep (three models side by side)",
+        description=(
+            "Fit a step-level model of the engine to a sweep and predict one replica at an open-loop "
+            "arrival rate: saturation rate, whether the rate is below it, TTFT p50 and p99, TPOT p50 "
+            "and mean E2E, from M/M/c, the load-dependent queue and the engine simulation (the model "
+            "the plan relies on). Exit status 2 on invalid input."
+        ),
+    )
+    p.add_argument("--sweep", metavar="PATH", default=None,
+                   help="the sweep: a load generator's result file or folder (any format capbook reads), "
+                        "or a capbook sweep CSV (required)")
+    p.add_argument("--rate", metavar="R", default=None,
+                   help="arrival rate, requests per second (> 0; required)")
+    p.add_argument("--arrivals", metavar="{poisson,uniform}", default="poisson",
+                   help="arrival process: Poisson or evenly spaced (default: poisson)")
+    p.add_argument("--kv-cache-tokens", metavar="N", default=None,
+                   help="tokens the engine's KV cache holds (default: estimated from the model and GPU "
+                        "the sweep names)")
+    p.add_argument("--ttft-p99-target", metavar="SECONDS", default=None,
+                   help="a TTFT p99 objective in seconds: adds the highest rate that meets it")
+    p.add_argument("--seed", metavar="N", default="0",
+                   help="seed of the simulation; the same seed gives the same numbers (default 0)")
+    p.add_argument("--json", action="store_true", help="print the prediction as JSON")
+    _add_sweep_reading_arguments(p.add_argument_group("sweep"), prefill_rate=False)
+    p.set_defaults(func=run_predict)
+
+
+def _number(text, flag: str, what: str, *, whole: bool = False, zero: bool = False) -> float | int:
+    """A positive finite number given to ``flag`` (``zero``: >= 0; ``whole``: an integer);
+    raises ValueError naming the flag."""
+    try:
+        v = float(text)
+    except (TypeError, ValueError):
+        v = math.nan
+    if not (math.isfinite(v) and (v >= 0 if zero else v > 0) and (not whole or v == int(v))):
+        raise ValueError(f"{flag} {text!r}: must be {what}")
+    return int(v) if whole else v
+
+
+def _predict_inputs(args) -> tuple:
+    """(sweep, keyword arguments of capbook.predict.predict) from the flags; raises ValueError or
+    FileNotFoundError naming the flag."""
+    if args.sweep is None:
+        raise ValueError("--sweep PATH is required: a load generator's result file or folder, or a "
+                         "capbook sweep CSV")
+    if args.rate is None:
+        raise ValueError("--rate R is required: the arrival rate in requests per second")
+    kw = {"rate_rps": _number(args.rate, "--rate", "a positive number of requests per second")}
+    if args.arrivals not in ("poisson", "uniform"):
+        raise ValueError(f"--arrivals {args.arrivals!r}: must be poisson or uniform")
+    kw["arrivals"] = args.arrivals
+    kw["seed"] = _number(args.seed, "--seed", "a whole number >= 0", whole=True, zero=True)
+    if args.kv_cache_tokens is not None:
+        kw["kv_cache_tokens"] = _number(args.kv_cache_tokens, "--kv-cache-tokens",
+                                        "a whole number of tokens >= 1", whole=True)
+    if args.ttft_p99_target is not None:
+        kw["ttft_p99_target_s"] = _number(args.ttft_p99_target, "--ttft-p99-target",
+                                          "a positive number of seconds")
+    # --max-num-seqs goes to the reader (which flags saturated points by it) and to the engine
+    kw["max_num_seqs"] = _sweep_options(args).get("max_num_seqs")
+    return _read_sweep_flag(args), kw
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    """Run ``capbook predict``; returns the exit code."""
+    from capbook.predict import predict
+
+    try:
+        sweep, kw = _predict_inputs(args)
+        prediction = predict(sweep, **kw)
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail("predict", exc)
+    if args.json:
+        print(json.dumps(prediction.as_dict(), indent=2))
+        return 0
+    _print_prediction(prediction.as_dict(), sweep.name)
+    return 0
+
+
+def _print_prediction(d: dict, name) -> None:
+    """The readable table of ``capbook predict``."""
+    def cell(v, scale=1.0, fmt=".4g"):
+        return "-" if v is None else f"{v * scale:{fmt}}"
+
+    w = print
+    target = d["ttft_p99_target_s"]
+    w(f"sweep     {name}")
+    w(f"rate      {d['rate_rps']:g} requests/s ({d['arrivals']} arrivals)"
+      + (f"; TTFT p99 target {target * 1e3:.4g} ms" if target is not None else ""))
+    w("")
+    cols = ("saturation", "stable", "TTFT p50", "TTFT p99", "TPOT p50", "E2E mean", "max rate")
+    units = ("req/s", "", "ms", "ms", "ms", "s", "req/s")
+    w(f"{'model':<16}" + "".join(f"{c:>11}" for c in cols))
+    w(f"{'':<16}" + "".join(f"{u:>11}" for u in units))
+    for model, m in d["models"].items():
+        w(f"{model:<16}{cell(m['saturation_rps']):>11}{'yes' if m['stable'] else 'no':>11}"
+          f"{cell(m['ttft_p50_s'], 1e3):>11}{cell(m['ttft_p99_s'], 1e3):>11}{cell(m['tpot_p50_s'], 1e3):>11}"
+          f"{cell(m['e2e_mean_s']):>11}{cell(m['max_rate_rps']):>11}")
+    w("")
+    w(f"the plan relies on {d['model']}: the step-level engine simulation; mmc and load_dependent are "
+      "shown for comparison" if d["model"] == "simulation" else f"the plan relies on {d['model']}")
+    e = d["engine"]
+    kv = "not binding" if e["kv_cache_tokens"] is None else f"{e['kv_cache_tokens']:,} tokens"
+    w(f"engine    {e['slots']} slots (max_num_seqs {e['max_num_seqs']}, KV cache {kv}), batched-token "
+      f"budget {e['max_num_batched_tokens']:,}, chunked prefill {'on' if e['chunked_prefill'] else 'off'}, "
+      f"{e['policy']} prefill and decode steps")
+    w(f"step      t0 {e['step_t0_s'] * 1e3:.3g} ms + {e['step_c_s'] * 1e6:.3g} µs per token"
+      + (f" + {e['step_c2_s'] * 1e9:.3g} ns per token²" if e["step_c2_s"] else "")
+      + f"; requests of {e['prompt_tokens']:.0f} prompt and {e['output_tokens']:.0f} output tokens")
+    for note in d["notes"]:
+        w(f"note      {cli_message(note)}")
+
+
+# --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
 #: Functions that each register one subcommand; append yours.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_command, add_plan_command,
-                                                                 add_book_command]
+                                                                 add_book_command, add_predict_command]
 
 
 def build_parser() -> argparse.ArgumentParser:
