@@ -225,12 +225,6 @@ def test_cli_messages_leave_paths_and_names_alone():
 
 
 # -- capbook predict ---------------------------------------------------------------------------
-# capbook.engine._quantile_sampler takes np.nanmedian of the importer's output_tokens_* columns,
-# all NaN for a capbook sweep CSV: a RuntimeWarning that pyproject's filter makes an error.
-# Narrowly ignored here until the engine skips all-NaN columns; remove then.
-pytestmark_predict = pytest.mark.filterwarnings("ignore:All-NaN slice encountered:RuntimeWarning")
-
-
 def _sample_sweep_csv():
     from capbook.sweep import SAMPLE_DIR
 
@@ -240,7 +234,6 @@ def _sample_sweep_csv():
     return path
 
 
-@pytestmark_predict
 def test_predict_json_has_the_documented_keys(capsys):
     assert main(["predict", "--sweep", str(_sample_sweep_csv()), "--rate", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -257,7 +250,6 @@ def test_predict_json_has_the_documented_keys(capsys):
     assert d["engine"]["slots"] >= 1 and isinstance(d["notes"], list)
 
 
-@pytestmark_predict
 def test_predict_text_names_the_three_models_and_the_limits(capsys):
     args = ["predict", "--sweep", str(_sample_sweep_csv()), "--rate", "2", "--ttft-p99-target", "0.5",
             "--arrivals", "uniform"]
@@ -273,7 +265,6 @@ def test_predict_text_names_the_three_models_and_the_limits(capsys):
     assert "kv_cache_tokens=" not in out  # notes in flag spelling
 
 
-@pytestmark_predict
 def test_predict_past_capacity_is_not_an_error(capsys):
     assert main(["predict", "--sweep", str(_sample_sweep_csv()), "--rate", "500", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -309,7 +300,6 @@ def test_predict_missing_sweep_names_the_flag(tmp_path, capsys):
     assert "--sweep PATH is required" in capsys.readouterr().err
 
 
-@pytestmark_predict
 def test_predict_fit_errors_speak_flags(capsys):
     assert main(["predict", "--sweep", str(_sample_sweep_csv()), "--rate", "2", "--kv-cache-tokens", "100"]) == 2
     err = capsys.readouterr().err
