@@ -12,6 +12,10 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the repository's ``data/``).
 
+Besides the sample data, ``data/realdata/`` holds tables derived from public measurements;
+:func:`load_kubecon_sweeps` reads the one the chapter *Where the textbook breaks* tests the
+models on. They are the same whatever data the reader configured.
+
 Hidden cells that pin the book's published figures call :func:`using_sample_data` and only
 assert when the sample data is in use.
 """
@@ -29,6 +33,8 @@ __all__ = [
     "load_requests",
     "load_sweep",
     "load_token_series",
+    "load_kubecon_sweeps",
+    "KUBECON_FILE",
 ]
 
 _ENV_REQUESTS = "CAPBOOK_REQUESTS"
@@ -37,6 +43,9 @@ _ENV_SWEEP = "CAPBOOK_SWEEP"
 _ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
 _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
 _ENV_DATA = "CAPBOOK_DATA"
+
+#: The derived KubeCon NA 2025 inference-perf table, relative to :func:`data_dir`.
+KUBECON_FILE = Path("realdata") / "kubecon_inference_perf.csv"
 
 
 def data_dir() -> Path:
@@ -207,3 +216,53 @@ def _history_shortfall(hourly, need: int) -> str | None:
         return (f"has {zero} hour(s) with no output tokens (first at {tail.index[(tail <= 0).argmax()]}); "
                 "the trend × weekly-shape forecast needs every hour positive")
     return None
+
+
+def load_kubecon_sweeps(path=None) -> list:
+    """The six vLLM variants of the KubeCon NA 2025 inference-perf demo, one sweep each.
+
+    Real client-side measurements of one vLLM replica (Llama-3.1-8B-Instruct on one H100 80 GB)
+    under open-loop rate sweeps of seven 60-second stages, from kubernetes-sigs/inference-perf
+    (commit 7de5ef2, ``demos/kubecon-na-2025/``; Apache-2.0), as derived by
+    ``tools/derive_kubecon.py`` into ``data/realdata/kubecon_inference_perf.csv`` (see
+    ``data/README.md`` for the columns and the caveats: TPOT is the importer's rescaled value,
+    about twice what inference-perf reported). The table holds what
+    :func:`capbook.importers.read_sweep` gives for each variant folder, so
+    :func:`capbook.fidelity.fidelity` on these sweeps gives what it gives on the raw files.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The table; default ``data_dir() / "realdata" / "kubecon_inference_perf.csv"`` (so
+        ``CAPBOOK_DATA`` moves it with the rest of the data).
+
+    Returns
+    -------
+    list of capbook.sweep.Sweep
+        One per variant, sorted by name (``vllm``, ``vllm+batch_size``,
+        ``vllm+chunking_and_prefix_caching``, ``vllm+eagle``, ``vllm+quantization``,
+        ``vllm+v0_engine``); stages with ``saturated`` True are in each sweep's ``.saturated``.
+    """
+    import pandas as pd
+
+    from .sweep import Sweep
+
+    path = Path(path) if path is not None else data_dir() / KUBECON_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: regenerate it with tools/derive_kubecon.py "
+                                "from the inference-perf demos/kubecon-na-2025 folder")
+    # the floats were written as repr(): pandas' default parser reads them back to the same doubles
+    df = pd.read_csv(path)
+    if "variant" not in df:
+        raise ValueError(f"{path}: no 'variant' column; this is not the derived KubeCon table")
+    sweeps = []
+    for name, rows in df.groupby("variant", sort=True):
+        sw = Sweep.from_frame(rows.reset_index(drop=True), name=str(name))
+        rescale = pd.to_numeric(rows.get("tpot_rescale"), errors="coerce")
+        if rescale is not None and rescale.notna().any():
+            sw.add_note(f"TPOT columns rescaled by {rescale.min():.2f}–{rescale.max():.2f} from what inference-perf "
+                        "reported (its client timed two stream lines per token); see data/README.md")
+        sw.add_note(f"measured: {name} from the KubeCon NA 2025 inference-perf demo (kubernetes-sigs/inference-perf "
+                    "7de5ef2, demos/kubecon-na-2025, Apache-2.0)")
+        sweeps.append(sw)
+    return sweeps

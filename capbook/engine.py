@@ -372,6 +372,16 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
 
 # -- fitting ------------------------------------------------------------------------------------
 
+def _row_mean(row, what: str):
+    """A point's mean E2E or TTFT (s): the importers' ``mean_e2e_s``/``mean_ttft_s`` or the sample
+    sweeps' ``e2e_mean_s``/``ttft_mean_s``; None when the sweep records neither."""
+    for name in (f"mean_{what}_s", f"{what}_mean_s"):
+        v = row.get(name)
+        if v is not None and np.isfinite(float(v)):
+            return float(v)
+    return None
+
+
 def _points(sweep, include_saturated: bool = True):
     """Per measured point: completion rate (1/s), mean TPOT (s), mean output, mean prompt."""
     frames = [sweep.table]
@@ -381,7 +391,7 @@ def _points(sweep, include_saturated: bool = True):
     lam, tpot, out, inp = [], [], [], []
     for tab in frames:
         for _, r in tab.iterrows():
-            e2e, ttft = r.get("mean_e2e_s"), r.get("mean_ttft_s")
+            e2e, ttft = _row_mean(r, "e2e"), _row_mean(r, "ttft")
             o = float(r["mean_output_tokens"])
             if e2e is not None and ttft is not None and np.isfinite(e2e) and np.isfinite(ttft) and o > 1:
                 t = (float(e2e) - float(ttft)) / (o - 1)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from capbook.engine import _row_mean
 from capbook.predict import MODELS, predict
 
 __all__ = ["stable_stages", "all_stages", "fidelity", "fidelity_summary", "TARGETS", "TTFT_P99_TARGET_S"]
@@ -125,7 +126,7 @@ def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000
             for m in MODELS:
                 mp = p.models[m]
                 for q, meas in (("ttft_p50_s", r["ttft_p50_s"]), ("ttft_p99_s", r["ttft_p99_s"]),
-                                ("e2e_mean_s", r.get("mean_e2e_s"))):
+                                ("e2e_mean_s", _row_mean(r, "e2e"))):
                     pred = getattr(mp, q)
                     rows.append(dict(variant=sw.name, check="heldout", stage=r["point"], rate_rps=r["request_rate_target"],
                                      model=m, quantity=q, predicted=pred, measured=meas,

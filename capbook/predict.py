@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.engine import EngineModel, _num, fit_engine
+from capbook.engine import EngineModel, _num, _row_mean, fit_engine
 
 __all__ = ["ModelPrediction", "Prediction", "predict", "MODELS", "PRIMARY_MODEL"]
 
@@ -154,8 +154,8 @@ def _mmc(engine, sweep, rate, ac_factor):
     from capbook.queueing import erlang_c
 
     row = _lightest(sweep)
-    e2e = row.get("mean_e2e_s")
-    if e2e is None or not np.isfinite(e2e):
+    e2e = _row_mean(row, "e2e")
+    if e2e is None:
         e2e = float(row["ttft_p50_s"]) + (float(row["mean_output_tokens"]) - 1) * float(row["tpot_p50_s"])
     c = engine.limits.max_num_seqs
     mu = 1.0 / float(e2e)
@@ -187,7 +187,6 @@ def _load_dependent(engine: EngineModel, rate, ac_factor):
     notes = [f"{S} slots; completion rate n / (L · t_step(n)) from the fitted step cost"]
     step = engine.step_time_at(np.arange(1, S + 1), rate)
     if not np.all(np.isfinite(step)):
-        sat = 0.0 if rate > 0 else math.nan
         return ModelPrediction("load_dependent", _ld_saturation(engine), False, None, None, None, None, notes=notes)
     q = LoadDependentQueue(S, lambda n: L * np.asarray(engine.step_time_at(n, rate)),
                            tpot=lambda n: engine.step_time_at(n, rate))
@@ -268,7 +267,7 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     sweep : capbook.sweep.Sweep
         Any sweep the importers read; the models are fitted to its points only.
     rate_rps : float
-        Arrival rate, requests per second (>= 0).
+        Arrival rate, requests per second (> 0).
     arrivals : {"poisson", "uniform"}
         Arrival process.
     max_num_seqs : int, optional
@@ -298,13 +297,16 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     Examples
     --------
     >>> from capbook.sweep import load_sample_sweep
-    >>> p = predict(load_sample_sweep("h100_8b_chat"), 2.0)
+    >>> p = predict(load_sample_sweep("llama8b_h100_chat"), 2.0)
     >>> p.model, p.stable
     ('simulation', True)
     >>> p.models["mmc"].saturation_rps > p.models["simulation"].saturation_rps
     True
     """
-    rate = _num(rate_rps, "rate", strict=False)
+    rate = _num(rate_rps, "rate")
+    if engine is not None and (max_num_seqs is not None or kv_cache_tokens is not None):
+        raise ValueError("max_num_seqs and kv_cache_tokens set the limits of a new fit; with engine= the "
+                         "fitted model's limits apply (pass them to capbook.engine.fit_engine instead)")
     if arrivals not in ("poisson", "uniform"):
         raise ValueError(f"arrivals must be 'poisson' or 'uniform', got {arrivals!r}")
     unknown = [m for m in models if m not in MODELS]

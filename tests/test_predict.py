@@ -291,11 +291,12 @@ def test_sample_sweep_mmc_overstates_capacity(chat):
     assert d["saturation_rps"] == sim.saturation_rps and d["engine"]["slots"] == e.slots
 
 
-@pytest.mark.xfail(raises=ValueError, strict=False,
-                   reason="capbook.predict: rate 0 is accepted (>= 0) but the simulation refuses arrival_rps 0")
-def test_rate_zero_is_allowed(chat):
+def test_rate_zero_and_limits_with_a_fitted_engine_are_refused(chat):
     sw, e = chat
-    assert predict(sw, 0.0, engine=e, requests=FAST).stable
+    with pytest.raises(ValueError, match="rate must be > 0"):
+        predict(sw, 0.0, engine=e, requests=FAST)
+    with pytest.raises(ValueError, match="with engine= the fitted model's limits apply"):
+        predict(sw, 1.0, engine=e, max_num_seqs=4)
 
 
 # -- real data: KubeCon NA 2025 inference-perf -------------------------------------------------
