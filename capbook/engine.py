@@ -586,6 +586,8 @@ class EngineModel:
     overhead_sigma: float = 0.0
     name: str = ""
     notes: list = field(default_factory=list)
+    #: the points the model was fitted to (the sweep less any levels past its throughput peak)
+    fitted_sweep: object = field(default=None, repr=False)
 
     # -- mean-field ---------------------------------------------------------------------------
     @property
@@ -929,6 +931,31 @@ def _calibrate_overhead(model: "EngineModel", sweep) -> None:
                            f"median {model.overhead_median_s * 1e3:.3g} ms, sigma {model.overhead_sigma:.3g}")
 
 
+def _before_the_peak(sweep):
+    """The sweep without closed-loop levels past the engine's throughput peak (completions more
+    than 20 % below the best at a lower concurrency: preemption and KV-cache thrashing, which the
+    step model does not describe), and a note naming them ('' when none)."""
+    tab = sweep.table
+    if len(tab) < 3 or ("request_rate_target" in tab and tab["request_rate_target"].notna().any()):
+        return sweep, ""
+    order = np.argsort(np.asarray(tab["concurrency"], dtype=float), kind="stable")
+    thr = np.asarray(tab["request_throughput_rps"], dtype=float)[order]
+    best = np.maximum.accumulate(np.where(np.isfinite(thr), thr, 0.0))
+    past = np.zeros(len(thr), dtype=bool)
+    past[1:] = thr[1:] < 0.8 * best[:-1]
+    if not past.any() or past.sum() > len(thr) - 2:
+        return sweep, ""
+    from capbook.sweep import Sweep
+
+    drop = order[past]
+    levels = ", ".join(f"{c:g}" for c in np.asarray(tab["concurrency"], dtype=float)[drop])
+    kept = Sweep.from_frame(tab.drop(index=tab.index[drop]).reset_index(drop=True), name=sweep.name)
+    note = (f"concurrency {levels} left out of the fit: completions fall there to under 80 % of the best "
+            f"at a lower concurrency ({best.max():.3g} req/s), the engine is past its throughput peak "
+            "(preemption, KV-cache thrashing), which the step model does not describe")
+    return kept, note
+
+
 def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batched_tokens=None,
                chunked_prefill=None, policy=None, include_saturated: bool = True) -> EngineModel:
     """Fit an :class:`EngineModel` to a sweep (any importer's; open- or closed-loop).
@@ -950,7 +977,10 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     limits = engine_limits(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens,
                            max_num_batched_tokens=max_num_batched_tokens,
                            chunked_prefill=chunked_prefill, policy=policy)
+    sweep, past = _before_the_peak(sweep)
     step, notes = fit_step_cost(sweep, include_saturated=include_saturated)
+    if past:
+        notes.append(past)
     tab = sweep.table
     P = float(np.mean(tab["mean_input_tokens"]))
     L = float(np.mean(tab["mean_output_tokens"]))
@@ -972,6 +1002,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
         notes.append(f"output lengths: the sweep records only the mean ({L:.4g} tokens); every "
                      "request is given that length")
     model = EngineModel(step, limits, P, L, oq, _prompt_p99(sweep), 0.0, 0.0, sweep.name, notes)
+    model.fitted_sweep = sweep
     if limits.policy == "separate":
         model.step = _calibrate_separate(model, sweep, include_saturated)
     _calibrate_step(model, sweep, include_saturated)

@@ -318,7 +318,7 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
 
     def run(name, r):
         if name == "mmc":
-            return _mmc(eng, sweep, r, ac)
+            return _mmc(eng, eng.fitted_sweep if eng.fitted_sweep is not None else sweep, r, ac)
         if name == "load_dependent":
             return _load_dependent(eng, r, ac)
         return _simulation(eng, r, arrivals, seed, requests, duration_s)

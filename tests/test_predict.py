@@ -318,3 +318,26 @@ def test_kubecon_saturation_from_the_three_lowest_levels(shared_dir):
     for r in above:
         p = predict(low, r, engine=e, requests=FAST)
         assert p.stable is False and p.ttft_p99_s is None
+
+
+def test_levels_past_the_throughput_peak_are_left_out_of_the_fit():
+    """A closed-loop sweep whose completions collapse past some concurrency (KV thrashing) is
+    fitted on the levels before the collapse, and says so; the fit equals the one on those
+    levels alone."""
+    sw = load_sample_sweep("llama8b_h100_chat")
+    tab = sw.table
+    top = tab.iloc[[-1]].copy()
+    bad = pd.concat([top] * 2, ignore_index=True)
+    bad["concurrency"] = [tab["concurrency"].max() * 2, tab["concurrency"].max() * 4]
+    bad["request_throughput_rps"] = top["request_throughput_rps"].iloc[0] * np.array([0.3, 0.2])
+    bad["tpot_p50_s"] = top["tpot_p50_s"].iloc[0] * 5
+    collapsed = Sweep.from_frame(pd.concat([tab, bad], ignore_index=True), name="collapsed")
+    e = fit_engine(collapsed)
+    assert any("left out of the fit" in n and "throughput peak" in n for n in e.notes)
+    assert len(e.fitted_sweep.table) == len(tab)
+    clean = fit_engine(Sweep.from_frame(tab, name="clean"))
+    assert e.step == clean.step
+    # M/M/c reads the lightest level of the fitted points, not a collapsed one
+    p = predict(collapsed, 1.0, engine=e, models=("mmc",), requests=FAST)
+    q = predict(tab.pipe(Sweep.from_frame, name="clean"), 1.0, engine=clean, models=("mmc",), requests=FAST)
+    assert p.models["mmc"].saturation_rps == pytest.approx(q.models["mmc"].saturation_rps)
