@@ -228,7 +228,7 @@ def load_kubecon_sweeps(path=None) -> list:
     ``data/README.md`` for the columns and the caveats: TPOT is the importer's rescaled value,
     about twice what inference-perf reported). The table holds what
     :func:`capbook.importers.read_sweep` gives for each variant folder, so
-    :func:`capbook.fidelity.fidelity` on these sweeps gives what it gives on the raw files.
+    ``capbook.fidelity.fidelity`` on these sweeps gives what it gives on the raw files.
 
     Parameters
     ----------

@@ -108,3 +108,73 @@ def test_reader_options_reach_the_readers(tmp_path, monkeypatch, repo_root):
     monkeypatch.setenv("CAPBOOK_SWEEP_OPTIONS", "[1, 2]")
     with pytest.raises(ValueError, match="CAPBOOK_SWEEP_OPTIONS must hold a JSON object"):
         datasets.load_sweep()
+
+
+# -- the KubeCon NA 2025 inference-perf table (data/realdata) -----------------------------------
+
+KUBECON_VARIANTS = ["vllm", "vllm+batch_size", "vllm+chunking_and_prefix_caching", "vllm+eagle",
+                    "vllm+quantization", "vllm+v0_engine"]
+
+
+def _derive_module(repo_root):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("derive_kubecon", repo_root / "tools" / "derive_kubecon.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _kubecon_raw(shared_dir):
+    root = shared_dir / "realdata" / "inference-perf-kubecon-na-2025"
+    if not root.is_dir():
+        pytest.skip(f"{root} (the raw inference-perf files) is not in ../shared")
+    return root
+
+
+def test_kubecon_sweeps_load_from_the_committed_table(repo_root, tmp_path, monkeypatch):
+    sweeps = datasets.load_kubecon_sweeps()
+    assert [s.name for s in sweeps] == KUBECON_VARIANTS
+    path = repo_root / "data" / "realdata" / "kubecon_inference_perf.csv"
+    raw = pd.read_csv(path)
+    assert list(raw.columns) == _derive_module(repo_root).COLUMNS
+    assert not raw.astype(str).apply(lambda c: c.str.contains("/work/|/home/|source_file")).any().any()
+    for sw in sweeps:
+        rows = raw[raw["variant"] == sw.name]
+        assert len(rows) == 7 == len(sw.table) + len(sw.saturated)   # seven stages per variant
+        assert set(sw.saturated["point"]) == set(rows.loc[rows["saturated"], "point"])
+        assert sw.config["model"] == "meta-llama/Llama-3.1-8B-Instruct" and sw.config["max_num_seqs"] in (128, 192)
+        # the importer's rescaled TPOT: about twice what inference-perf reported
+        assert np.all((rows["tpot_rescale"] > 1.8) & (rows["tpot_rescale"] < 2.2))
+        assert np.allclose(rows["tpot_p50_s"], rows["tpot_reported_p50_s"] * rows["tpot_rescale"], rtol=1e-9)
+    by = {s.name: s for s in sweeps}
+    assert len(by["vllm+v0_engine"].table) == 2 and len(by["vllm+chunking_and_prefix_caching"].table) == 5
+    # CAPBOOK_DATA moves the table with the rest of the data
+    (tmp_path / "realdata").mkdir()
+    raw[raw["variant"].isin(["vllm", "vllm+eagle"])].to_csv(tmp_path / "realdata" / path.name, index=False)
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path))
+    assert [s.name for s in datasets.load_kubecon_sweeps()] == ["vllm", "vllm+eagle"]
+    (tmp_path / "realdata" / path.name).unlink()
+    with pytest.raises(FileNotFoundError, match="derive_kubecon"):
+        datasets.load_kubecon_sweeps()
+
+
+def test_kubecon_table_is_the_derivation_of_the_raw_files(repo_root, shared_dir):
+    """tools/derive_kubecon.py on ../shared gives the committed file byte for byte."""
+    root = _kubecon_raw(shared_dir)
+    mod = _derive_module(repo_root)
+    committed = (repo_root / "data" / "realdata" / "kubecon_inference_perf.csv").read_text(encoding="utf-8")
+    assert mod.to_csv_text(mod.derive(root)) == committed, (
+        "data/realdata/kubecon_inference_perf.csv differs from what capbook.importers now reads: "
+        "run python tools/derive_kubecon.py ../shared/realdata/inference-perf-kubecon-na-2025")
+
+
+def test_kubecon_fidelity_on_the_table_equals_the_raw_files(shared_dir):
+    """The protocol of capbook.fidelity gives the same table on the committed sweeps as on the raw files."""
+    from capbook.fidelity import fidelity, kubecon_variants
+    from capbook.importers import read_sweep
+
+    root = _kubecon_raw(shared_dir)
+    raw = [read_sweep(p) for p in kubecon_variants(root)]
+    assert [s.name for s in raw] == KUBECON_VARIANTS
+    pd.testing.assert_frame_equal(fidelity(datasets.load_kubecon_sweeps()), fidelity(raw))
