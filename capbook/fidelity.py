@@ -26,7 +26,7 @@ from capbook.predict import MODELS, predict
 
 __all__ = ["stable_stages", "all_stages", "fidelity", "fidelity_summary", "TARGETS", "TTFT_P99_TARGET_S"]
 
-#: Targets of issue 14: median |relative error| over variants.
+#: Targets of issue 14: the median absolute relative error over variants.
 TARGETS = {"saturation_rps": 0.10, "e2e_mean_s": 0.15, "ttft_p50_s": 0.20, "ttft_p99_s": 0.35}
 #: The TTFT p99 objective of the bracket check, seconds.
 TTFT_P99_TARGET_S = 0.2
@@ -157,7 +157,7 @@ def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000
 
 
 def fidelity_summary(table: pd.DataFrame) -> pd.DataFrame:
-    """Median |error| per quantity and model (over every held-out stage and variant), with the
+    """Median absolute relative error per quantity and model (over every held-out stage and variant), with the
     target and whether it is met; plus the share of flag and bracket checks that hold."""
     out = []
     for q, target in TARGETS.items():
