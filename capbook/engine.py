@@ -457,7 +457,7 @@ def _calibrate_separate(model, sweep, include_saturated):
     the measured mean TPOT (the step identity alone cannot: prompts batch into prefill steps)."""
     from scipy.optimize import brentq
 
-    lam, tpot, out, inp = _points(sweep, include_saturated)
+    lam, tpot, _, _ = _points(sweep, include_saturated)
     ok = np.isfinite(lam) & (lam > 0) & np.isfinite(tpot)
     lam, tpot = lam[ok], tpot[ok]
     t0 = float(tpot[np.argmin(lam)])
@@ -492,7 +492,7 @@ def _calibrate_step(model, sweep, include_saturated, iterations: int = 8) -> Non
     the engine down (Jensen's inequality). Each iteration simulates every measured point,
     divides its TPOT target by simulated / measured, and refits (a fixed-point correction).
     """
-    lam, tpot, out, inp = _points(sweep, include_saturated=False)
+    lam, tpot, _, _ = _points(sweep, include_saturated=False)
     ok = np.isfinite(lam) & (lam > 0) & np.isfinite(tpot) & (tpot > 0)
     if ok.sum() < 2 or model.step.c2_s <= 0:
         return  # a linear cost: the identity is exact in the mean
@@ -522,7 +522,7 @@ def _calibrate_step(model, sweep, include_saturated, iterations: int = 8) -> Non
 
 # -- the model ----------------------------------------------------------------------------------
 
-def _quantile_sampler(tab, prefix: str, mean: float):
+def _quantile_sampler(tab, prefix: str):
     """(probabilities, values) of a piecewise-linear quantile function from percentile columns."""
     cols = [("min", 0.0), ("p1", 0.01), ("p5", 0.05), ("p10", 0.10), ("p25", 0.25), ("p50", 0.50),
             ("p75", 0.75), ("p90", 0.90), ("p95", 0.95), ("p99", 0.99), ("max", 1.0)]
@@ -989,7 +989,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     if limits.kv_cache_tokens is not None and limits.kv_cache_tokens < P + L:
         raise ValueError(f"kv_cache_tokens {limits.kv_cache_tokens} cannot hold one request of "
                          f"{P + L:.0f} tokens (mean prompt plus mean output)")
-    oq = _quantile_sampler(tab, "output_tokens", L)
+    oq = _quantile_sampler(tab, "output_tokens")
     src = limits.sources
     notes.append(
         f"engine: {limits.policy} prefill and decode steps, chunked prefill "
