@@ -640,7 +640,8 @@ class CapacityPlan:
             lines.append("- The replay was skipped: this is the models' number, not verified against the log")
         e = self.engine_check
         if e and e.get("max_rate_rps"):
-            lines.append(f"- Engine model ({e['model']}, capbook predict): one replica saturates at "
+            lines.append(f"- Engine model ({e['model']}, capbook predict, the step cost fitted to the sweep, requests of "
+                         f"{e['input_tokens']:,.0f} input and {e['output_tokens']:,.0f} output tokens): one replica saturates at "
                          f"{e['saturation_rps']:.3g} requests/s and meets p99 TTFT ≤ {self.slo.ttft_s:g} s up to "
                          f"{e['max_rate_rps']:.3g} requests/s → {e['replicas']} replica(s) for "
                          f"{self.request_rate:.3g} requests/s")
@@ -1013,7 +1014,7 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
         except ValueError as exc:
             notes.append(f"load-dependent model not used: {exc}")
     serving = max(need.replicas, erl, lq_n or 0, max(1, int(math.ceil(need.equivalents - 1e-9))))
-    engine_check = _engine_check(sweep, lam, serving, slo, seed, notes)
+    engine_check = _engine_check(sweep, lam, serving, slo, seed, notes, mean_in, mean_out)
     if engine_check.get("replicas"):
         serving = max(serving, int(engine_check["replicas"]))
     late = float(fleet.late_share(serving, S, lam, T, slo.wait_s, "pooled"))
@@ -1064,15 +1065,24 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
     return plan
 
 
-def _engine_check(sweep, lam: float, serving: int, slo, seed: int, notes: list) -> dict:
-    """The engine model of :mod:`capbook.predict` on one replica: its saturation rate, the highest
-    rate meeting p99 TTFT within the objective, the replicas that implies for ``lam`` requests/s,
-    and its p99 TTFT at ``lam / serving``. Empty (with a note) when the sweep cannot be fitted."""
+def _engine_check(sweep, lam: float, serving: int, slo, seed: int, notes: list,
+                  mean_in: float, mean_out: float) -> dict:
+    """The engine model of :mod:`capbook.predict` on one replica, for requests of the log's mean
+    lengths (the step cost is per token, so it carries over from the sweep's mix): its saturation
+    rate, the highest rate meeting p99 TTFT within the objective, the replicas that implies for
+    ``lam`` requests/s, and its p99 TTFT at ``lam / serving``. Empty (with a note) when the sweep
+    cannot be fitted."""
+    import dataclasses
+
+    from .engine import fit_engine
     from .predict import predict
 
     try:
+        eng = fit_engine(sweep)
+        eng = dataclasses.replace(eng, prompt_tokens=float(mean_in), output_tokens=float(mean_out),
+                                  output_quantiles=None, prompt_p99=None, notes=list(eng.notes))
         p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_s, seed=seed, requests=2000,
-                    models=("simulation",))
+                    models=("simulation",), engine=eng)
     except ValueError as exc:
         notes.append(f"engine model not used: {exc}")
         return {}
@@ -1083,7 +1093,7 @@ def _engine_check(sweep, lam: float, serving: int, slo, seed: int, notes: list) 
         notes.append(f"engine model: no rate meets p99 TTFT ≤ {slo.ttft_s:g} s on one replica (its TTFT at "
                      "the lightest load is already above it)")
     return {"model": "simulation", "saturation_rps": sim.saturation_rps, "max_rate_rps": mr, "replicas": reps,
-            "ttft_p99_s": sim.ttft_p99_s}
+            "ttft_p99_s": sim.ttft_p99_s, "input_tokens": float(mean_in), "output_tokens": float(mean_out)}
 
 
 class _ReplayService:

@@ -178,14 +178,20 @@ def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_pa
     assert 0 < e["max_rate_rps"] <= e["saturation_rps"]
     assert e["replicas"] == math.ceil(p.request_rate / e["max_rate_rps"] - 1e-9)
     assert p.serving >= e["replicas"]
-    eng = fit_engine(sweep)
+    import dataclasses
+
+    # the engine fitted to the sweep, asked about requests of the log's mean lengths
+    assert e["input_tokens"] == pytest.approx(p.mean_input_tokens) and e["output_tokens"] == pytest.approx(
+        p.mean_output_tokens)
+    eng = dataclasses.replace(fit_engine(sweep), prompt_tokens=p.mean_input_tokens,
+                              output_tokens=p.mean_output_tokens, output_quantiles=None, prompt_p99=None)
     run = eng.simulate(e["max_rate_rps"], requests=2000, seed=2026)
     assert np.quantile(run.ttft_s, 0.99) <= p.slo.ttft_s * 1.05
     back = pd.read_csv(p.to_csv(tmp_path / "plan.csv"))
     rows = back[back["step"] == "engine model"]
     assert set(rows["quantity"]) >= {"saturation per replica", "highest rate per replica meeting p99 TTFT",
                                      "replicas the engine model needs"}
-    assert "Engine model (simulation, capbook predict)" in p.render()
+    assert f"of {p.mean_input_tokens:,.0f} input and {p.mean_output_tokens:,.0f} output tokens): one replica saturates" in p.render()
 
 
 def test_plan_tenant_limits_fit_the_fleet(small_log, small_plan):
