@@ -301,7 +301,7 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         if m is None:
             m = _engine_flag(args, "max_num_seqs")
         if m is None:
-            n, src["max_num_seqs"] = 256, "default (vLLM's 256: the sweep does not record it)"
+            n, src["max_num_seqs"] = 256, "vLLM's default; the sweep does not record it"
         else:
             n, src["max_num_seqs"] = int(float(m)), "flag"
     else:
