@@ -57,6 +57,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from capbook.loadqueue import _check_int, _check_pos
+
 __all__ = [
     "StepCost",
     "EngineLimits",
@@ -100,18 +102,6 @@ _GPU_MEMORY_GB = [
 _BYTES = {"bf16": 2.0, "fp16": 2.0, "float16": 2.0, "bfloat16": 2.0, "auto": 2.0, "fp8": 1.0,
           "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "int8": 1.0, "awq": 0.5, "gptq": 0.5, "int4": 0.5,
           "bitsandbytes": 0.5}
-
-
-def _num(x, name: str, *, minimum: float | None = 0.0, strict: bool = True) -> float:
-    """A finite real number, with an error naming the argument."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a number, got {x!r}")
-    v = float(x)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {x!r}")
-    if minimum is not None and (v <= minimum if strict else v < minimum):
-        raise ValueError(f"{name} must be {'>' if strict else '>='} {minimum:g}, got {x!r}")
-    return v
 
 
 def model_config(name) -> tuple[float, int, int, int] | None:
@@ -305,10 +295,7 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         else:
             n, src["max_num_seqs"] = int(float(m)), "flag"
     else:
-        n = _num(max_num_seqs, "max_num_seqs")
-        if n != int(n):
-            raise ValueError(f"max_num_seqs must be a whole number, got {max_num_seqs!r}")
-        n, src["max_num_seqs"] = int(n), "given"
+        n, src["max_num_seqs"] = _check_int(max_num_seqs, "max_num_seqs", 1), "given"
 
     v1 = _as_bool(_col(tab, "engine_v1"))
     if v1 is None and "V0 engine" in engine:
@@ -350,8 +337,8 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
             budget = 8192 if chunked_prefill else max(mml or 0, 2048)
             src["max_num_batched_tokens"] = "default"
     else:
-        budget = _num(max_num_batched_tokens, "max_num_batched_tokens")
-        budget, src["max_num_batched_tokens"] = int(budget), "given"
+        budget = _check_int(max_num_batched_tokens, "max_num_batched_tokens", 1)
+        src["max_num_batched_tokens"] = "given"
 
     if kv_cache_tokens is None:
         util = _col(tab, "gpu_memory_utilization")
@@ -365,7 +352,7 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
             else _col(tab, "quantization"), kv_cache_dtype=_col(tab, "kv_cache_dtype"))
         src["kv_cache_tokens"] = "estimated from model and GPU" if kv is not None else "unknown (not binding)"
     else:
-        kv = int(_num(kv_cache_tokens, "kv_cache_tokens"))
+        kv = _check_int(kv_cache_tokens, "kv_cache_tokens", 1)
         src["kv_cache_tokens"] = "given"
     return EngineLimits(n, kv, budget, bool(chunked_prefill), policy, src)
 
@@ -616,7 +603,7 @@ class EngineModel:
         and prompts arriving at ``arrival_rps``: the mean-field step, whose prompt tokens are
         those that arrive during it (inf when the prompts alone would fill the engine)."""
         n = np.asarray(running, dtype=float)
-        lam = _num(arrival_rps, "arrival_rps", strict=False)
+        lam = 0.0 if arrival_rps == 0 else _check_pos(arrival_rps, "arrival_rps")
         t0, c, c2, P = self.step.t0_s, self.step.c_s, self.step.c2_s, self.prompt_tokens
         if self.limits.policy == "separate":
             busy = lam * float(self.step(P))
@@ -695,13 +682,13 @@ class EngineModel:
             a = np.zeros(m)
             warm = 0.0
         else:
-            lam = _num(arrival_rps, "arrival_rps")
+            lam = _check_pos(arrival_rps, "arrival_rps")
             if duration_s is None:
                 n_meas = int(requests or 6000)
                 duration = n_meas / 0.9 / lam
                 warm = 0.1 * duration if warmup_s is None else float(warmup_s)
             else:
-                duration = _num(duration_s, "duration_s")
+                duration = _check_pos(duration_s, "duration_s")
                 warm = 0.0 if warmup_s is None else float(warmup_s)
             if arrivals == "poisson":
                 m = max(1, int(rng.poisson(lam * duration)))

@@ -482,12 +482,19 @@ def max_rate(model: LoadDependentQueue, ttft_target_s: float, ttft_quantile: flo
         return True
 
     hi = model.max_throughput * (1 - 1e-9) if model.waiting_room is None else model.max_throughput * 4
-    lo = 0.0
-    if not ok(hi * 1e-9):
-        return 0.0
+    rate = highest_passing(ok, hi * 1e-9, hi, tol)
+    return 0.0 if rate is None else rate
+
+
+def highest_passing(ok: Callable, lo: float, hi: float, rtol: float) -> float | None:
+    """Highest ``x`` in ``[lo, hi]`` with ``ok(x)`` for a test that holds below a boundary and
+    fails above it (bisection to a relative width ``rtol``): ``hi`` when it passes, None when
+    ``lo`` already fails."""
+    if not ok(lo):
+        return None
     if ok(hi):
         return hi
-    while hi - lo > tol * hi:
+    while hi - lo > rtol * hi:
         mid = 0.5 * (lo + hi)
         if ok(mid):
             lo = mid

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.engine import EngineModel, _num, _row_mean, fit_engine
+from capbook.engine import EngineModel, _row_mean, fit_engine
+from capbook.loadqueue import _check_pos, highest_passing
 
 __all__ = ["ModelPrediction", "Prediction", "predict", "MODELS", "PRIMARY_MODEL"]
 
@@ -235,25 +236,13 @@ def _simulation(engine: EngineModel, rate, arrivals, seed, requests, duration_s=
 
 
 def _max_rate(fn, sat: float, target: float, tol: float = 0.005) -> float | None:
-    """Highest rate in (0, sat) whose TTFT p99 from ``fn(rate)`` meets ``target`` (bisection;
-    TTFT p99 rises with the rate)."""
+    """Highest rate in (0, sat) whose TTFT p99 from ``fn(rate)`` meets ``target`` (TTFT p99 rises
+    with the rate); None when even a trickle misses it."""
     def ok(r):
         p = fn(r)
         return p.stable and p.ttft_p99_s is not None and p.ttft_p99_s <= target
 
-    lo_r = sat * 1e-3
-    if not ok(lo_r):
-        return None
-    lo, hi = lo_r, sat * (1 - 1e-6)
-    if ok(hi):
-        return hi
-    while hi - lo > tol * sat:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    return highest_passing(ok, sat * 1e-3, sat * (1 - 1e-6), tol)
 
 
 def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv_cache_tokens=None,
@@ -303,7 +292,7 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     >>> p.models["mmc"].saturation_rps > p.models["simulation"].saturation_rps
     True
     """
-    rate = _num(rate_rps, "rate")
+    rate = _check_pos(rate_rps, "rate")
     if engine is not None and (max_num_seqs is not None or kv_cache_tokens is not None):
         raise ValueError("max_num_seqs and kv_cache_tokens set the limits of a new fit; with engine= the "
                          "fitted model's limits apply (pass them to capbook.engine.fit_engine instead)")
@@ -312,7 +301,7 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise ValueError(f"models: {unknown} are not among {list(MODELS)}")
-    target = None if ttft_p99_target_s is None else _num(ttft_p99_target_s, "ttft_p99_target_s")
+    target = None if ttft_p99_target_s is None else _check_pos(ttft_p99_target_s, "ttft_p99_target_s")
     eng = engine or fit_engine(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens)
     ac = 0.5 if arrivals == "uniform" else 1.0
 
