@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.validation import choice, integer, nonnegative, positive
+from capbook.loadqueue import kv_bytes_per_token
+from capbook.validation import choice, integer, nonnegative, positive, probability
 
 __all__ = [
     "StepCost",
@@ -147,12 +148,13 @@ def kv_cache_tokens(model: str, gpu: str, *, tensor_parallel: int = 1,
     cfg, mem = model_config(model), gpu_memory_gb(gpu)
     if cfg is None or mem is None:
         return None
-    tp = int(tensor_parallel) if tensor_parallel and tensor_parallel == tensor_parallel else 1
+    tp = integer(tensor_parallel, "tensor_parallel", minimum=1)
+    gpu_memory_utilization = probability(gpu_memory_utilization, "gpu_memory_utilization", hi_open=False)
     params_b, layers, kv_heads, head_dim = cfg
     wbytes = _BYTES.get(str(precision or "bf16").lower().strip(), 2.0)
     kvb = _BYTES.get(str(kv_cache_dtype or "auto").lower().strip(), 2.0)
     free = tp * mem * 1e9 * (gpu_memory_utilization - 0.05) - params_b * 1e9 * wbytes
-    per_token = 2.0 * layers * kv_heads * head_dim * kvb
+    per_token = kv_bytes_per_token(layers, kv_heads, head_dim, kvb)
     return int(free // per_token) if free > 0 else 0
 
 

@@ -41,6 +41,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from .loadqueue import kv_bytes_per_token
 from .validation import array, choice, integer, probability
 
 __all__ = [
@@ -110,7 +111,7 @@ class Model:
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
         """KV-cache bytes per token of context (keys and values, all layers)."""
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, kv_dtype_bytes)
 
 
 #: Public datasheet figures (dense BF16, no sparsity). Cited in data/README.md.

@@ -94,6 +94,10 @@ CASES = [
     ("engine_limits", "max_num_seqs", lambda v: engine.engine_limits(_SWEEP, max_num_seqs=v), True),
     ("engine_limits", "kv_cache_tokens", lambda v: engine.engine_limits(_SWEEP, kv_cache_tokens=v), True),
     ("engine_limits", "policy", lambda v: engine.engine_limits(_SWEEP, policy=v), True),
+    ("kv_cache_tokens", "tensor_parallel",
+     lambda v: engine.kv_cache_tokens("Llama-3.1-8B", "H100 80GB", tensor_parallel=v), False),
+    ("kv_cache_tokens", "gpu_memory_utilization",
+     lambda v: engine.kv_cache_tokens("Llama-3.1-8B", "H100 80GB", gpu_memory_utilization=v), False),
     ("predict", "rate_rps", lambda v: predict(_SWEEP, v), False),
     ("predict", "ttft_p99_target_s", lambda v: predict(_SWEEP, 1.0, ttft_p99_target_s=v), True),
     ("predict", "arrivals", lambda v: predict(_SWEEP, 1.0, arrivals=v), False),
@@ -226,3 +230,13 @@ def test_load_dependent_fleet_is_the_fewest_passing(kw):
         return lq.max_rate(model, 1.0, 0.99) * (1 if pooled else m) >= 6.0
 
     assert passes(n) and (n == 1 or not passes(n - 1))
+
+
+def test_one_kv_bytes_formula():
+    # the engine's KV estimate and the modelled deployments use loadqueue's formula
+    m = sm.MODELS["Llama-3.1-8B"]
+    assert m.kv_bytes_per_token(2.0) == lq.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, 2.0)
+    tokens = engine.kv_cache_tokens("Llama-3.1-8B", "H100 80GB")
+    params_b, layers, kv_heads, head_dim = engine.model_config("Llama-3.1-8B")
+    free = 80e9 * (0.9 - 0.05) - params_b * 1e9 * 2.0
+    assert tokens == int(free // lq.kv_bytes_per_token(layers, kv_heads, head_dim, 2.0))
