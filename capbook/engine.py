@@ -675,6 +675,8 @@ class EngineModel:
             Ignore ``arrival_rps``: every request is waiting at time 0 (measures capacity).
         """
         choice(arrivals, "arrivals", ("poisson", "uniform"))
+        requests = None if requests is None else integer(requests, "requests", minimum=1)
+        warmup_s = None if warmup_s is None else nonnegative(warmup_s, "warmup_s")
         rng = rng if rng is not None else np.random.default_rng(seed)
         if backlog:
             m = int(requests or max(40 * self.slots, 4000))

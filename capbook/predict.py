@@ -35,7 +35,7 @@ import numpy as np
 
 from capbook.engine import EngineModel, _row_mean, fit_engine
 from capbook.loadqueue import highest_passing
-from capbook.validation import choice, positive
+from capbook.validation import choice, integer, positive
 
 __all__ = ["ModelPrediction", "Prediction", "predict", "MODELS", "PRIMARY_MODEL"]
 
@@ -302,6 +302,8 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     if unknown:
         raise ValueError(f"models: {unknown} are not among {list(MODELS)}")
     target = None if ttft_p99_target_s is None else positive(ttft_p99_target_s, "ttft_p99_target_s")
+    requests = integer(requests, "requests", minimum=1)
+    duration_s = None if duration_s is None else positive(duration_s, "duration_s")
     eng = engine or fit_engine(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens)
     ac = 0.5 if arrivals == "uniform" else 1.0
 

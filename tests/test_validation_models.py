@@ -33,6 +33,15 @@ def flat(T):
 
 
 _SWEEP = load_sample_sweep()
+_FITTED = []
+
+
+def _engine():
+    if not _FITTED:
+        _FITTED.append(engine.fit_engine(_SWEEP))
+    return _FITTED[0]
+
+
 _MODEL = lq.LoadDependentQueue(4, flat(1.0))
 _SOLUTION = _MODEL.solve(2.0)
 _RATING = rp.ReplicaRating(9_000, 60_000)
@@ -100,6 +109,11 @@ CASES = [
      lambda v: engine.kv_cache_tokens("Llama-3.1-8B", "H100 80GB", gpu_memory_utilization=v), False),
     ("predict", "rate_rps", lambda v: predict(_SWEEP, v), False),
     ("predict", "ttft_p99_target_s", lambda v: predict(_SWEEP, 1.0, ttft_p99_target_s=v), True),
+    ("predict", "requests", lambda v: predict(_SWEEP, 1.0, requests=v), False),
+    ("predict", "duration_s", lambda v: predict(_SWEEP, 1.0, duration_s=v), True),
+    ("EngineModel.simulate", "arrival_rps", lambda v: _engine().simulate(v), False),
+    ("EngineModel.simulate", "requests", lambda v: _engine().simulate(1.0, requests=v), True),
+    ("EngineModel.simulate", "warmup_s", lambda v: _engine().simulate(1.0, warmup_s=v), True),
     ("predict", "arrivals", lambda v: predict(_SWEEP, 1.0, arrivals=v), False),
     # fidelity and servingmodel
     ("fidelity", "fit_stages", lambda v: fid.fidelity([], fit_stages=v), False),
