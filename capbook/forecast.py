@@ -998,7 +998,7 @@ def sample_token_path(name: str) -> Path:
 
 
 def load_sample_series(name: str = "weeks20") -> pd.DataFrame:
-    """A generated sample series from ``data/tokens`` in the trace layer's hourly format.
+    """A generated sample series (:func:`sample_token_path`) in the trace layer's hourly format.
 
     ``"weeks20"``: 20 weeks, 3.5 % weekly growth, 8 % noise (train 16, forecast 4).
     ``"weeks56"``: 56 weeks with a launch step, a mix shift and a batch tier. See
