@@ -20,20 +20,12 @@ from typing import Callable, Iterable
 import numpy as np
 import pandas as pd
 
-from .forecast import (HOURS_PER_WEEK, TokenForecast, _check_horizon, _check_quantiles,
-                       forecast_tokens, quantile_name, validate_hourly)
+from .forecast import (HOURS_PER_WEEK, TokenForecast, _check_quantiles, forecast_tokens, quantile_name,
+                       validate_hourly)
+from .validation import array, integer, probability
 
 __all__ = ["pinball_loss", "coverage", "attach_actuals", "score_forecast", "peak_hour_scores",
            "backtest", "score_backtest", "compare_forecasts"]
-
-
-def _arr(x, name: str) -> np.ndarray:
-    v = np.asarray(x.to_numpy() if isinstance(x, (pd.Series, pd.Index)) else x, dtype=float).ravel()
-    if v.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.isfinite(v).all():
-        raise ValueError(f"{name} has missing or non-finite values")
-    return v
 
 
 def pinball_loss(actual, predicted, q: float) -> float:
@@ -52,18 +44,19 @@ def pinball_loss(actual, predicted, q: float) -> float:
     float
         ``mean(max(q (y − f), (q − 1)(y − f)))``, in the units of the inputs.
     """
-    y, f = _arr(actual, "actual"), _arr(predicted, "predicted")
+    y = array(actual, "actual", nonempty=True).ravel()
+    f = array(predicted, "predicted", nonempty=True).ravel()
     if y.shape != f.shape:
         raise ValueError(f"actual has {y.size} values but predicted has {f.size}")
-    if not 0 < q < 1:
-        raise ValueError(f"q must lie strictly between 0 and 1, got {q}")
+    q = probability(q, "q")
     d = y - f
     return float(np.mean(np.maximum(q * d, (q - 1) * d)))
 
 
 def coverage(actual, upper) -> float:
     """Share of actual values at or below the line ``upper`` (0–1)."""
-    y, u = _arr(actual, "actual"), _arr(upper, "upper")
+    y = array(actual, "actual", nonempty=True).ravel()
+    u = array(upper, "upper", nonempty=True).ravel()
     if y.shape != u.shape:
         raise ValueError(f"actual has {y.size} values but upper has {u.size}")
     return float(np.mean(y <= u))
@@ -118,7 +111,7 @@ def peak_hour_scores(records: pd.DataFrame, q: float = 0.9) -> pd.DataFrame:
         ``covered`` (actual ≤ band).
     """
     _check_records(records)
-    name = quantile_name(q)
+    name = quantile_name(probability(q, "q"))
     if name not in records.columns:
         raise ValueError(f"records have no {name!r} column; quantiles present: {_quantiles_in(records)}")
     keys = ["origin", "horizon_week"] if "origin" in records.columns else ["horizon_week"]
@@ -216,16 +209,17 @@ def backtest(series: pd.Series, horizon_weeks: int, *, first_origin: int | None 
         Index ``period_start``; columns ``origin`` (weeks of training), ``horizon_week``,
         ``actual``, ``point`` (if given) and the quantile columns.
     """
-    horizon = _check_horizon(horizon_weeks)
+    horizon = integer(horizon_weeks, "horizon_weeks", minimum=1)
     s = validate_hourly(series, name="series", whole_weeks=True, min_weeks=1)
     n = len(s) // HOURS_PER_WEEK
-    step = _check_horizon(step_weeks)
+    step = integer(step_weeks, "step_weeks", minimum=1)
     if forecaster is None:
         def forecaster(train, h):
             return forecast_tokens(train, h, **forecast_kw)
     elif forecast_kw:
         raise ValueError(f"forecast options {sorted(forecast_kw)} only apply to the default forecaster")
-    origins = range(first_origin if first_origin is not None else 1, n - horizon + 1, step)
+    first = 1 if first_origin is None else integer(first_origin, "first_origin", minimum=1)
+    origins = range(first, n - horizon + 1, step)
     out = []
     last_error: ValueError | None = None
     for k in origins:

@@ -57,7 +57,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.loadqueue import _check_int, _check_pos
+from capbook.loadqueue import kv_bytes_per_token
+from capbook.validation import choice, integer, nonnegative, positive, probability
 
 __all__ = [
     "StepCost",
@@ -147,12 +148,13 @@ def kv_cache_tokens(model: str, gpu: str, *, tensor_parallel: int = 1,
     cfg, mem = model_config(model), gpu_memory_gb(gpu)
     if cfg is None or mem is None:
         return None
-    tp = int(tensor_parallel) if tensor_parallel and tensor_parallel == tensor_parallel else 1
+    tp = integer(tensor_parallel, "tensor_parallel", minimum=1)
+    gpu_memory_utilization = probability(gpu_memory_utilization, "gpu_memory_utilization", hi_open=False)
     params_b, layers, kv_heads, head_dim = cfg
     wbytes = _BYTES.get(str(precision or "bf16").lower().strip(), 2.0)
     kvb = _BYTES.get(str(kv_cache_dtype or "auto").lower().strip(), 2.0)
     free = tp * mem * 1e9 * (gpu_memory_utilization - 0.05) - params_b * 1e9 * wbytes
-    per_token = 2.0 * layers * kv_heads * head_dim * kvb
+    per_token = kv_bytes_per_token(layers, kv_heads, head_dim, kvb)
     return int(free // per_token) if free > 0 else 0
 
 
@@ -295,7 +297,7 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         else:
             n, src["max_num_seqs"] = int(float(m)), "flag"
     else:
-        n, src["max_num_seqs"] = _check_int(max_num_seqs, "max_num_seqs", 1), "given"
+        n, src["max_num_seqs"] = integer(max_num_seqs, "max_num_seqs", minimum=1), "given"
 
     v1 = _as_bool(_col(tab, "engine_v1"))
     if v1 is None and "V0 engine" in engine:
@@ -318,10 +320,8 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
     if policy is None:
         policy = "separate" if (v1 is False and not chunked_prefill) else "mixed"
         src["policy"] = "engine" if v1 is not None else "default"
-    elif policy not in ("mixed", "separate"):
-        raise ValueError(f"policy must be 'mixed' or 'separate', got {policy!r}")
     else:
-        src["policy"] = "given"
+        policy, src["policy"] = choice(policy, "policy", ("mixed", "separate")), "given"
 
     mml = _col(tab, "max_model_len")
     if mml is None:
@@ -337,7 +337,7 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
             budget = 8192 if chunked_prefill else max(mml or 0, 2048)
             src["max_num_batched_tokens"] = "default"
     else:
-        budget = _check_int(max_num_batched_tokens, "max_num_batched_tokens", 1)
+        budget = integer(max_num_batched_tokens, "max_num_batched_tokens", minimum=1)
         src["max_num_batched_tokens"] = "given"
 
     if kv_cache_tokens is None:
@@ -352,7 +352,7 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
             else _col(tab, "quantization"), kv_cache_dtype=_col(tab, "kv_cache_dtype"))
         src["kv_cache_tokens"] = "estimated from model and GPU" if kv is not None else "unknown (not binding)"
     else:
-        kv = _check_int(kv_cache_tokens, "kv_cache_tokens", 1)
+        kv = integer(kv_cache_tokens, "kv_cache_tokens", minimum=1)
         src["kv_cache_tokens"] = "given"
     return EngineLimits(n, kv, budget, bool(chunked_prefill), policy, src)
 
@@ -603,7 +603,7 @@ class EngineModel:
         and prompts arriving at ``arrival_rps``: the mean-field step, whose prompt tokens are
         those that arrive during it (inf when the prompts alone would fill the engine)."""
         n = np.asarray(running, dtype=float)
-        lam = 0.0 if arrival_rps == 0 else _check_pos(arrival_rps, "arrival_rps")
+        lam = nonnegative(arrival_rps, "arrival_rps")
         t0, c, c2, P = self.step.t0_s, self.step.c_s, self.step.c2_s, self.prompt_tokens
         if self.limits.policy == "separate":
             busy = lam * float(self.step(P))
@@ -674,21 +674,22 @@ class EngineModel:
         backlog : bool
             Ignore ``arrival_rps``: every request is waiting at time 0 (measures capacity).
         """
-        if arrivals not in ("poisson", "uniform"):
-            raise ValueError(f"arrivals must be 'poisson' or 'uniform', got {arrivals!r}")
+        choice(arrivals, "arrivals", ("poisson", "uniform"))
+        requests = None if requests is None else integer(requests, "requests", minimum=1)
+        warmup_s = None if warmup_s is None else nonnegative(warmup_s, "warmup_s")
         rng = rng if rng is not None else np.random.default_rng(seed)
         if backlog:
             m = int(requests or max(40 * self.slots, 4000))
             a = np.zeros(m)
             warm = 0.0
         else:
-            lam = _check_pos(arrival_rps, "arrival_rps")
+            lam = positive(arrival_rps, "arrival_rps")
             if duration_s is None:
                 n_meas = int(requests or 6000)
                 duration = n_meas / 0.9 / lam
                 warm = 0.1 * duration if warmup_s is None else float(warmup_s)
             else:
-                duration = _check_pos(duration_s, "duration_s")
+                duration = positive(duration_s, "duration_s")
                 warm = 0.0 if warmup_s is None else float(warmup_s)
             if arrivals == "poisson":
                 m = max(1, int(rng.poisson(lam * duration)))

@@ -23,6 +23,7 @@ import pandas as pd
 
 from capbook.engine import _row_mean
 from capbook.predict import MODELS, predict
+from capbook.validation import integer, positive
 
 __all__ = ["stable_stages", "all_stages", "fidelity", "fidelity_summary", "TARGETS", "TTFT_P99_TARGET_S"]
 
@@ -71,7 +72,7 @@ def _err(pred, meas):
 
 
 def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000,
-             target_s: float = TTFT_P99_TARGET_S, stage_duration: bool = True) -> pd.DataFrame:
+             ttft_p99_target_s: float = TTFT_P99_TARGET_S, stage_duration: bool = True) -> pd.DataFrame:
     """Run the protocol on each sweep; one row per (variant, check, model).
 
     Parameters
@@ -83,7 +84,7 @@ def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000
         Stable stages to fit on (the lowest ones).
     seed, requests
         Passed to :func:`capbook.predict.predict`.
-    target_s : float
+    ttft_p99_target_s : float
         TTFT p99 objective for the bracket check, seconds.
     stage_duration : bool
         Simulate each held-out stage as the load generator ran it (its arrivals over the
@@ -97,9 +98,11 @@ def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000
         error`` (relative, predicted / measured − 1) and ``ok`` (for the flag and bracket
         checks). ``check`` is ``heldout`` (a stable stage not fitted), ``plateau``,
         ``over_capacity`` (a stage that is not stable: ``ok`` when predicted not stable) or
-        ``bracket`` (``ok`` when the predicted highest rate meeting ``target_s`` lies in the
+        ``bracket`` (``ok`` when the predicted highest rate meeting ``ttft_p99_target_s`` lies in the
         measured bracket).
     """
+    fit_stages = integer(fit_stages, "fit_stages", minimum=1)
+    target = positive(ttft_p99_target_s, "ttft_p99_target_s")
     rows = []
     for sw in sweeps:
         stages = all_stages(sw)
@@ -112,7 +115,7 @@ def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000
         unstable = stages[~stages["stable"]]
         sub = _sub_sweep(sw, fit)
         first = predict(sub, float(fit["request_rate_target"].iloc[0]), seed=seed, requests=requests,
-                        ttft_p99_target_s=target_s)
+                        ttft_p99_target_s=target)
         engine = first.engine
 
         # each stage as measured: its arrivals into an idle engine over the stage's duration
@@ -144,7 +147,7 @@ def fidelity(sweeps, *, fit_stages: int = 3, seed: int = 0, requests: int = 6000
                                  rate_rps=r["request_rate_target"], model=m, quantity="stable",
                                  predicted=float(p.models[m].stable), measured=0.0, error=np.nan,
                                  ok=not p.models[m].stable))
-        meets = (stages["stable"]) & (stages["ttft_p99_s"].astype(float) <= target_s)
+        meets = (stages["stable"]) & (stages["ttft_p99_s"].astype(float) <= target)
         lo = float(stages.loc[meets, "request_rate_target"].max()) if meets.any() else 0.0
         above = stages[(stages["request_rate_target"] > lo) & ~meets]
         hi = float(above["request_rate_target"].min()) if len(above) else np.inf

@@ -29,13 +29,15 @@ Scores and backtests live in :mod:`capbook.backtest`.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+
+from .paths import data_path
+from .validation import array, integer, nonnegative, number, positive
 
 __all__ = [
     "HOURS_PER_WEEK",
@@ -73,7 +75,6 @@ HOURLY_COLUMNS = ("period_start", "model", "tier", "requests", "throttled", "inp
 MIN_TREND_WEEKS = 3
 _HOUR = pd.Timedelta(hours=1)
 _WEEK = pd.Timedelta(weeks=1)
-_DATA_DIR = Path(__file__).resolve().parents[1] / "data" / "tokens"
 
 
 def quantile_name(q: float) -> str:
@@ -308,9 +309,8 @@ class TrendShapeFit:
         This is the mean forecast: weekly total from the trend times the average share of each
         hour of the week.
         """
-        if int(horizon_weeks) != horizon_weeks or horizon_weeks < 1:
-            raise ValueError(f"horizon_weeks must be a positive whole number of weeks, got {horizon_weeks!r}")
-        weeks = np.arange(self.n_weeks, self.n_weeks + int(horizon_weeks))
+        horizon = integer(horizon_weeks, "horizon_weeks", minimum=1)
+        weeks = np.arange(self.n_weeks, self.n_weeks + horizon)
         values = _predict_kernel(self.intercept, self.slope, self.shape, weeks).ravel()
         index = pd.date_range(self.start + self.n_weeks * _WEEK, periods=len(values), freq="h", name="period_start")
         return pd.Series(values, index=index, name=self.name)
@@ -404,7 +404,8 @@ def rolling_log_errors(series: pd.Series, horizon_weeks: int, *, min_fit_weeks: 
         Columns ``origin_week`` (weeks in the fit), ``horizon_week`` (1 = the week right after
         the fit), ``hour_of_week`` (0..167), ``log_error`` (natural log of actual over forecast).
     """
-    horizon, min_fit = _check_horizon(horizon_weeks), int(min_fit_weeks)
+    horizon = integer(horizon_weeks, "horizon_weeks", minimum=1)
+    min_fit = integer(min_fit_weeks, "min_fit_weeks")
     if min_fit < (MIN_TREND_WEEKS if trend else 1):
         raise ValueError(f"min_fit_weeks={min_fit_weeks} is too small: a trend fit needs at least {MIN_TREND_WEEKS} weeks")
     s, x = _as_weeks(series, "series", min_fit + 1)
@@ -418,12 +419,6 @@ def rolling_log_errors(series: pd.Series, horizon_weeks: int, *, min_fit_weeks: 
     return pd.concat(rows, ignore_index=True)
 
 
-def _check_horizon(horizon_weeks) -> int:
-    if isinstance(horizon_weeks, bool) or int(horizon_weeks) != horizon_weeks or horizon_weeks < 1:
-        raise ValueError(f"horizon_weeks must be a positive whole number of weeks, got {horizon_weeks!r}")
-    return int(horizon_weeks)
-
-
 def _check_positive(s: pd.Series) -> None:
     zero = s.to_numpy() <= 0
     if zero.any():
@@ -432,12 +427,11 @@ def _check_positive(s: pd.Series) -> None:
 
 
 def _check_quantiles(quantiles) -> tuple[float, ...]:
-    qs = tuple(float(q) for q in np.atleast_1d(quantiles))
-    if not qs:
-        raise ValueError("quantiles is empty")
-    for q in qs:
-        if not 0 < q < 1:
-            raise ValueError(f"quantiles must lie strictly between 0 and 1, got {q}")
+    """Quantile levels in (0, 1), distinct, sorted (the domain rule on top of validation.array)."""
+    levels = array(quantiles, "quantiles", lo=0, hi=1, lo_open=True, hi_open=True, nonempty=True)
+    if levels.ndim > 1:
+        raise ValueError(f"quantiles must be a sequence of levels, got shape {levels.shape}")
+    qs = tuple(float(q) for q in np.atleast_1d(levels))
     if len(set(qs)) != len(qs):
         raise ValueError(f"quantiles has duplicates: {qs}")
     return tuple(sorted(qs))
@@ -578,15 +572,14 @@ def forecast_tokens(series: pd.Series | pd.DataFrame, horizon_weeks: int = 4, *,
     """
     if isinstance(series, pd.DataFrame):
         series = hourly_series(series, column, model=model, tier=tier)
-    horizon = _check_horizon(horizon_weeks)
+    horizon = integer(horizon_weeks, "horizon_weeks", minimum=1)
     qs = _check_quantiles(quantiles)
     if method not in ("calibrated", "sqrt_h"):
         raise ValueError(f"method must be 'calibrated' or 'sqrt_h', got {method!r}")
-    min_fit = int(min_fit_weeks)
+    min_fit = integer(min_fit_weeks, "min_fit_weeks")
     if min_fit < (MIN_TREND_WEEKS if trend else 1):
         raise ValueError(f"min_fit_weeks={min_fit_weeks} is too small: a trend fit needs at least {MIN_TREND_WEEKS} weeks")
-    if int(min_origins) < 1:
-        raise ValueError(f"min_origins must be at least 1, got {min_origins!r}")
+    min_origins = integer(min_origins, "min_origins", minimum=1)
     err_h = horizon if method == "calibrated" else 1
     need = min_fit + err_h + int(min_origins) - 1
     s, x = _as_weeks(series, "series", 1)
@@ -648,13 +641,7 @@ def _peak_offsets(point_week: np.ndarray, err_weeks: np.ndarray, qs) -> np.ndarr
 # Peak-to-mean
 # --------------------------------------------------------------------------------------------
 def _values(x, name: str) -> np.ndarray:
-    v = np.asarray(x.to_numpy() if isinstance(x, pd.Series) else x, dtype=float).ravel()
-    if v.size == 0:
-        raise ValueError(f"{name} is empty")
-    if not np.isfinite(v).all():
-        raise ValueError(f"{name} has missing or non-finite values")
-    if (v < 0).any():
-        raise ValueError(f"{name} has negative values")
+    v = array(x, name, lo=0, nonempty=True).ravel()
     if v.max() <= 0:
         raise ValueError(f"{name} is all zeros: peak-to-mean is undefined")
     return v
@@ -705,12 +692,11 @@ def weekly_profile(*, peak_hour_utc: float = 14.5, width_hours: float = 4.5, bas
     first_day : int
         Weekday of hour 0 (0 = Monday).
     """
-    if not 0 <= base <= 1:
-        raise ValueError(f"base must be in [0, 1], got {base}")
-    if not weekend_level > 0:
-        raise ValueError(f"weekend_level must be positive, got {weekend_level}")
-    if not width_hours > 0:
-        raise ValueError(f"width_hours must be positive, got {width_hours}")
+    peak_hour_utc = number(peak_hour_utc, "peak_hour_utc")
+    width_hours = positive(width_hours, "width_hours")
+    base = number(base, "base", lo=0, hi=1)
+    weekend_level = positive(weekend_level, "weekend_level")
+    first_day = integer(first_day, "first_day", minimum=0, maximum=6)
     h = np.arange(24)
     d = (h - peak_hour_utc + 12) % 24 - 12
     day = base + (1 - base) * np.exp(-0.5 * (d / width_hours) ** 2)
@@ -773,13 +759,10 @@ def synthetic_token_series(weeks: int = 20, *, growth: float = 0.035, noise: flo
         output_tokens`` (integers), ``weeks × 168`` rows.
     """
     rng = seed if isinstance(seed, np.random.Generator) else np.random.default_rng(seed)
-    weeks = _check_horizon(weeks)
-    if not noise >= 0:
-        raise ValueError(f"noise must be non-negative, got {noise}")
-    if not growth > -1:
-        raise ValueError(f"growth must exceed -1, got {growth}")
-    if not -1 <= noise_correlation <= 1:
-        raise ValueError(f"noise_correlation must lie in [-1, 1], got {noise_correlation}")
+    weeks = integer(weeks, "weeks", minimum=1)
+    noise = nonnegative(noise, "noise")
+    growth = number(growth, "growth", lo=-1, lo_open=True)
+    noise_correlation = number(noise_correlation, "noise_correlation", lo=-1, hi=1)
     start = pd.Timestamp(start)
     start = start.tz_localize("UTC") if start.tz is None else start.tz_convert("UTC")
     n = weeks * HOURS_PER_WEEK
@@ -1003,12 +986,10 @@ def describe_events(events: pd.DataFrame) -> str:
 # Data readers
 # --------------------------------------------------------------------------------------------
 def sample_token_path(name: str) -> Path:
-    """Path of a sample hourly token file in ``data/tokens/`` (``"weeks20"`` or ``"weeks56"``).
-
-    The ``CAPBOOK_DATA`` environment variable, if set, replaces the repository's ``data/``.
+    """Path of a sample hourly token file in ``tokens/`` of the sample data (``"weeks20"`` or
+    ``"weeks56"``); the folder is :func:`capbook.paths.data_path`'s (``CAPBOOK_DATA`` honoured).
     """
-    env = os.environ.get("CAPBOOK_DATA")
-    folder = Path(env) / "tokens" if env else _DATA_DIR
+    folder = data_path("tokens")
     path = folder / f"{name}.csv"
     if not path.is_file():
         known = sorted(p.stem for p in folder.glob("*.csv")) if folder.is_dir() else []
@@ -1017,7 +998,7 @@ def sample_token_path(name: str) -> Path:
 
 
 def load_sample_series(name: str = "weeks20") -> pd.DataFrame:
-    """A generated sample series from ``data/tokens`` in the trace layer's hourly format.
+    """A generated sample series (:func:`sample_token_path`) in the trace layer's hourly format.
 
     ``"weeks20"``: 20 weeks, 3.5 % weekly growth, 8 % noise (train 16, forecast 4).
     ``"weeks56"``: 56 weeks with a launch step, a mix shift and a batch tier. See

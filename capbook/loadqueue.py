@@ -54,6 +54,8 @@ from typing import Callable
 import numpy as np
 from scipy import special
 
+from .validation import array, fewest, integer, nonnegative, positive, probability
+
 __all__ = [
     "LoadDependentQueue",
     "QueueSolution",
@@ -65,26 +67,6 @@ __all__ = [
     "slots_binding",
     "SlotsBinding",
 ]
-
-
-def _check_pos(x, name):
-    if isinstance(x, bool) or not isinstance(x, (int, float, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a positive number, got {x!r}")
-    x = float(x)
-    if not math.isfinite(x) or x <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {x!r}")
-    return x
-
-
-def _check_int(x, name, minimum):
-    if isinstance(x, bool) or not isinstance(x, (int, np.integer)) and not (
-        isinstance(x, (float, np.floating)) and math.isfinite(x) and float(x).is_integer()
-    ):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
-    x = int(x)
-    if x < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {x!r}")
-    return x
 
 
 @dataclass
@@ -111,9 +93,7 @@ class QueueSolution:
     # -- waiting-time and TTFT tails ---------------------------------------------------------
     def prob_wait_exceeds(self, t) -> np.ndarray | float:
         """P(wait > t) for an admitted request (FCFS), ``t`` in seconds (array allowed)."""
-        t = np.asarray(t, dtype=float)
-        if np.any(~np.isfinite(t)) or np.any(t < 0):
-            raise ValueError("t must be finite and >= 0")
+        t = array(t, "t", lo=0)
         if not self.stable:
             out = np.ones_like(t)
             return out[()] if out.ndim == 0 else out
@@ -133,8 +113,7 @@ class QueueSolution:
 
     def wait_quantile(self, q: float) -> float:
         """The wait (s) that a share ``q`` of admitted requests do not exceed."""
-        if not (0 < q < 1):
-            raise ValueError(f"q must lie strictly between 0 and 1, got {q!r}")
+        q = probability(q, "q")
         if not self.stable:
             return math.inf
         if self.prob_wait <= 1 - q:
@@ -150,9 +129,7 @@ class QueueSolution:
         (TTFT = prefill(k + 1)); one that waits starts when a slot frees, with every slot busy
         (TTFT = wait + prefill(c)).
         """
-        x = np.asarray(x, dtype=float)
-        if np.any(~np.isfinite(x)) or np.any(x < 0):
-            raise ValueError("x must be finite and >= 0")
+        x = array(x, "x", lo=0)
         if not self.stable:
             out = np.ones_like(x)
             return out[()] if out.ndim == 0 else out
@@ -173,8 +150,7 @@ class QueueSolution:
 
     def ttft_quantile(self, q: float) -> float:
         """The TTFT (s) that a share ``q`` of admitted requests do not exceed."""
-        if not (0 < q < 1):
-            raise ValueError(f"q must lie strictly between 0 and 1, got {q!r}")
+        q = probability(q, "q")
         if not self.stable:
             return math.inf
         start = float(self._model.prefill_at(self.servers / self._model.replicas)) + 1.0 / self.mu_full
@@ -209,6 +185,7 @@ class QueueSolution:
             TPOT curve to read at that count (default: the model's own, usually the sweep's
             p50; pass ``lambda n: sweep.tpot(n, 95)`` for a p95 target).
         """
+        q = probability(q, "q")
         n, p = self.running_seen_by_sequence()
         cdf = np.cumsum(p)
         idx = int(np.searchsorted(cdf, q - 1e-12))
@@ -269,12 +246,10 @@ class LoadDependentQueue:
 
     def __init__(self, slots, service_time: Callable, prefill=0.0, tpot: Callable | None = None,
                  replicas: int = 1, waiting_room: int | None = None):
-        self.slots = _check_int(slots, "slots", 1)
-        self.replicas = _check_int(replicas, "replicas", 1)
+        self.slots = integer(slots, "slots", minimum=1)
+        self.replicas = integer(replicas, "replicas", minimum=1)
         if waiting_room is not None:
-            if isinstance(waiting_room, (int, np.integer)) and not isinstance(waiting_room, bool) and waiting_room < 0:
-                raise ValueError(f"waiting_room (K) must be >= 0 or None, got {waiting_room!r}")
-            waiting_room = _check_int(waiting_room, "waiting_room (K)", 0)
+            waiting_room = integer(waiting_room, "waiting_room", minimum=0)
         self.waiting_room = waiting_room
         if not callable(service_time):
             raise ValueError("service_time must be a callable T(n) giving seconds at concurrency n")
@@ -322,9 +297,7 @@ class LoadDependentQueue:
 
     def solve(self, arrival_rate) -> QueueSolution:
         """Steady state at ``arrival_rate`` requests per second (Poisson)."""
-        lam = float(arrival_rate) if not isinstance(arrival_rate, bool) else math.nan
-        if not math.isfinite(lam) or lam < 0:
-            raise ValueError(f"arrival_rate must be finite and >= 0, got {arrival_rate!r}")
+        lam = nonnegative(arrival_rate, "arrival_rate")
         c = self.servers
         mu = self.completion_rates()
         mu_c = float(mu[-1])
@@ -399,7 +372,7 @@ def from_sweep(sweep, slots: int, replicas: int = 1, waiting_room: int | None = 
         Refuse sweeps that cannot support the model (fewer than three levels, or throughput
         n / T(n) falling as n grows within 1..slots).
     """
-    slots = _check_int(slots, "slots", 1)
+    slots = integer(slots, "slots", minimum=1)
     levels = np.asarray(sweep.concurrency, dtype=float)
     if check and len(levels) < 3:
         raise ValueError(
@@ -412,8 +385,8 @@ def from_sweep(sweep, slots: int, replicas: int = 1, waiting_room: int | None = 
             "the model would extrapolate TPOT beyond the data"
         )
     tab = sweep.table
-    inp = float(tab["mean_input_tokens"].mean()) if input_tokens is None else _check_pos(input_tokens, "input_tokens")
-    out = float(tab["mean_output_tokens"].mean()) if output_tokens is None else _check_pos(output_tokens, "output_tokens")
+    inp = float(tab["mean_input_tokens"].mean()) if input_tokens is None else positive(input_tokens, "input_tokens")
+    out = float(tab["mean_output_tokens"].mean()) if output_tokens is None else positive(output_tokens, "output_tokens")
     pf = inp / sweep.prefill_rate_tps
     lo = levels.min()
 
@@ -467,9 +440,11 @@ def max_rate(model: LoadDependentQueue, ttft_target_s: float, ttft_quantile: flo
         Requests per second (0 when even a trickle misses the objective). The TTFT tail and the
         running count both grow with the rate, so bisection finds the boundary.
     """
-    ttft_target_s = _check_pos(ttft_target_s, "ttft_target_s")
-    if not 0 < ttft_quantile < 1:
-        raise ValueError(f"ttft_quantile must lie in (0, 1), got {ttft_quantile!r}")
+    ttft_target_s = positive(ttft_target_s, "ttft_target_s")
+    ttft_quantile = probability(ttft_quantile, "ttft_quantile")
+    if tpot_target_s is not None:
+        tpot_target_s = positive(tpot_target_s, "tpot_target_s")
+        tpot_quantile = probability(tpot_quantile, "tpot_quantile")
 
     def ok(lam):
         sol = model.solve(lam)
@@ -511,7 +486,7 @@ def replicas_needed(sweep, arrival_rate: float, slots: int, ttft_target_s: float
     ``pooled=True``: all replicas behind one queue; ``False``: each replica its own queue fed
     ``arrival_rate / n`` (random or round-robin routing).
     """
-    lam = _check_pos(arrival_rate, "arrival_rate")
+    lam = positive(arrival_rate, "arrival_rate")
 
     def ok(n):
         if pooled:
@@ -520,27 +495,17 @@ def replicas_needed(sweep, arrival_rate: float, slots: int, ttft_target_s: float
         model = from_sweep(sweep, slots, replicas=1, waiting_room=waiting_room, **kwargs)
         return max_rate(model, ttft_target_s, ttft_quantile, tpot_target_s) * n >= lam
 
-    one = from_sweep(sweep, slots, waiting_room=waiting_room, **kwargs)
-    n = max(1, math.floor(lam / one.max_throughput))
-    if ok(n):
-        while n > 1 and ok(n - 1):
-            n -= 1
-        return n
-    step = 1
-    lo = n
-    while not ok(n + step):
-        lo = n + step
-        step *= 2
-        if step > 1 << 20:
-            raise ValueError("no fleet size meets these objectives (is the TTFT target below the prefill time?)")
-    hi = n + step
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    if waiting_room is None:
+        # at or below the stability floor an unbounded queue grows: no n <= lam / mu_1 passes
+        one = from_sweep(sweep, slots, **kwargs)
+        start = max(1, math.floor(lam / one.max_throughput))
+    else:  # with a waiting room, blocking lets a fleet below saturation pass
+        start = 1
+    try:
+        return fewest(ok, start, what="replicas", limit=1 << 20)
+    except ValueError:
+        raise ValueError("no fleet size meets these objectives (is the TTFT target below the prefill "
+                         "time?)") from None
 
 
 # ---------------------------------------------------------------------------
@@ -555,10 +520,10 @@ def kv_bytes_per_token(layers: int, kv_heads: int, head_dim: int, bytes_per_valu
     >>> kv_bytes_per_token(32, 8, 128, 2)   # Llama-3.1-8B in bf16: 128 KiB per token
     131072.0
     """
-    layers = _check_int(layers, "layers", 1)
-    kv_heads = _check_int(kv_heads, "kv_heads", 1)
-    head_dim = _check_int(head_dim, "head_dim", 1)
-    b = _check_pos(bytes_per_value, "bytes_per_value")
+    layers = integer(layers, "layers", minimum=1)
+    kv_heads = integer(kv_heads, "kv_heads", minimum=1)
+    head_dim = integer(head_dim, "head_dim", minimum=1)
+    b = positive(bytes_per_value, "bytes_per_value")
     return 2.0 * layers * kv_heads * head_dim * b
 
 
@@ -575,9 +540,9 @@ def kv_slots(free_memory_bytes: float, bytes_per_token: float, context_tokens: f
     context_tokens : float
         Tokens each sequence holds at its longest (input + output), tokens.
     """
-    mem = _check_pos(free_memory_bytes, "free_memory_bytes")
-    bpt = _check_pos(bytes_per_token, "bytes_per_token")
-    ctx = _check_pos(context_tokens, "context_tokens")
+    mem = positive(free_memory_bytes, "free_memory_bytes")
+    bpt = positive(bytes_per_token, "bytes_per_token")
+    ctx = positive(context_tokens, "context_tokens")
     return int(mem // (bpt * ctx))
 
 
@@ -600,5 +565,5 @@ class SlotsBinding:
 def slots_binding(slots_tpot: int, free_memory_bytes: float, bytes_per_token: float,
                   context_tokens: float) -> SlotsBinding:
     """Compare S from the TPOT target with S from KV-cache memory; report which binds."""
-    s = _check_int(slots_tpot, "slots_tpot", 1)
+    s = integer(slots_tpot, "slots_tpot", minimum=1)
     return SlotsBinding(s, kv_slots(free_memory_bytes, bytes_per_token, context_tokens))

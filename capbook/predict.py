@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from capbook.engine import EngineModel, _row_mean, fit_engine
-from capbook.loadqueue import _check_pos, highest_passing
+from capbook.loadqueue import highest_passing
+from capbook.validation import choice, integer, positive
 
 __all__ = ["ModelPrediction", "Prediction", "predict", "MODELS", "PRIMARY_MODEL"]
 
@@ -292,16 +293,17 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     >>> p.models["mmc"].saturation_rps > p.models["simulation"].saturation_rps
     True
     """
-    rate = _check_pos(rate_rps, "rate")
+    rate = positive(rate_rps, "rate_rps")
     if engine is not None and (max_num_seqs is not None or kv_cache_tokens is not None):
         raise ValueError("max_num_seqs and kv_cache_tokens set the limits of a new fit; with engine= the "
                          "fitted model's limits apply (pass them to capbook.engine.fit_engine instead)")
-    if arrivals not in ("poisson", "uniform"):
-        raise ValueError(f"arrivals must be 'poisson' or 'uniform', got {arrivals!r}")
+    choice(arrivals, "arrivals", ("poisson", "uniform"))
     unknown = [m for m in models if m not in MODELS]
     if unknown:
         raise ValueError(f"models: {unknown} are not among {list(MODELS)}")
-    target = None if ttft_p99_target_s is None else _check_pos(ttft_p99_target_s, "ttft_p99_target_s")
+    target = None if ttft_p99_target_s is None else positive(ttft_p99_target_s, "ttft_p99_target_s")
+    requests = integer(requests, "requests", minimum=1)
+    duration_s = None if duration_s is None else positive(duration_s, "duration_s")
     eng = engine or fit_engine(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens)
     ac = 0.5 if arrivals == "uniform" else 1.0
 

@@ -48,10 +48,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Real
-
 import numpy as np
 from scipy import optimize, special, stats
+
+from .validation import array, fewest, integer, nonnegative, positive, probability
 
 __all__ = [
     "concurrency_from_rate",
@@ -86,92 +86,12 @@ _LOG_2PI_HALF = 0.5 * math.log(2.0 * math.pi)
 
 
 # ---------------------------------------------------------------------------
-# Validation helpers (public boundary only)
+# Argument checks are capbook.validation's, at the public boundary only
 # ---------------------------------------------------------------------------
-
-def _as_float_array(x, name: str) -> np.ndarray:
-    try:
-        arr = np.asarray(x, dtype=float)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a real number or an array of real numbers, got {x!r}") from None
-    if arr.dtype.kind not in "f":
-        raise ValueError(f"{name} must be real-valued, got {x!r}")
-    if np.any(np.isnan(arr)):
-        raise ValueError(f"{name} must not be NaN")
-    return arr
-
-
-def _check_nonneg(x, name: str, *, allow_inf: bool = False) -> np.ndarray:
-    arr = _as_float_array(x, name)
-    if np.any(arr < 0):
-        raise ValueError(f"{name} must be non-negative, got {_show(arr[arr < 0])}")
-    if not allow_inf and np.any(np.isinf(arr)):
-        raise ValueError(f"{name} must be finite")
-    return arr
-
-
-def _check_pos(x, name: str) -> np.ndarray:
-    arr = _as_float_array(x, name)
-    if np.any(arr <= 0):
-        raise ValueError(f"{name} must be positive, got {_show(arr[arr <= 0])}")
-    if np.any(np.isinf(arr)):
-        raise ValueError(f"{name} must be finite")
-    return arr
-
-
-def _check_servers(c, name: str = "c") -> np.ndarray:
-    if isinstance(c, bool) or (isinstance(c, np.ndarray) and c.dtype == bool):
-        raise ValueError(f"{name} must be an integer number of servers >= 1, got a boolean")
-    arr = _as_float_array(c, name)
-    if np.any(np.isinf(arr)):
-        raise ValueError(f"{name} must be a finite integer number of servers")
-    if np.any(arr != np.floor(arr)):
-        raise ValueError(f"{name} must be an integer number of servers, got {_show(arr[arr != np.floor(arr)])}")
-    if np.any(arr < 1):
-        raise ValueError(f"{name} must be at least 1 server, got {_show(arr[arr < 1])}")
-    return arr
-
-
-def _check_prob(p, name: str) -> np.ndarray:
-    arr = _as_float_array(p, name)
-    if np.any((arr <= 0) | (arr >= 1)):
-        raise ValueError(f"{name} must lie strictly between 0 and 1, got {_show(arr[(arr <= 0) | (arr >= 1)])}")
-    return arr
-
-
-def _show(values: np.ndarray) -> str:
-    flat = np.ravel(values)
-    return repr(flat[0].item()) if flat.size else "?"
-
 
 def _scalar_or_array(x: np.ndarray):
     x = np.asarray(x)
     return x.item() if x.ndim == 0 else x
-
-
-def _check_int_scalar(x, name: str, minimum: int = 1) -> int:
-    if isinstance(x, bool) or not isinstance(x, (Real, np.integer, np.floating)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
-    if not math.isfinite(float(x)) or float(x) != math.floor(float(x)):
-        raise ValueError(f"{name} must be an integer, got {x!r}")
-    if x < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {x!r}")
-    return int(x)
-
-
-def _check_scalar(x, name: str, *, positive: bool = True) -> float:
-    if isinstance(x, bool) or not isinstance(x, (Real, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {x!r}")
-    x = float(x)
-    if math.isnan(x):
-        raise ValueError(f"{name} must not be NaN")
-    if math.isinf(x):
-        raise ValueError(f"{name} must be finite")
-    if positive and x <= 0:
-        raise ValueError(f"{name} must be positive, got {x!r}")
-    if not positive and x < 0:
-        raise ValueError(f"{name} must be non-negative, got {x!r}")
-    return x
 
 
 # ---------------------------------------------------------------------------
@@ -199,8 +119,8 @@ def concurrency_from_rate(arrival_rate, time_in_system):
     >>> concurrency_from_rate(40, 12.25)
     490.0
     """
-    lam = _check_nonneg(arrival_rate, "arrival_rate")
-    w = _check_nonneg(time_in_system, "time_in_system")
+    lam = array(arrival_rate, "arrival_rate", lo=0)
+    w = array(time_in_system, "time_in_system", lo=0)
     return _scalar_or_array(lam * w)
 
 
@@ -214,15 +134,15 @@ def rate_from_concurrency(concurrency, time_in_system):
     time_in_system : float or array_like
         Average time each spends in the system, seconds (W), positive.
     """
-    L = _check_nonneg(concurrency, "concurrency")
-    w = _check_pos(time_in_system, "time_in_system")
+    L = array(concurrency, "concurrency", lo=0)
+    w = array(time_in_system, "time_in_system", lo=0, lo_open=True)
     return _scalar_or_array(L / w)
 
 
 def time_from_concurrency(concurrency, arrival_rate):
     """Little's law solved for time in system, W = L / λ (seconds)."""
-    L = _check_nonneg(concurrency, "concurrency")
-    lam = _check_pos(arrival_rate, "arrival_rate")
+    L = array(concurrency, "concurrency", lo=0)
+    lam = array(arrival_rate, "arrival_rate", lo=0, lo_open=True)
     return _scalar_or_array(L / lam)
 
 
@@ -249,8 +169,8 @@ def replica_capacity(slots, service_time):
     >>> round(replica_capacity(32, 12.25), 2)
     2.61
     """
-    s = _check_pos(slots, "slots")
-    t = _check_pos(service_time, "service_time")
+    s = array(slots, "slots", lo=0, lo_open=True)
+    t = array(service_time, "service_time", lo=0, lo_open=True)
     return _scalar_or_array(s / t)
 
 
@@ -278,11 +198,11 @@ def in_flight_floor(peak_rate, service_time, slots_per_replica=None):
     >>> f["in_flight"], round(f["replicas"], 1)
     (490.0, 15.3)
     """
-    lam = _check_scalar(peak_rate, "peak_rate", positive=False)
-    t = _check_scalar(service_time, "service_time")
+    lam = nonnegative(peak_rate, "peak_rate")
+    t = positive(service_time, "service_time")
     out = {"in_flight": lam * t}
     if slots_per_replica is not None:
-        s = _check_scalar(slots_per_replica, "slots_per_replica")
+        s = positive(slots_per_replica, "slots_per_replica")
         out["replicas"] = lam * t / s
     return out
 
@@ -331,10 +251,10 @@ def token_cross_check(request_rate, output_tokens, slots, tokens_per_stream):
     >>> round(r.from_requests), round(r.from_slots)
     (784, 800)
     """
-    lam = _check_scalar(request_rate, "request_rate", positive=False)
-    out = _check_scalar(output_tokens, "output_tokens", positive=False)
-    s = _check_scalar(slots, "slots")
-    tps = _check_scalar(tokens_per_stream, "tokens_per_stream")
+    lam = nonnegative(request_rate, "request_rate")
+    out = nonnegative(output_tokens, "output_tokens")
+    s = positive(slots, "slots")
+    tps = positive(tokens_per_stream, "tokens_per_stream")
     a, b = lam * out, s * tps
     return TokenCrossCheck(from_requests=a, from_slots=b, ratio=a / b)
 
@@ -357,7 +277,7 @@ def mm1_response_multiple(utilisation):
     >>> [round(mm1_response_multiple(r), 1) for r in (0.5, 0.7, 0.8, 0.9, 0.95, 0.99)]
     [2.0, 3.3, 5.0, 10.0, 20.0, 100.0]
     """
-    rho = _check_nonneg(utilisation, "utilisation", allow_inf=False)
+    rho = array(utilisation, "utilisation", lo=0)
     with np.errstate(divide="ignore"):
         out = np.where(rho < 1, 1.0 / np.where(rho < 1, 1 - rho, 1.0), np.inf)
     return _scalar_or_array(out)
@@ -453,8 +373,8 @@ def _log_erlang_c_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 def log_erlang_b(c, a):
     """Natural log of the Erlang B blocking probability (see :func:`erlang_b`)."""
-    cc = _check_servers(c)
-    aa = _check_nonneg(a, "a")
+    cc = array(c, "c", lo=1, integer=True)
+    aa = array(a, "a", lo=0)
     return _scalar_or_array(_log_erlang_b_kernel(cc, aa))
 
 
@@ -491,8 +411,8 @@ def erlang_b(c, a):
 
 def log_erlang_c(c, a):
     """Natural log of the Erlang C probability of waiting (see :func:`erlang_c`)."""
-    cc = _check_servers(c)
-    aa = _check_nonneg(a, "a", allow_inf=True)
+    cc = array(c, "c", lo=1, integer=True)
+    aa = array(a, "a", lo=0, allow_inf=True)
     return _scalar_or_array(_log_erlang_c_kernel(cc, aa))
 
 
@@ -517,15 +437,15 @@ def erlang_c(c, a):
     Examples
     --------
     >>> round(erlang_c(8, 4.0), 4)   # 8 servers at 50 %
-    0.0304
+    0.059
     """
     return _scalar_or_array(np.exp(np.asarray(log_erlang_c(c, a))))
 
 
 def _loads(c, arrival_rate, service_time):
-    cc = _check_servers(c)
-    lam = _check_nonneg(arrival_rate, "arrival_rate")
-    t = _check_pos(service_time, "service_time")
+    cc = array(c, "c", lo=1, integer=True)
+    lam = array(arrival_rate, "arrival_rate", lo=0)
+    t = array(service_time, "service_time", lo=0, lo_open=True)
     return cc, lam, t, lam * t
 
 
@@ -594,7 +514,7 @@ def prob_wait_exceeds(t, c, arrival_rate, service_time):
     >>> round(prob_wait_exceeds(0.5, 512, 40, 12.25), 3)   # 16 replicas x 32 slots
     0.095
     """
-    tt = _check_nonneg(t, "t")
+    tt = array(t, "t", lo=0)
     cc, lam, ts, a = _loads(c, arrival_rate, service_time)
     tt, cc, a, ts = np.broadcast_arrays(tt, cc, a, ts)
     out = np.ones(cc.shape)
@@ -617,7 +537,7 @@ def wait_quantile(q, c, arrival_rate, service_time):
     c, arrival_rate, service_time
         As in :func:`prob_wait_exceeds`.
     """
-    qq = _check_prob(q, "q")
+    qq = array(q, "q", lo=0, hi=1, lo_open=True, hi_open=True)
     cc, lam, ts, a = _loads(c, arrival_rate, service_time)
     qq, cc, a, ts = np.broadcast_arrays(qq, cc, a, ts)
     out = np.full(cc.shape, np.inf)
@@ -666,10 +586,10 @@ def max_arrival_rate(c, service_time, t, target):
     >>> round(max_arrival_rate(32, 12.25, 0.5, 0.01), 2)
     1.7
     """
-    cc = _check_int_scalar(c, "c")
-    ts = _check_scalar(service_time, "service_time")
-    tt = _check_scalar(t, "t", positive=False)
-    p = float(_check_prob(target, "target"))
+    cc = integer(c, "c", minimum=1)
+    ts = positive(service_time, "service_time")
+    tt = nonnegative(t, "t")
+    p = probability(target, "target")
     log_p = math.log(p)
 
     def f(a: float) -> float:
@@ -706,33 +626,12 @@ def max_utilisation(c, service_time, t, target):
     return float(lam * float(service_time) / int(c))
 
 
-def _smallest_n(ok, n0: int, what: str) -> int:
-    """Smallest integer n >= n0 with ok(n) True, for ok monotone (False...True)."""
-    if ok(n0):
-        return n0
-    lo, step = n0, 1
-    hi = n0 + step
-    while not ok(hi):
-        lo = hi
-        step *= 2
-        hi = n0 + step
-        if step > 1 << 40:  # pragma: no cover - defensive
-            raise ValueError(f"no finite {what} meets the SLO")
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
 def _slo_args(arrival_rate, slots, service_time, t, target):
-    lam = _check_scalar(arrival_rate, "arrival_rate")
-    s = _check_int_scalar(slots, "slots")
-    ts = _check_scalar(service_time, "service_time")
-    tt = _check_scalar(t, "t", positive=False)
-    p = float(_check_prob(target, "target"))
+    lam = positive(arrival_rate, "arrival_rate")
+    s = integer(slots, "slots", minimum=1)
+    ts = positive(service_time, "service_time")
+    tt = nonnegative(t, "t")
+    p = probability(target, "target")
     return lam, s, ts, tt, p
 
 
@@ -768,7 +667,7 @@ def replicas_pooled(arrival_rate, slots, service_time, t, target):
     """
     lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time, t, target)
     n0 = max(1, math.floor(lam * ts / s) + 1)  # smallest n strictly above saturation
-    return _smallest_n(lambda n: _tail(tt, n * s, lam, ts) <= p, n0, "pool size")
+    return fewest(lambda n: _tail(tt, n * s, lam, ts) <= p, n0, what="replicas in the pool")
 
 
 def replicas_isolated(arrival_rate, slots, service_time, t, target):
@@ -794,7 +693,7 @@ def replicas_isolated(arrival_rate, slots, service_time, t, target):
     """
     lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time, t, target)
     n0 = max(1, math.floor(lam * ts / s) + 1)
-    return _smallest_n(lambda n: _tail(tt, s, lam / n, ts) <= p, n0, "replica count")
+    return fewest(lambda n: _tail(tt, s, lam / n, ts) <= p, n0, what="isolated replicas")
 
 
 def replicas_by_mean(arrival_rate, slots, service_time):
@@ -807,9 +706,9 @@ def replicas_by_mean(arrival_rate, slots, service_time):
     >>> replicas_by_mean(40, 32, 12.25)
     16
     """
-    lam = _check_scalar(arrival_rate, "arrival_rate")
-    s = _check_int_scalar(slots, "slots")
-    ts = _check_scalar(service_time, "service_time")
+    lam = positive(arrival_rate, "arrival_rate")
+    s = integer(slots, "slots", minimum=1)
+    ts = positive(service_time, "service_time")
     # guard against 15.999999 from floating error
     return int(math.ceil(lam * ts / s - 1e-12))
 
@@ -836,8 +735,8 @@ def allen_cunneen_wait(c, arrival_rate, service_time, ca2, cs2):
     -----
     Exact for M/M/c; an approximation otherwise, better at high utilisation.
     """
-    ca = _check_nonneg(ca2, "ca2")
-    cs = _check_nonneg(cs2, "cs2")
+    ca = array(ca2, "ca2", lo=0)
+    cs = array(cs2, "cs2", lo=0)
     w = np.asarray(mean_wait(c, arrival_rate, service_time))
     return _scalar_or_array(w * (ca + cs) / 2.0)
 
@@ -850,7 +749,7 @@ def lognormal_cs2(sigma):
     >>> round(lognormal_cs2(0.8), 2), round(lognormal_cs2(1.2), 2)
     (0.9, 3.22)
     """
-    s = _check_nonneg(sigma, "sigma")
+    s = array(sigma, "sigma", lo=0)
     return _scalar_or_array(np.expm1(s * s))
 
 
@@ -859,14 +758,14 @@ def halfin_whitt_prob_wait(beta):
 
     .. math:: P(\text{wait}) \approx \left[1 + \frac{\beta\,\Phi(\beta)}{\varphi(\beta)}\right]^{-1}
     """
-    b = _check_pos(beta, "beta")
+    b = array(beta, "beta", lo=0, lo_open=True)
     ratio = b * np.exp(stats.norm.logcdf(b) - stats.norm.logpdf(b))
     return _scalar_or_array(1.0 / (1.0 + ratio))
 
 
 def halfin_whitt_beta(target_prob_wait):
     """The β with Halfin–Whitt probability of waiting equal to ``target_prob_wait``."""
-    p = float(_check_prob(target_prob_wait, "target_prob_wait"))
+    p = probability(target_prob_wait, "target_prob_wait")
     f = lambda b: math.log(halfin_whitt_prob_wait(b)) - math.log(p)  # noqa: E731
     hi = 1.0
     while f(hi) > 0:
@@ -892,7 +791,7 @@ def square_root_staffing(offered_load, target_prob_wait):
     dict
         ``beta``, ``servers`` (integer, rounded up), ``utilisation`` (a / servers).
     """
-    a = _check_pos(offered_load, "offered_load")
+    a = array(offered_load, "offered_load", lo=0, lo_open=True)
     beta = halfin_whitt_beta(target_prob_wait)
     servers = np.ceil(a + beta * np.sqrt(a))
     return {

@@ -36,6 +36,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .validation import array, nonnegative, positive, probability
+
 __all__ = [
     "ReplicaRating",
     "rating_from_sweep",
@@ -44,30 +46,6 @@ __all__ = [
     "replicas_for_tokens",
     "replicas_disaggregated",
 ]
-
-
-def _pos(x, name: str) -> float:
-    if isinstance(x, bool):
-        raise ValueError(f"{name} must be a positive number, got {x!r}")
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a positive number, got {x!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise ValueError(f"{name} must be positive and finite, got {x!r}")
-    return v
-
-
-def _nonneg(x, name: str) -> float:
-    if isinstance(x, bool):
-        raise ValueError(f"{name} must be a non-negative number, got {x!r}")
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a non-negative number, got {x!r}") from None
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"{name} must be non-negative and finite, got {x!r}")
-    return v
 
 
 @dataclass(frozen=True)
@@ -89,12 +67,12 @@ class ReplicaRating:
     source: str = "given"
 
     def __post_init__(self):
-        _pos(self.output_tps, "output_tps")
-        _pos(self.input_tps, "input_tps")
+        positive(self.output_tps, "output_tps")
+        positive(self.input_tps, "input_tps")
 
     def fraction(self, output_tps, input_tps) -> float:
         """Fraction of one replica that a load of ``output_tps`` and ``input_tps`` uses."""
-        return _nonneg(output_tps, "output_tps") / self.output_tps + _nonneg(input_tps, "input_tps") / self.input_tps
+        return nonnegative(output_tps, "output_tps") / self.output_tps + nonnegative(input_tps, "input_tps") / self.input_tps
 
 
 def rating_from_sweep(sweep, slots: float, output_tps: float | None = None,
@@ -121,14 +99,14 @@ def rating_from_sweep(sweep, slots: float, output_tps: float | None = None,
         If the operating point spends all its time in prefill by this rating (the sweep's
         concurrency-1 TTFT is then not a pure prefill; pass ``input_tps``).
     """
-    s = _pos(slots, "slots")
+    s = positive(slots, "slots")
     tab = sweep.table
     n = tab["concurrency"].to_numpy(float)
     if s < n.min() or s > n.max():
         raise ValueError(f"slots={s:g} is outside the sweep's measured concurrency [{n.min():g}, {n.max():g}]")
-    r_in = _pos(input_tps, "input_tps") if input_tps is not None else float(sweep.prefill_rate_tps)
+    r_in = positive(input_tps, "input_tps") if input_tps is not None else float(sweep.prefill_rate_tps)
     if output_tps is not None:
-        return ReplicaRating(_pos(output_tps, "output_tps"), r_in, source=f"{sweep.name} (output overridden)")
+        return ReplicaRating(positive(output_tps, "output_tps"), r_in, source=f"{sweep.name} (output overridden)")
     out = float(np.interp(s, n, tab["output_throughput_tps"].to_numpy(float)))
     req = float(np.interp(s, n, tab["request_throughput_rps"].to_numpy(float)))
     inp = req * float(np.interp(s, n, tab["mean_input_tokens"].to_numpy(float)))
@@ -156,11 +134,9 @@ def rating_from_sweeps(points) -> ReplicaRating:
         The least-squares solution of ``O_i / R_out + I_i / R_in = 1``. With three or more
         points, the residuals say how well the linear mix holds.
     """
-    pts = np.asarray(points, dtype=float)
+    pts = array(points, "points", lo=0)
     if pts.ndim != 2 or pts.shape[1] != 2 or len(pts) < 2:
         raise ValueError("points must be two or more (output_tps, input_tps) pairs")
-    if not np.all(np.isfinite(pts)) or np.any(pts < 0):
-        raise ValueError("points must hold finite, non-negative token rates")
     x, _, rank, _ = np.linalg.lstsq(pts, np.ones(len(pts)), rcond=None)
     if rank < 2 or np.any(x <= 0):
         raise ValueError(
@@ -234,13 +210,11 @@ def replicas_for_tokens(output_tps, input_tps, rating: ReplicaRating, headroom: 
     >>> round(need.output_equivalents, 2), round(need.input_equivalents, 2), need.replicas
     (3.07, 2.76, 8)
     """
-    out = _nonneg(output_tps, "output_tps")
-    inp = _nonneg(input_tps, "input_tps")
+    out = nonnegative(output_tps, "output_tps")
+    inp = nonnegative(input_tps, "input_tps")
     if not isinstance(rating, ReplicaRating):
         raise ValueError("rating must be a ReplicaRating")
-    h = _pos(headroom, "headroom")
-    if h > 1:
-        raise ValueError(f"headroom must be at most 1 (the share of a replica to use), got {headroom!r}")
+    h = probability(headroom, "headroom", hi_open=False)  # the share of a replica to use
     return ReplicaNeed(out, inp, rating, h, out / rating.output_tps, inp / rating.input_tps)
 
 
@@ -251,13 +225,11 @@ def replicas_disaggregated(output_tps, input_tps, decode_rating_tps, prefill_rat
     Each pool is sized on its own token rate: the decode pool on output tokens, the prefill
     pool on input tokens. Returns ``{"decode": n, "prefill": m, "total": n + m}``.
     """
-    out = _nonneg(output_tps, "output_tps")
-    inp = _nonneg(input_tps, "input_tps")
-    rd = _pos(decode_rating_tps, "decode_rating_tps")
-    rp = _pos(prefill_rating_tps, "prefill_rating_tps")
-    h = _pos(headroom, "headroom")
-    if h > 1:
-        raise ValueError(f"headroom must be at most 1, got {headroom!r}")
+    out = nonnegative(output_tps, "output_tps")
+    inp = nonnegative(input_tps, "input_tps")
+    rd = positive(decode_rating_tps, "decode_rating_tps")
+    rp = positive(prefill_rating_tps, "prefill_rating_tps")
+    h = probability(headroom, "headroom", hi_open=False)  # the share of a replica to use
     d = int(math.ceil(out / rd / h - 1e-12))
     p = int(math.ceil(inp / rp / h - 1e-12))
     return {"decode": d, "prefill": p, "total": d + p}

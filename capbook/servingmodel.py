@@ -41,6 +41,9 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from .loadqueue import kv_bytes_per_token
+from .validation import array, choice, integer, probability
+
 __all__ = [
     "GPU",
     "Model",
@@ -108,7 +111,7 @@ class Model:
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float = 2.0) -> float:
         """KV-cache bytes per token of context (keys and values, all layers)."""
-        return 2.0 * self.layers * self.kv_heads * self.head_dim * kv_dtype_bytes
+        return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, kv_dtype_bytes)
 
 
 #: Public datasheet figures (dense BF16, no sparsity). Cited in data/README.md.
@@ -193,16 +196,10 @@ class Deployment:
     engine: str = "modelled continuous batching (vLLM-like)"
 
     def __post_init__(self) -> None:
-        if self.precision not in _PRECISION_BYTES:
-            raise ValueError(
-                f"precision={self.precision!r} is not one of {sorted(_PRECISION_BYTES)}"
-            )
-        if int(self.tensor_parallel) != self.tensor_parallel or self.tensor_parallel < 1:
-            raise ValueError(f"tensor_parallel={self.tensor_parallel!r} must be a positive integer")
+        choice(self.precision, "precision", sorted(_PRECISION_BYTES))
+        integer(self.tensor_parallel, "tensor_parallel", minimum=1)
         for name in ("bw_efficiency", "prefill_mfu", "gpu_memory_utilization"):
-            v = getattr(self, name)
-            if not 0 < v <= 1:
-                raise ValueError(f"{name}={v!r} must be in (0, 1]")
+            probability(getattr(self, name), name, hi_open=False)
         if self.chunked_prefill and self.chunked_prefill <= self.max_num_seqs:
             raise ValueError(
                 f"chunked_prefill={self.chunked_prefill!r} must be 0 (off) or more than "
@@ -397,11 +394,8 @@ def simulate_level(
         ``num_requests`` and diagnostics (``prefill_share``, ``kv_peak_frac``,
         ``mean_batch``).
     """
-    n = int(concurrency)
-    if n != concurrency or n < 1:
-        raise ValueError(f"concurrency={concurrency!r} must be a positive integer")
-    if int(num_requests) < 2:
-        raise ValueError(f"num_requests={num_requests!r} must be at least 2")
+    n = integer(concurrency, "concurrency", minimum=1)
+    num_requests = integer(num_requests, "num_requests", minimum=2)
     warm = 2 * n  # start-up burst plus one turnover, not measured
     total_cap = warm + int(num_requests) + 4 * n + 16  # upper bound on requests ever issued
     inp, out = workload.sample(rng, total_cap)
@@ -696,10 +690,8 @@ def stalled_tpot(step_s, prefill_s, arrival_rps):
     numpy.ndarray or float
         TPOT, seconds; ``inf`` where the prefill share reaches 1 (the engine saturates).
     """
-    step_s = np.asarray(step_s, float)
-    u = np.asarray(arrival_rps, float) * np.asarray(prefill_s, float)
-    if np.any(u < 0) or np.any(step_s <= 0):
-        raise ValueError("step_s must be > 0 and arrival_rps, prefill_s >= 0")
+    step_s = array(step_s, "step_s", lo=0, lo_open=True)
+    u = array(arrival_rps, "arrival_rps", lo=0) * array(prefill_s, "prefill_s", lo=0)
     with np.errstate(divide="ignore"):
         res = np.where(u < 1, step_s / np.where(u < 1, 1 - u, 1.0), np.inf)
     return res[()] if res.ndim == 0 else res

@@ -400,6 +400,18 @@ def test_sample_files_match_generator():
         fc.sample_token_path("weeks99")
 
 
+def test_sample_tokens_follow_capbook_data(tmp_path, monkeypatch):
+    # the token loader finds its files where capbook.paths says, CAPBOOK_DATA first
+    (tmp_path / "tokens").mkdir()
+    original = fc.sample_token_path("weeks20")
+    (tmp_path / "tokens" / "mine.csv").write_bytes(original.read_bytes())
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path))
+    assert fc.sample_token_path("mine") == tmp_path / "tokens" / "mine.csv"
+    pd.testing.assert_frame_equal(fc.load_sample_series("mine"), fc.read_token_csv(original))
+    with pytest.raises(ValueError, match="no sample token series 'weeks20'"):
+        fc.sample_token_path("weeks20")
+
+
 # ------------------------------------------------------------------------ a real series
 def test_servegen_two_weeks(shared_dir):
     folder = shared_dir / "traces" / "servegen" / "language" / "m-large"

@@ -293,7 +293,7 @@ def test_sample_sweep_mmc_overstates_capacity(chat):
 
 def test_rate_zero_and_limits_with_a_fitted_engine_are_refused(chat):
     sw, e = chat
-    with pytest.raises(ValueError, match="rate must be positive"):
+    with pytest.raises(ValueError, match="rate_rps must be positive"):
         predict(sw, 0.0, engine=e, requests=FAST)
     with pytest.raises(ValueError, match="with engine= the fitted model's limits apply"):
         predict(sw, 1.0, engine=e, max_num_seqs=4)
