@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import queueing
+from capbook import datasets, queueing
 from capbook.forecast import synthetic_token_series
 from capbook.plan import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
 from capbook.sweep import load_sample_sweep
@@ -74,11 +74,11 @@ def small_plan(small_log, sweep):
 # --------------------------------------------------------------------------------------------
 def test_slo_parse_units_and_errors():
     s = SLO.parse("ttft=1.5s, tpot=40ms, wait=0.25, late=2%, ttft_q=0.95, tpot_p=99")
-    assert (s.ttft_s, s.tpot_s, s.wait_s, s.ttft_quantile, s.tpot_percentile) == (1.5, 0.04, 0.25, 0.95, 99)
+    assert (s.ttft_target_s, s.tpot_target_s, s.wait_target_s, s.ttft_quantile, s.tpot_percentile) == (1.5, 0.04, 0.25, 0.95, 99)
     assert s.late_share == pytest.approx(0.02)
-    assert SLO.parse("ttft=3").tpot_s == SLO().tpot_s
+    assert SLO.parse("ttft=3").tpot_target_s == SLO().tpot_target_s
     for bad, word in [("ttft", "key=value"), ("speed=3", "unknown"), ("ttft=fast", "not a number"),
-                      ("late=150%", "late_share"), ("tpot=0", "tpot_s"), ("tpot_p=90", "tpot_percentile"), ("", "non-empty")]:
+                      ("late=150%", "late_share"), ("tpot=0", "tpot_target_s"), ("tpot_p=90", "tpot_percentile"), ("", "non-empty")]:
         with pytest.raises(ValueError, match=word):
             SLO.parse(bad)
 
@@ -157,8 +157,8 @@ def test_plan_replicas_follow_the_rating_and_the_closed_forms(small_plan, sweep)
     while queueing.prob_wait_exceeds(0.5, n * 32, p.request_rate, p.service_time_s) > 0.01:
         n += 1
     assert p.erlang_replicas == n
-    assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_s
-    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas, p.engine_check["replicas"])
+    assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_target_s
+    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas, p.engine_check.replicas)
     assert p.burst.replicas == math.ceil(0.0125 * 8 * p.serving - 1e-9)
     assert p.spare == 1 and p.total == p.serving + p.burst.replicas + 1
     st = p.stages()
@@ -174,19 +174,19 @@ def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_pa
 
     p = small_plan
     e = p.engine_check
-    assert e["model"] == "simulation"
-    assert 0 < e["max_rate_rps"] <= e["saturation_rps"]
-    assert e["replicas"] == math.ceil(p.request_rate / e["max_rate_rps"] - 1e-9)
-    assert p.serving >= e["replicas"]
+    assert e.model == "simulation"
+    assert 0 < e.max_rate_rps <= e.saturation_rps
+    assert e.replicas == math.ceil(p.request_rate / e.max_rate_rps - 1e-9)
+    assert p.serving >= e.replicas
     import dataclasses
 
     # the engine fitted to the sweep, asked about requests of the log's mean lengths
-    assert e["input_tokens"] == pytest.approx(p.mean_input_tokens) and e["output_tokens"] == pytest.approx(
+    assert e.input_tokens == pytest.approx(p.mean_input_tokens) and e.output_tokens == pytest.approx(
         p.mean_output_tokens)
     eng = dataclasses.replace(fit_engine(sweep), prompt_tokens=p.mean_input_tokens,
                               output_tokens=p.mean_output_tokens, output_quantiles=None, prompt_p99=None)
-    run = eng.simulate(e["max_rate_rps"], requests=2000, seed=2026)
-    assert np.quantile(run.ttft_s, 0.99) <= p.slo.ttft_s * 1.05
+    run = eng.simulate(e.max_rate_rps, requests=2000, seed=2026)
+    assert np.quantile(run.ttft_s, 0.99) <= p.slo.ttft_target_s * 1.05
     back = pd.read_csv(p.to_csv(tmp_path / "plan.csv"))
     rows = back[back["step"] == "engine model"]
     assert set(rows["quantity"]) >= {"saturation per replica", "highest rate per replica meeting p99 TTFT",
@@ -251,7 +251,7 @@ def test_demand_scale_and_zones(small_log, sweep, small_plan):
 @pytest.mark.parametrize("kwargs, word", [
     ({"headroom": 1.5}, "headroom"), ({"headroom": 0}, "headroom"), ({"demand_scale": 0}, "demand_scale"),
     ({"model": "m-other"}, "m-other"), ({"tier": "gold"}, "gold"), ({"spares": -1}, "spares"),
-    ({"slo": SLO(tpot_s=0.001)}, "cannot meet"), ({"quantile": 1.0}, "quantile"), ({"tpm_reserve": 1}, "tpm_reserve"),
+    ({"slo": SLO(tpot_target_s=0.001)}, "cannot meet"), ({"quantile": 1.0}, "quantile"), ({"tpm_reserve": 1}, "tpm_reserve"),
 ])
 def test_plan_rejects_bad_input(small_log, sweep, kwargs, word):
     with pytest.raises(ValueError, match=word):
@@ -269,7 +269,7 @@ def test_plan_rejects_a_non_sweep(small_log):
 def test_sample_plan_is_forecast_and_checked(monkeypatch):
     monkeypatch.delenv("CAPBOOK_REQUESTS", raising=False)
     monkeypatch.delenv("CAPBOOK_SWEEP", raising=False)
-    p = capacity_plan(model="chat-70b", sim_requests=2000)
+    p = capacity_plan(**datasets.plan_inputs(model="chat-70b").arguments, sim_requests=2000)
     assert p.source["sweep"].startswith("sample sweep llama70b_h100_tp4_chat")
     assert p.peaks[1].method == "calibrated" and p.peaks[4].method == "sqrt_h"   # four weeks of history
     assert p.output_tps > p.observed_peak_output_tps    # growth and the P90 band lift the peak
