@@ -1,36 +1,45 @@
 r"""The capstone: a capacity plan from a request log and a sweep.
 
-:func:`capacity_plan` chains the book, one chapter per step:
+:func:`capacity_plan` chains the book, one chapter per step; each step is a function of its
+own that returns a frozen result with its numbers and its ``notes``, and the plan is those
+results (:class:`CapacityPlan`):
 
-1. **Hourly tokens** per model and tier from the request log (:meth:`capbook.traces.RequestLog.hourly`);
-   the plan is for one model (one deployment, one sweep) and, by default, the interactive
-   tier (batch work is deferred to troughs, not planned for at the peak).
+1. **Hourly tokens** per model and tier from the request log (:meth:`capbook.traces.RequestLog.hourly`,
+   summed once into a :class:`LogAggregates`); the plan is for one model (one deployment, one
+   sweep) and, by default, the interactive tier (batch work is deferred to troughs, not
+   planned for at the peak): :func:`select_traffic` → :class:`Traffic`.
 2. **Forecast** the output tokens at the horizon that matches the lead time of the decision
    (:data:`HORIZONS`: one week for reserved capacity already on hand, four for a quota or
    reservation request, twelve for a hardware order) and read the **P90 peak hour** of the
    forecast week (:meth:`capbook.forecast.TokenForecast.peak`). A short log is forecast with
    what it supports (calibrated bands, else the √h rule with fewer backtest origins); a log of
    less than four whole weeks, or with empty hours, cannot be forecast and the plan says so and
-   uses the busiest observed hour (times an explicit weekly growth, 0 unless given).
+   uses the busiest observed hour (times an explicit weekly growth, 0 unless given):
+   :func:`forecast_demand` → :class:`Demand`.
 3. **Replicas from the rating**: the replica's two-number rating from the sweep at the slots
    the TPOT objective allows (:func:`capbook.replicas.rating_from_sweep`), the linear mix and
-   the headroom (:func:`capbook.replicas.replicas_for_tokens`).
+   the headroom (:func:`capbook.replicas.replicas_for_tokens`): :func:`rate_replica` →
+   :class:`Replica`.
 4. **Queueing check at the peak**, both models of the book: Erlang C for the pooled fleet
    (``P(wait > t) ≤ target``, :func:`capbook.queueing.replicas_pooled`) and the load-dependent
-   model of continuous batching (TTFT tail, :func:`capbook.loadqueue.replicas_needed`). The
-   plan takes the largest of the three counts.
-5. **Burst headroom** (demand that climbs while new replicas start,
-   :func:`capbook.fleet.burst_headroom`) and **failure spares**
-   (:func:`capbook.fleet.failure_spares`).
+   model of continuous batching (TTFT tail, :func:`capbook.loadqueue.replicas_needed`):
+   :func:`check_queueing` → :class:`QueueingCheck`; and the engine model of
+   :mod:`capbook.predict` on one replica: :func:`check_engine` → :class:`EngineCheck`.
+5. **Serving, burst headroom and failure spares**, stacked by :func:`capbook.fleet.plan_fleet`
+   (the one stacking of the package): the **serving** count is the largest of the checks,
+   the burst headroom (demand that climbs while new replicas start) and the spares stack on
+   it, giving the **in-service** count and the total: :func:`stack_fleet` →
+   :class:`capbook.fleet.FleetPlan`; the models at the serving count: :func:`check_serving`.
 6. **Per-tenant token-per-minute limits** that sum below what the in-service fleet serves
-   (:func:`capbook.fleet.allocate_tpm`).
-7. **Replay check**: the log's busiest hours, time-scaled to the forecast peak
+   (:func:`capbook.fleet.allocate_tpm`): :func:`tenant_limits` → :class:`TenantLimits`.
+7. **Replay check** (:func:`verify_plan` → :class:`Verification`): the log's busiest hours, time-scaled to the forecast peak
    (:func:`capbook.arrivals.stack_busy_periods`), through the planned in-service fleet in the
    continuous-batching simulator (:mod:`capbook.sim`): TTFT at the objective's quantile, p99
    TPOT and goodput against the objectives, on the log's own bursts and prompt lengths rather
    than Poisson arrivals and means. When the replay misses the TTFT objective or the goodput
-   target (:attr:`SLO.goodput_share`), the plan adds in-service replicas (doubling, then
-   bisecting, up to :data:`REPLAY_CAP_FACTOR` times the models' count) until it meets them;
+   target (:attr:`SLO.goodput_share`), the plan adds in-service replicas (the search of
+   :func:`capbook.validation.fewest`, up to :data:`REPLAY_CAP_FACTOR` times the models' count)
+   until it meets them;
    the headline is that verified number, printed beside the models' number. When no fleet
    size can meet them (the prefill of the long prompts alone exceeds the TTFT objective, or
    the fleet saturates up to the cap), the plan keeps the models' number and says loudly, in
@@ -42,6 +51,9 @@ and an Altair chart (:meth:`~CapacityPlan.chart`).
 
 Units: tokens per second for token rates, requests per second for arrival rates, seconds for
 times, replicas as whole numbers.
+
+The plan takes explicit inputs; which sample sweep goes with which sample model is decided by
+:func:`capbook.datasets.plan_inputs`, which the CLI and the book ask for the defaults.
 """
 from __future__ import annotations
 
@@ -877,7 +889,10 @@ class Verification:
     seconds : float
         Wall-clock time of the check.
     sim : dict
-        Replay summary of the headline fleet (see :attr:`CapacityPlan.sim`); empty when skipped.
+        Replay summary (:meth:`capbook.sim.SimResult.summary`) of the headline fleet (the
+        in-service replicas) plus ``replicas``, ``replayed_requests``, ``p99_input_tokens``,
+        ``ttft_q_s`` (TTFT at the objective's quantile) and ``measured_rate`` (requests per
+        second the replay arrived at); empty when skipped.
     replay_added : int
         In-service replicas added to the models' count.
     spare : int or None
