@@ -10,7 +10,8 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   arguments for :func:`capbook.traces.read_requests` (e.g. ``{"drop_invalid": true,
   "time_unit": "ms"}``) and :func:`capbook.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
-* ``CAPBOOK_DATA`` — a different folder of sample data (default: the repository's ``data/``).
+* ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
+  the copy installed with the package; see :mod:`capbook.paths`).
 
 Besides the sample data, ``data/realdata/`` holds tables derived from public measurements;
 :func:`load_kubecon_sweeps` reads the one the chapter *Where the textbook breaks* tests the
@@ -18,6 +19,10 @@ models on. They are the same whatever data the reader configured.
 
 Hidden cells that pin the book's published figures call :func:`using_sample_data` and only
 assert when the sample data is in use.
+
+The capacity plan takes explicit inputs; :func:`plan_inputs` decides its defaults (the reader's
+files, or the sample log with the sample sweep of each sample model,
+:data:`SAMPLE_SWEEP_FOR_MODEL`), for the CLI and the capstone chapter.
 """
 from __future__ import annotations
 

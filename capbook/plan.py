@@ -67,7 +67,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .validation import fewest, integer, nonnegative, number, positive, probability
+from .validation import array, fewest, integer, nonnegative, number, positive, probability
 
 __all__ = [
     "HORIZONS",
@@ -278,9 +278,7 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
 
     q = probability(quantile, "quantile")
     g = number(growth_per_week, "growth_per_week", lo=-1, lo_open=True)
-    hs = sorted({int(h) for h in horizons})
-    if not hs or hs[0] < 1:
-        raise ValueError(f"horizons must be positive whole weeks, got {list(horizons)!r}")
+    hs = sorted({int(h) for h in array(list(horizons), "horizons", lo=1, integer=True, nonempty=True, ndim=1)})
     name = fc.quantile_name(q)
     why = ""
     s = None

@@ -470,3 +470,11 @@ def test_slo_refuses_text_bools_and_nan_naming_the_field():
                 SLO(**{field_: bad})
     with pytest.raises(TypeError):
         SLO(ttft_s=2.0)                                 # one name per thing: the old spelling is gone
+
+
+def test_peak_forecast_refuses_bad_horizons():
+    s = _series(synthetic_token_series(weeks=5, seed=3))
+    for bad in ([], [0], [1.5], ["4"], [True]):
+        with pytest.raises(ValueError, match="^horizons "):
+            peak_forecast(s, bad)
+    assert set(peak_forecast(s, [4.0, 1])) == {1, 4}
