@@ -361,6 +361,13 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None) -> PlanInputs
     Returns
     -------
     PlanInputs
+
+    Examples
+    --------
+    On the sample data (no ``CAPBOOK_REQUESTS`` or ``CAPBOOK_SWEEP`` set):
+
+    >>> plan_inputs(model="chat-8b").sweep_label
+    'sample sweep llama8b_h100_chat (modelled, not measured)'
     """
     from .plan import select_traffic
     from .sweep import load_sample_sweep

@@ -167,6 +167,12 @@ class SLO:
         95), ``wait`` (s), ``late`` (share), ``goodput`` (share of replayed requests meeting both
         objectives; default ``ttft_q``). Values may carry ``s`` or ``ms`` (``tpot=50ms``) and
         shares a ``%`` (``late=1%``, ``goodput=99%``).
+
+        Examples
+        --------
+        >>> s = SLO.parse("ttft=1.5s,tpot=40ms,late=2%")
+        >>> s.ttft_target_s, s.tpot_target_s, s.late_share
+        (1.5, 0.04, 0.02)
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("slo must be a non-empty string like 'ttft=2,tpot=0.05'")
@@ -194,7 +200,13 @@ class SLO:
         return cls(**kw)
 
     def describe(self) -> str:
-        """One line, e.g. ``p99 TTFT ≤ 2 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %``."""
+        """One line describing the objectives.
+
+        Examples
+        --------
+        >>> SLO().describe()
+        'p99 TTFT ≤ 2 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
+        """
         return (f"p{100 * self.ttft_quantile:g} TTFT ≤ {self.ttft_target_s:g} s, p{self.tpot_percentile} TPOT ≤ "
                 f"{1000 * self.tpot_target_s:g} ms, P(wait > {self.wait_target_s:g} s) ≤ {100 * self.late_share:g} %, "
                 f"goodput ≥ {100 * self.goodput_share:g} %")
@@ -206,6 +218,11 @@ def horizon_for_lead_time(lead_time_weeks: float) -> int:
     Capacity ordered today arrives after the lead time, so the plan must cover the week it
     lands in: the smallest of :data:`HORIZONS` that is at least the lead time; beyond twelve
     weeks, the lead time rounded up.
+
+    Examples
+    --------
+    >>> horizon_for_lead_time(2), horizon_for_lead_time(12), horizon_for_lead_time(13.2)
+    (4, 12, 14)
     """
     lt = positive(lead_time_weeks, "lead_time_weeks")
     for h in sorted(HORIZONS):
