@@ -411,12 +411,13 @@ def run_plan(args: argparse.Namespace) -> int:
     """Run ``capbook plan``; returns the exit code."""
     from pathlib import Path
 
+    from capbook import datasets
     from capbook.plan import SLO, capacity_plan
 
     try:
         slo = SLO.parse(args.slo) if args.slo else SLO()
-        log, sweep = _load_inputs(args)
-        plan = capacity_plan(log, sweep, model=args.model, tier=None if args.tier == "all" else args.tier,
+        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model)
+        plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier,
                              slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
                              spares=args.spares, zones=args.zones, simulate=not args.no_sim)

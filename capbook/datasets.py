@@ -10,7 +10,8 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   arguments for :func:`capbook.traces.read_requests` (e.g. ``{"drop_invalid": true,
   "time_unit": "ms"}``) and :func:`capbook.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
-* ``CAPBOOK_DATA`` — a different folder of sample data (default: the repository's ``data/``).
+* ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
+  the copy installed with the package; see :mod:`capbook.paths`).
 
 Besides the sample data, ``data/realdata/`` holds tables derived from public measurements;
 :func:`load_kubecon_sweeps` reads the one the chapter *Where the textbook breaks* tests the
@@ -18,14 +19,25 @@ models on. They are the same whatever data the reader configured.
 
 Hidden cells that pin the book's published figures call :func:`using_sample_data` and only
 assert when the sample data is in use.
+
+The capacity plan takes explicit inputs; :func:`plan_inputs` decides its defaults (the reader's
+files, or the sample log with the sample sweep of each sample model,
+:data:`SAMPLE_SWEEP_FOR_MODEL`), for the CLI and the capstone chapter.
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
+
+from . import paths
 
 __all__ = [
     "data_dir",
+    "SAMPLE_SWEEP_FOR_MODEL",
+    "PlanInputs",
+    "plan_log",
+    "plan_inputs",
     "using_sample_data",
     "data_source",
     "requests_path",
@@ -42,21 +54,15 @@ _ENV_REQUESTS_FORMAT = "CAPBOOK_REQUESTS_FORMAT"
 _ENV_SWEEP = "CAPBOOK_SWEEP"
 _ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
 _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
-_ENV_DATA = "CAPBOOK_DATA"
 
 #: The derived KubeCon NA 2025 inference-perf table, relative to :func:`data_dir`.
 KUBECON_FILE = Path("realdata") / "kubecon_inference_perf.csv"
 
 
 def data_dir() -> Path:
-    """Folder of the sample data (``CAPBOOK_DATA`` or the repository's ``data/``)."""
-    env = os.environ.get(_ENV_DATA)
-    path = Path(env) if env else Path(__file__).resolve().parents[1] / "data"
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"sample data folder {path} not found; set {_ENV_DATA} to the folder holding capbook's data/"
-        )
-    return path
+    """Folder of the sample data: :func:`capbook.paths.data_dir` (``CAPBOOK_DATA``, the
+    checkout's ``data/`` or the copy installed with the package)."""
+    return paths.data_dir()
 
 
 def requests_path() -> Path | None:
@@ -79,7 +85,7 @@ def using_sample_data() -> bool:
 def data_source() -> dict:
     """Describe the data the book is running on (shown on the first page of a built site)."""
     return {
-        "requests": str(requests_path()) if requests_path() else "sample request log (data/requests)",
+        "requests": str(requests_path()) if requests_path() else SAMPLE_REQUESTS_LABEL,
         "sweep": str(sweep_path()) if sweep_path() else "sample sweeps (data/sweeps)",
         "sample": using_sample_data(),
         "requests_options": requests_options() if requests_path() else {},
@@ -266,3 +272,121 @@ def load_kubecon_sweeps(path=None) -> list:
                     "7de5ef2, demos/kubecon-na-2025, Apache-2.0)")
         sweeps.append(sw)
     return sweeps
+
+
+# --------------------------------------------------------------------------------------------
+# The capacity plan's inputs
+# --------------------------------------------------------------------------------------------
+#: Sample sweeps matching the models of the sample request log.
+SAMPLE_SWEEP_FOR_MODEL = {"chat-70b": "llama70b_h100_tp4_chat", "chat-8b": "llama8b_h100_chat"}
+
+#: How a plan names the sample request log.
+SAMPLE_REQUESTS_LABEL = "sample request log (data/requests)"
+
+
+def _is_sample_log(log) -> bool:
+    """True when ``log`` was read from the book's sample request log."""
+    from .traces import sample_requests_path
+
+    try:
+        return Path(str(getattr(log, "path", ""))).resolve() == Path(sample_requests_path()).resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def plan_log(log=None):
+    """The request log as the plan reads it, summed once (:class:`capbook.plan.LogAggregates`).
+
+    Parameters
+    ----------
+    log : capbook.traces.RequestLog or capbook.plan.LogAggregates, optional
+        Default: :func:`load_requests`. The sample log is labelled as such.
+    """
+    from .plan import LogAggregates
+
+    if isinstance(log, LogAggregates):
+        return log
+    log = load_requests() if log is None else log
+    return LogAggregates.of(log, label=SAMPLE_REQUESTS_LABEL if _is_sample_log(log) else None)
+
+
+@dataclass(frozen=True, eq=False)
+class PlanInputs:
+    """What :func:`capbook.plan.capacity_plan` plans from, chosen by :func:`plan_inputs`.
+
+    Attributes
+    ----------
+    log : capbook.plan.LogAggregates
+    sweep : capbook.sweep.Sweep
+    sweep_label : str
+        How the plan names the sweep.
+    notes : tuple of str
+        How the inputs were chosen, when the reader should know (a stand-in sweep).
+    model : str or None
+        The model the sweep was chosen for (None: the plan's default).
+    """
+
+    log: object
+    sweep: object
+    sweep_label: str
+    notes: tuple = ()
+    model: str | None = None
+
+    @property
+    def arguments(self) -> dict:
+        """Keyword arguments for :func:`capbook.plan.capacity_plan`:
+        ``capacity_plan(**inputs.arguments, slo=...)``."""
+        kw = {"log": self.log, "sweep": self.sweep, "sweep_label": self.sweep_label, "input_notes": self.notes}
+        if self.model is not None:
+            kw["model"] = self.model
+        return kw
+
+
+def plan_inputs(log=None, sweep=None, *, model: str | None = None) -> PlanInputs:
+    """The request log and sweep a capacity plan is built from, with the book's defaults.
+
+    * the log: ``log``, else :func:`load_requests` (``CAPBOOK_REQUESTS`` or the sample log);
+    * the sweep: ``sweep``, else ``CAPBOOK_SWEEP``; else, for the sample log, the sample sweep
+      of the model (:data:`SAMPLE_SWEEP_FOR_MODEL`; the model is ``model`` or the plan's
+      default, :func:`capbook.plan.select_traffic`); else the book's illustrative sweep,
+      with a note that it stands in for the reader's deployment.
+
+    Parameters
+    ----------
+    log : capbook.traces.RequestLog or capbook.plan.LogAggregates, optional
+    sweep : capbook.sweep.Sweep, optional
+    model : str, optional
+        Model to plan; passed on to the plan.
+
+    Returns
+    -------
+    PlanInputs
+
+    Examples
+    --------
+    On the sample data (no ``CAPBOOK_REQUESTS`` or ``CAPBOOK_SWEEP`` set):
+
+    >>> plan_inputs(model="chat-8b").sweep_label
+    'sample sweep llama8b_h100_chat (modelled, not measured)'
+    """
+    from .plan import select_traffic
+    from .sweep import load_sample_sweep
+
+    sums = plan_log(log)
+    notes: tuple = ()
+    if sweep is not None:
+        label = getattr(sweep, "name", None) or "sweep"
+    elif sweep_path() is not None:
+        sweep, label = load_sweep(), str(sweep_path())
+    else:
+        chosen = None
+        if sums.label == SAMPLE_REQUESTS_LABEL:
+            chosen = model if model is not None else select_traffic(sums, None, None).model
+        if chosen in SAMPLE_SWEEP_FOR_MODEL:
+            name = SAMPLE_SWEEP_FOR_MODEL[chosen]
+            sweep, label = load_sample_sweep(name), f"sample sweep {name} (modelled, not measured)"
+        else:
+            sweep, label = load_sweep(), "sample sweep illustrative_chat (modelled, not measured)"
+            notes = ("no sweep given: the book's illustrative sample sweep (an 8B model on one "
+                     "A100) stands in for your deployment; measure yours and pass it",)
+    return PlanInputs(sums, sweep, label, notes, model)

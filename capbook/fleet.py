@@ -35,19 +35,18 @@ from __future__ import annotations
 import html
 import math
 from dataclasses import dataclass, field, replace
-from numbers import Real
 
 import numpy as np
 import pandas as pd
 
 from . import queueing as q
+from .routing import queue_model, resolve
+from .validation import array, fewest, integer, nonnegative, number, positive, probability
 
 # Altair (and capbook.charts) are imported inside the chart methods, so that ``import capbook``
 # stays light for code that only computes plans.
 
 __all__ = [
-    "ROUTING_POLICIES",
-    "routing_kind",
     "late_share",
     "replicas_for_routing",
     "replicas_partitioned",
@@ -73,88 +72,9 @@ __all__ = [
     "waterfall_chart",
 ]
 
-#: Accepted ``routing`` names and the queue model each stands for.
-ROUTING_POLICIES = {
-    "pooled": "pooled",
-    "load-aware": "pooled",
-    "least-outstanding": "pooled",
-    "jsq": "pooled",
-    "round-robin": "per-replica",
-    "random": "per-replica",
-    "per-replica": "per-replica",
-    "strict-round-robin": "cyclic",
-    "cyclic": "cyclic",
-}
-
-_ROUTING_LABEL = {
-    "pooled": "load-aware (one shared queue)",
-    "per-replica": "random / round-robin (a queue per replica)",
-    "cyclic": "strict round-robin from one dispatcher (a queue per replica)",
-}
-
-
-# ---------------------------------------------------------------------------
-# Validation helpers
-# ---------------------------------------------------------------------------
-
-def _real(x, name: str, *, positive: bool = False, allow_zero: bool = True) -> float:
-    if isinstance(x, bool) or not isinstance(x, (Real, np.integer, np.floating)):
-        raise ValueError(f"{name} must be a real number, got {x!r}")
-    x = float(x)
-    if math.isnan(x):
-        raise ValueError(f"{name} must not be NaN")
-    if math.isinf(x):
-        raise ValueError(f"{name} must be finite, got {x!r}")
-    if positive and x <= 0:
-        raise ValueError(f"{name} must be positive, got {x!r}")
-    if not allow_zero and x == 0:
-        raise ValueError(f"{name} must not be zero")
-    if x < 0:
-        raise ValueError(f"{name} must be non-negative, got {x!r}")
-    return x
-
-
-def _int(x, name: str, minimum: int) -> int:
-    if isinstance(x, bool) or not isinstance(x, (Real, np.integer, np.floating)):
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {x!r}")
-    xf = float(x)
-    if not math.isfinite(xf) or xf != math.floor(xf):
-        raise ValueError(f"{name} must be an integer, got {x!r}")
-    if xf < minimum:
-        raise ValueError(f"{name} must be at least {minimum}, got {x!r}")
-    return int(xf)
-
-
-def routing_kind(routing: str) -> str:
-    """Map a routing policy name to its queue model: ``"pooled"`` or ``"per-replica"``.
-
-    Parameters
-    ----------
-    routing : str
-        One of :data:`ROUTING_POLICIES` (``"pooled"``, ``"load-aware"``,
-        ``"least-outstanding"``, ``"jsq"``, ``"round-robin"``, ``"random"``,
-        ``"per-replica"``), case-insensitive.
-
-    Returns
-    -------
-    str
-    """
-    if not isinstance(routing, str) or routing.strip().lower() not in ROUTING_POLICIES:
-        raise ValueError(
-            f"routing must be one of {sorted(ROUTING_POLICIES)}, got {routing!r}"
-        )
-    return ROUTING_POLICIES[routing.strip().lower()]
-
-
 def _slo(arrival_rate, slots, service_time, t, target):
-    lam = _real(arrival_rate, "arrival_rate", positive=True)
-    s = _int(slots, "slots", 1)
-    ts = _real(service_time, "service_time", positive=True)
-    tt = _real(t, "t")
-    p = _real(target, "target", positive=True)
-    if p >= 1:
-        raise ValueError(f"target must lie strictly between 0 and 1, got {target!r}")
-    return lam, s, ts, tt, p
+    return (positive(arrival_rate, "arrival_rate"), integer(slots, "slots", minimum=1),
+            positive(service_time, "service_time"), nonnegative(t, "t"), probability(target, "target"))
 
 
 # ---------------------------------------------------------------------------
@@ -195,14 +115,12 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     >>> round(late_share(16, 32, 40, 12.25, 0.5), 3)
     0.095
     """
-    kind = routing_kind(routing)
-    n = np.asarray(replicas)
-    if n.dtype == bool or np.any(n < 1) or np.any(n != np.floor(n)):
-        raise ValueError(f"replicas must be integers >= 1, got {replicas!r}")
-    s = _int(slots, "slots", 1)
-    lam = _real(arrival_rate, "arrival_rate")
-    ts = _real(service_time, "service_time", positive=True)
-    tt = _real(t, "t")
+    kind = queue_model(routing)
+    n = array(replicas, "replicas", lo=1, integer=True).astype(np.int64)
+    s = integer(slots, "slots", minimum=1)
+    lam = nonnegative(arrival_rate, "arrival_rate")
+    ts = positive(service_time, "service_time")
+    tt = nonnegative(t, "t")
     if kind == "pooled":
         return q.prob_wait_exceeds(tt, n * s, lam, ts)
     if kind == "cyclic":
@@ -223,7 +141,7 @@ def replicas_for_routing(arrival_rate, slots, service_time, t, target, routing="
     >>> replicas_for_routing(40, 32, 12.25, 0.5, 0.01, "round-robin")
     24
     """
-    kind = routing_kind(routing)
+    kind = queue_model(routing)
     lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
     if kind == "pooled":
         return q.replicas_pooled(lam, s, ts, tt, p)
@@ -371,11 +289,11 @@ def late_share_round_robin(replicas, slots, arrival_rate, service_time, t) -> fl
     >>> round(late_share_round_robin(21, 32, 40, 12.25, 0.5), 4)
     0.0051
     """
-    n = _int(replicas, "replicas", 1)
-    s = _int(slots, "slots", 1)
-    lam = _real(arrival_rate, "arrival_rate")
-    ts = _real(service_time, "service_time", positive=True)
-    tt = _real(t, "t")
+    n = integer(replicas, "replicas", minimum=1)
+    s = integer(slots, "slots", minimum=1)
+    lam = nonnegative(arrival_rate, "arrival_rate")
+    ts = positive(service_time, "service_time")
+    tt = nonnegative(t, "t")
     return _late_cyclic(n, s, lam, ts, tt)
 
 
@@ -398,18 +316,8 @@ def replicas_round_robin(arrival_rate, slots, service_time, t, target) -> int:
     21
     """
     lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
-    lo = q.replicas_pooled(lam, s, ts, tt, p)
-    hi = q.replicas_isolated(lam, s, ts, tt, p)
-    # the tail falls as replicas are added; bisect between the two bounds
-    if _late_cyclic(lo, s, lam, ts, tt) <= p:
-        return lo
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if _late_cyclic(mid, s, lam, ts, tt) <= p:
-            hi = mid
-        else:
-            lo = mid
-    return hi
+    # the tail falls as replicas are added; the pooled answer is a lower bound
+    return fewest(lambda n: _late_cyclic(n, s, lam, ts, tt) <= p, q.replicas_pooled(lam, s, ts, tt, p))
 
 
 def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
@@ -439,11 +347,7 @@ def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
     >>> sum(replicas_partitioned(40, 32, 12.25, 0.5, 0.01, [0.25] * 4))
     20
     """
-    sh = np.asarray(shares, dtype=float)
-    if sh.ndim != 1 or sh.size == 0:
-        raise ValueError("shares must be a non-empty sequence of traffic shares")
-    if np.any(~np.isfinite(sh)) or np.any(sh <= 0):
-        raise ValueError(f"shares must all be positive and finite, got {list(shares)!r}")
+    sh = array(shares, "shares", lo=0, lo_open=True, nonempty=True, ndim=1)
     if abs(sh.sum() - 1.0) > 1e-9:
         raise ValueError(f"shares must sum to 1, they sum to {sh.sum():.6g}")
     if np.ndim(service_time) == 0:
@@ -454,7 +358,7 @@ def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
             raise ValueError(
                 f"service_time has {len(times)} entries but shares has {sh.size}: give one T per group"
             )
-    lam = _real(arrival_rate, "arrival_rate", positive=True)
+    lam = positive(arrival_rate, "arrival_rate")
     return [q.replicas_pooled(lam * f, slots, ts, t, target) for f, ts in zip(sh, times)]
 
 
@@ -630,7 +534,7 @@ class ScaleUpLag:
 
     def __post_init__(self):
         for name in ("detect", "node", "image_pull", "weights_download", "model_load"):
-            _real(getattr(self, name), name)
+            nonnegative(getattr(self, name), name)
 
     @property
     def total(self) -> float:
@@ -707,9 +611,9 @@ def burst_headroom(ramp_per_min, lag_min, per_replica_rate) -> BurstHeadroom:
     >>> b.rate, round(b.replicas_exact, 2), b.replicas
     (4.0, 1.7, 2)
     """
-    ramp = _real(ramp_per_min, "ramp_per_min")
-    lag = lag_min.total if isinstance(lag_min, ScaleUpLag) else _real(lag_min, "lag_min")
-    per = _real(per_replica_rate, "per_replica_rate", positive=True)
+    ramp = nonnegative(ramp_per_min, "ramp_per_min")
+    lag = lag_min.total if isinstance(lag_min, ScaleUpLag) else nonnegative(lag_min, "lag_min")
+    per = positive(per_replica_rate, "per_replica_rate")
     rate = ramp * lag
     exact = rate / per
     # guard against 1.0000000000000002 from floating error
@@ -743,8 +647,8 @@ def replicas_surviving_zone_loss(required, zones) -> int:
     >>> replicas_surviving_zone_loss(19, 3)   # 29 replicas: zones of 10, 10, 9
     29
     """
-    r = _int(required, "required", 1)
-    z = _int(zones, "zones", 1)
+    r = integer(required, "required", minimum=1)
+    z = integer(zones, "zones", minimum=1)
     if z == 1:
         raise ValueError(
             "zones=1: with every replica in one zone, losing that zone loses the whole fleet; "
@@ -777,11 +681,11 @@ def failure_spares(required, spares=1, zones=None) -> int:
     >>> failure_spares(19, 1), failure_spares(19, 1, zones=3)
     (1, 10)
     """
-    r = _int(required, "required", 1)
-    k = _int(spares, "spares", 0)
+    r = integer(required, "required", minimum=1)
+    k = integer(spares, "spares", minimum=0)
     total = r + k
     if zones is not None:
-        z = _int(zones, "zones", 1)
+        z = integer(zones, "zones", minimum=1)
         total = max(total, replicas_surviving_zone_loss(r, z))
     return total - r
 
@@ -821,8 +725,8 @@ def token_rates(request_rate, tokens_per_request) -> TokenRates:
     >>> r.per_second, r.per_minute
     (72000.0, 4320000.0)
     """
-    lam = _real(request_rate, "request_rate")
-    tok = _real(tokens_per_request, "tokens_per_request")
+    lam = nonnegative(request_rate, "request_rate")
+    tok = nonnegative(tokens_per_request, "tokens_per_request")
     return TokenRates(request_rate=lam, tokens_per_request=tok, per_second=lam * tok, per_minute=lam * tok * 60.0)
 
 
@@ -831,14 +735,7 @@ def _tenant_map(x, name: str) -> dict:
         x = x.to_dict()
     if not isinstance(x, dict) or not x:
         raise ValueError(f"{name} must be a non-empty mapping of tenant -> tokens per minute")
-    out = {}
-    for k, v in x.items():
-        if isinstance(v, bool) or not isinstance(v, (Real, np.integer, np.floating)) or not math.isfinite(float(v)):
-            raise ValueError(f"{name}[{k!r}] must be a finite number of tokens per minute, got {v!r}")
-        if float(v) < 0:
-            raise ValueError(f"{name}[{k!r}] must be non-negative, got {v!r}")
-        out[k] = float(v)
-    return out
+    return {k: nonnegative(v, f"{name}[{k!r}]") for k, v in x.items()}
 
 
 def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None) -> pd.DataFrame:
@@ -881,10 +778,8 @@ def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None) -> pd.Dat
     >>> df["limit"].to_dict()
     {'a': 100, 'b': 400, 'c': 400}
     """
-    cap = _real(capacity_tpm, "capacity_tpm", positive=True)
-    res = _real(reserve, "reserve")
-    if res >= 1:
-        raise ValueError(f"reserve must lie in [0, 1), got {reserve!r}")
+    cap = positive(capacity_tpm, "capacity_tpm")
+    res = number(reserve, "reserve", lo=0, hi=1, hi_open=True)
     d = _tenant_map(demands, "demands")
     m = {k: 0.0 for k in d}
     if minimums is not None:
@@ -963,7 +858,7 @@ def check_tpm_limits(limits, capacity_tpm) -> dict:
     1320000.0
     """
     lim = _tenant_map(limits, "limits")
-    cap = _real(capacity_tpm, "capacity_tpm", positive=True)
+    cap = positive(capacity_tpm, "capacity_tpm")
     total = sum(lim.values())
     if total > cap:
         biggest = sorted(lim.items(), key=lambda kv: -kv[1])[:3]
@@ -999,7 +894,8 @@ class FleetPlan:
         Peak requests per second, slots per replica, mean seconds in service, and the SLO
         ``P(wait > t) ≤ target``.
     routing : str
-        ``"pooled"`` or ``"per-replica"``.
+        The queue model of the routing policy (:func:`capbook.routing.queue_model`):
+        ``"pooled"``, ``"per-replica"`` or ``"cyclic"``.
     ramp_per_min, lag_min
         Demand ramp (req/s per minute) and scale-up lag (minutes).
     spares, zones
@@ -1009,14 +905,17 @@ class FleetPlan:
         Little's-law floor in replicas, ``peak × T / S`` (fractional).
     floor : int
         The floor rounded up: what a mean-based spreadsheet buys.
-    queueing : int
-        Replicas meeting the SLO at the peak under ``routing``.
+    serving : int
+        Replicas serving the peak: the larger of ``queueing_replicas`` and the ``at_least``
+        that other checks asked for.
     burst : BurstHeadroom
-        The burst headroom, converted at ``peak / queueing`` req/s per replica.
+        The burst headroom, converted at ``peak / serving`` req/s per replica.
     spare : int
         Replicas added for failures.
     tokens_per_request : float or None
         Tokens per request for the token translation.
+    queueing_replicas : int
+        Fewest replicas meeting ``P(wait > t) ≤ target`` at the peak under ``routing``.
     """
 
     peak_rate: float
@@ -1031,26 +930,27 @@ class FleetPlan:
     zones: int | None
     floor_exact: float
     floor: int
-    queueing: int
+    serving: int
     burst: BurstHeadroom
     spare: int
     tokens_per_request: float | None = None
+    queueing_replicas: int = 0
     _lost_in_failure: int = field(default=0, repr=False)
 
     @property
     def total(self) -> int:
-        """Replicas to run at the peak: queueing + burst + spare."""
-        return self.queueing + self.burst.replicas + self.spare
+        """Replicas to run at the peak: serving + burst + spare."""
+        return self.in_service + self.spare
 
     @property
-    def before_spare(self) -> int:
-        """Replicas the fleet must keep in service through a failure: queueing + burst."""
-        return self.queueing + self.burst.replicas
+    def in_service(self) -> int:
+        """Replicas the fleet must keep in service through a failure: serving + burst."""
+        return self.serving + self.burst.replicas
 
     @property
     def per_replica_rate(self) -> float:
-        """Requests per second per replica at the pooled (routing) operating point."""
-        return self.peak_rate / self.queueing
+        """Requests per second per replica at the serving operating point."""
+        return self.peak_rate / self.serving
 
     @property
     def lost_in_failure(self) -> int:
@@ -1084,7 +984,7 @@ class FleetPlan:
         """
         steps = [
             ("Little's-law floor", self.floor),
-            ("queueing", self.queueing - self.floor),
+            ("queueing", self.serving - self.floor),
             ("burst headroom", self.burst.replicas),
             ("failure spare", self.spare),
         ]
@@ -1145,7 +1045,7 @@ class FleetPlan:
         head = (
             f"<p><b>Fleet plan: {self.total} replicas</b> for {self.peak_rate:g} req/s at "
             f"{self.slots} slots × T = {self.service_time:g} s, "
-            f"P(wait &gt; {self.t:g} s) ≤ {100 * self.target:g} %, {html.escape(self.routing)} routing. "
+            f"P(wait &gt; {self.t:g} s) ≤ {100 * self.target:g} %, routing {html.escape(resolve(self.routing).label)}. "
             f"Burst: {self.ramp_per_min:g} req/s per min × {self.lag_min:g} min = {self.burst.rate:g} req/s "
             f"→ {self.burst.replicas} replica(s) at {self.per_replica_rate:.2f} req/s each. "
             f"Spare policy: N+{self.spares}"
@@ -1196,6 +1096,7 @@ def plan_fleet(
     zones=None,
     tokens_per_request=None,
     max_replicas=None,
+    at_least=None,
 ) -> FleetPlan:
     """Plan a fleet from one replica's rating: floor, queueing, burst headroom, failure spare.
 
@@ -1203,9 +1104,10 @@ def plan_fleet(
 
     1. **Little's-law floor**: ``ceil(peak × T / S)``, what dividing by the mean buys.
     2. **Queueing**: the fewest replicas meeting ``P(wait > t) ≤ target`` at the peak under
-       ``routing`` (:func:`replicas_for_routing`).
+       ``routing`` (:func:`replicas_for_routing`), or ``at_least`` when other checks need more:
+       the **serving** replicas.
     3. **Burst headroom**: ``ramp_per_min × lag_min`` req/s, converted to replicas at the
-       operating point of stage 2, ``peak / queueing`` req/s per replica, rounded up
+       operating point of stage 2, ``peak / serving`` req/s per replica, rounded up
        (:func:`burst_headroom`).
     4. **Failure spare**: enough replicas that the failure the policy names (``spares``
        replicas, and with ``zones`` the largest zone) leaves stages 2 + 3 in service, so a
@@ -1225,7 +1127,7 @@ def plan_fleet(
         Largest acceptable share of requests waiting longer than ``t``, in (0, 1).
     routing : str
         ``"pooled"`` (load-aware: one queue or join-shortest-queue on free slots) or
-        ``"round-robin"`` / ``"random"`` (a queue per replica). See :data:`ROUTING_POLICIES`.
+        ``"round-robin"`` / ``"random"`` (a queue per replica). See :mod:`capbook.routing`.
     ramp_per_min : float
         How fast demand can climb, req/s per minute, ≥ 0.
     lag_min : float or ScaleUpLag
@@ -1238,6 +1140,10 @@ def plan_fleet(
         Mean tokens per request, to translate the peak into tokens per second and per minute.
     max_replicas : int, optional
         A quota. If the plan needs more, a ``ValueError`` says which stage breaks it.
+    at_least : int, optional
+        Serving replicas other checks need at the peak (a token rating with headroom, a TTFT
+        model, ...): the serving count is the larger of this and the queueing answer, and the
+        burst and spare stack on it (:func:`capbook.plan.capacity_plan` passes its checks here).
 
     Returns
     -------
@@ -1246,25 +1152,27 @@ def plan_fleet(
     Examples
     --------
     >>> p = plan_fleet(40, 32, 12.25, 0.5, 0.01, ramp_per_min=0.5, lag_min=8, spares=1)
-    >>> p.floor, p.queueing, p.burst.replicas, p.spare, p.total
+    >>> p.floor, p.serving, p.burst.replicas, p.spare, p.total
     (16, 17, 2, 1, 20)
     """
     lam, s, ts, tt, p = _slo(peak_rate, slots, service_time, t, target)
-    kind = routing_kind(routing)
-    ramp = _real(ramp_per_min, "ramp_per_min")
-    lag = lag_min.total if isinstance(lag_min, ScaleUpLag) else _real(lag_min, "lag_min")
-    k = _int(spares, "spares", 0)
-    z = None if zones is None else _int(zones, "zones", 1)
+    kind = queue_model(routing)
+    ramp = nonnegative(ramp_per_min, "ramp_per_min")
+    lag = lag_min.total if isinstance(lag_min, ScaleUpLag) else nonnegative(lag_min, "lag_min")
+    k = integer(spares, "spares", minimum=0)
+    z = None if zones is None else integer(zones, "zones", minimum=1)
     if z == 1:
         replicas_surviving_zone_loss(1, 1)  # raises the explanatory error
-    tok = None if tokens_per_request is None else _real(tokens_per_request, "tokens_per_request")
-    quota = None if max_replicas is None else _int(max_replicas, "max_replicas", 1)
+    tok = None if tokens_per_request is None else nonnegative(tokens_per_request, "tokens_per_request")
+    quota = None if max_replicas is None else integer(max_replicas, "max_replicas", minimum=1)
+    need = 0 if at_least is None else integer(at_least, "at_least", minimum=0)
 
     floor_exact = lam * ts / s
     floor = q.replicas_by_mean(lam, s, ts)
     queueing = replicas_for_routing(lam, s, ts, tt, p, kind)
-    burst = burst_headroom(ramp, lag, lam / queueing)
-    before = queueing + burst.replicas
+    serving = max(queueing, need)
+    burst = burst_headroom(ramp, lag, lam / serving)
+    before = serving + burst.replicas
     spare = failure_spares(before, k, z)
     total = before + spare
     lost = k
@@ -1283,15 +1191,17 @@ def plan_fleet(
         zones=z,
         floor_exact=floor_exact,
         floor=floor,
-        queueing=queueing,
+        serving=serving,
         burst=burst,
         spare=spare,
         tokens_per_request=tok,
+        queueing_replicas=queueing,
         _lost_in_failure=lost,
     )
     if quota is not None and total > quota:
-        if queueing > quota:
-            why = f"the SLO alone needs {queueing} at the peak"
+        if serving > quota:
+            why = (f"the SLO alone needs {serving} at the peak" if serving == queueing
+                   else f"the serving checks need {serving} at the peak")
         elif before > quota:
             why = f"the SLO plus burst headroom needs {before}"
         else:
@@ -1366,13 +1276,11 @@ def plan_by_utilisation(arrival_rate, slots, service_time, planning_utilisation=
     >>> p.busy_slots, p.at_full, p.at_planning, p.total
     (80.0, 10, 14, 15)
     """
-    lam = _real(arrival_rate, "arrival_rate", positive=True)
-    s = _int(slots, "slots", 1)
-    ts = _real(service_time, "service_time", positive=True)
-    u = _real(planning_utilisation, "planning_utilisation", positive=True)
-    if u > 1:
-        raise ValueError(f"planning_utilisation must be at most 1, got {planning_utilisation!r}")
-    k = _int(spares, "spares", 0)
+    lam = positive(arrival_rate, "arrival_rate")
+    s = integer(slots, "slots", minimum=1)
+    ts = positive(service_time, "service_time")
+    u = probability(planning_utilisation, "planning_utilisation", hi_open=False)
+    k = integer(spares, "spares", minimum=0)
     busy = lam * ts
     at_full = int(math.ceil(busy / s - 1e-12))
     at_plan = int(math.ceil(busy / (s * u) - 1e-12))
@@ -1490,23 +1398,19 @@ def alert_levels(
     >>> round(float(a.table().loc["breach", "slot_utilisation"]), 3)
     0.927
     """
-    n = _int(replicas, "replicas", 1)
-    s = _int(slots, "slots", 1)
-    ts = _real(service_time, "service_time", positive=True)
-    tt = _real(t, "t")
-    p = _real(target, "target", positive=True)
-    if p >= 1:
-        raise ValueError(f"target must lie strictly between 0 and 1, got {target!r}")
-    kind = routing_kind(routing)
+    n = integer(replicas, "replicas", minimum=1)
+    s = integer(slots, "slots", minimum=1)
+    ts = positive(service_time, "service_time")
+    tt = nonnegative(t, "t")
+    p = probability(target, "target")
+    kind = queue_model(routing)
     if kind == "cyclic":
         raise ValueError(
             "routing='strict-round-robin' is not supported by alert_levels (its queue depth has "
             "no closed form here); use 'round-robin' (the conservative per-replica model) or 'pooled'"
         )
-    f = _real(warn_fraction, "warn_fraction", positive=True)
-    if f >= 1:
-        raise ValueError(f"warn_fraction must lie strictly between 0 and 1, got {warn_fraction!r}")
-    ramp = None if ramp_per_min is None else _real(ramp_per_min, "ramp_per_min")
+    f = probability(warn_fraction, "warn_fraction")
+    ramp = None if ramp_per_min is None else nonnegative(ramp_per_min, "ramp_per_min")
 
     def rate_at(level: float) -> float:
         if kind == "pooled":
@@ -1515,7 +1419,7 @@ def alert_levels(
 
     breach = rate_at(p)
     if lead_min is not None:
-        lead = _real(lead_min, "lead_min")
+        lead = nonnegative(lead_min, "lead_min")
         if not ramp:
             raise ValueError("lead_min needs a positive ramp_per_min to turn minutes into req/s")
         warn = breach - ramp * lead

@@ -1,36 +1,45 @@
 r"""The capstone: a capacity plan from a request log and a sweep.
 
-:func:`capacity_plan` chains the book, one chapter per step:
+:func:`capacity_plan` chains the book, one chapter per step; each step is a function of its
+own that returns a frozen result with its numbers and its ``notes``, and the plan is those
+results (:class:`CapacityPlan`):
 
-1. **Hourly tokens** per model and tier from the request log (:meth:`capbook.traces.RequestLog.hourly`);
-   the plan is for one model (one deployment, one sweep) and, by default, the interactive
-   tier (batch work is deferred to troughs, not planned for at the peak).
+1. **Hourly tokens** per model and tier from the request log (:meth:`capbook.traces.RequestLog.hourly`,
+   summed once into a :class:`LogAggregates`); the plan is for one model (one deployment, one
+   sweep) and, by default, the interactive tier (batch work is deferred to troughs, not
+   planned for at the peak): :func:`select_traffic` → :class:`Traffic`.
 2. **Forecast** the output tokens at the horizon that matches the lead time of the decision
    (:data:`HORIZONS`: one week for reserved capacity already on hand, four for a quota or
    reservation request, twelve for a hardware order) and read the **P90 peak hour** of the
    forecast week (:meth:`capbook.forecast.TokenForecast.peak`). A short log is forecast with
    what it supports (calibrated bands, else the √h rule with fewer backtest origins); a log of
    less than four whole weeks, or with empty hours, cannot be forecast and the plan says so and
-   uses the busiest observed hour (times an explicit weekly growth, 0 unless given).
+   uses the busiest observed hour (times an explicit weekly growth, 0 unless given):
+   :func:`forecast_demand` → :class:`Demand`.
 3. **Replicas from the rating**: the replica's two-number rating from the sweep at the slots
    the TPOT objective allows (:func:`capbook.replicas.rating_from_sweep`), the linear mix and
-   the headroom (:func:`capbook.replicas.replicas_for_tokens`).
+   the headroom (:func:`capbook.replicas.replicas_for_tokens`): :func:`rate_replica` →
+   :class:`Replica`.
 4. **Queueing check at the peak**, both models of the book: Erlang C for the pooled fleet
    (``P(wait > t) ≤ target``, :func:`capbook.queueing.replicas_pooled`) and the load-dependent
-   model of continuous batching (TTFT tail, :func:`capbook.loadqueue.replicas_needed`). The
-   plan takes the largest of the three counts.
-5. **Burst headroom** (demand that climbs while new replicas start,
-   :func:`capbook.fleet.burst_headroom`) and **failure spares**
-   (:func:`capbook.fleet.failure_spares`).
+   model of continuous batching (TTFT tail, :func:`capbook.loadqueue.replicas_needed`):
+   :func:`check_queueing` → :class:`QueueingCheck`; and the engine model of
+   :mod:`capbook.predict` on one replica: :func:`check_engine` → :class:`EngineCheck`.
+5. **Serving, burst headroom and failure spares**, stacked by :func:`capbook.fleet.plan_fleet`
+   (the one stacking of the package): the **serving** count is the largest of the checks,
+   the burst headroom (demand that climbs while new replicas start) and the spares stack on
+   it, giving the **in-service** count and the total: :func:`stack_fleet` →
+   :class:`capbook.fleet.FleetPlan`; the models at the serving count: :func:`check_serving`.
 6. **Per-tenant token-per-minute limits** that sum below what the in-service fleet serves
-   (:func:`capbook.fleet.allocate_tpm`).
-7. **Replay check**: the log's busiest hours, time-scaled to the forecast peak
+   (:func:`capbook.fleet.allocate_tpm`): :func:`tenant_limits` → :class:`TenantLimits`.
+7. **Replay check** (:func:`verify_plan` → :class:`Verification`): the log's busiest hours, time-scaled to the forecast peak
    (:func:`capbook.arrivals.stack_busy_periods`), through the planned in-service fleet in the
    continuous-batching simulator (:mod:`capbook.sim`): TTFT at the objective's quantile, p99
    TPOT and goodput against the objectives, on the log's own bursts and prompt lengths rather
    than Poisson arrivals and means. When the replay misses the TTFT objective or the goodput
-   target (:attr:`SLO.goodput_share`), the plan adds in-service replicas (doubling, then
-   bisecting, up to :data:`REPLAY_CAP_FACTOR` times the models' count) until it meets them;
+   target (:attr:`SLO.goodput_share`), the plan adds in-service replicas (the search of
+   :func:`capbook.validation.fewest`, up to :data:`REPLAY_CAP_FACTOR` times the models' count)
+   until it meets them;
    the headline is that verified number, printed beside the models' number. When no fleet
    size can meet them (the prefill of the long prompts alone exceeds the TTFT objective, or
    the fleet saturates up to the cap), the plan keeps the models' number and says loudly, in
@@ -42,10 +51,14 @@ and an Altair chart (:meth:`~CapacityPlan.chart`).
 
 Units: tokens per second for token rates, requests per second for arrival rates, seconds for
 times, replicas as whole numbers.
+
+The plan takes explicit inputs; which sample sweep goes with which sample model is decided by
+:func:`capbook.datasets.plan_inputs`, which the CLI and the book ask for the defaults.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +66,8 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
+
+from .validation import array, fewest, integer, nonnegative, number, positive, probability
 
 __all__ = [
     "HORIZONS",
@@ -62,6 +77,25 @@ __all__ = [
     "horizon_for_lead_time",
     "peak_forecast",
     "PeakForecast",
+    "LogAggregates",
+    "Traffic",
+    "select_traffic",
+    "Demand",
+    "forecast_demand",
+    "Replica",
+    "rate_replica",
+    "QueueingCheck",
+    "check_queueing",
+    "EngineCheck",
+    "check_engine",
+    "stack_fleet",
+    "ServingCheck",
+    "check_serving",
+    "TenantLimits",
+    "tenant_limits",
+    "Verification",
+    "verify_plan",
+    "replay_plan",
 ]
 
 #: Forecast horizons (weeks) and the decision each one feeds: the lead time of that decision.
@@ -70,27 +104,6 @@ HORIZONS: dict[int, str] = {
     4: "request quota or a cloud reservation",
     12: "order hardware or sign a capacity contract",
 }
-
-#: Sample sweeps matching the models of the sample request log (used when no sweep is given).
-SAMPLE_SWEEP_FOR_MODEL = {"chat-70b": "llama70b_h100_tp4_chat", "chat-8b": "llama8b_h100_chat"}
-
-
-def _num(x, name: str, *, lo: float = 0.0, lo_open: bool = True, hi: float | None = None,
-         hi_open: bool = False) -> float:
-    if isinstance(x, bool):
-        raise ValueError(f"{name} must be a number, got {x!r}")
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number, got {x!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {x!r}")
-    if (lo_open and v <= lo) or (not lo_open and v < lo):
-        raise ValueError(f"{name} must be {'>' if lo_open else '>='} {lo:g}, got {x!r}")
-    if hi is not None and ((hi_open and v >= hi) or (not hi_open and v > hi)):
-        raise ValueError(f"{name} must be {'<' if hi_open else '<='} {hi:g}, got {x!r}")
-    return v
-
 
 # --------------------------------------------------------------------------------------------
 # Objectives
@@ -101,19 +114,19 @@ class SLO:
 
     Attributes
     ----------
-    ttft_s : float
+    ttft_target_s : float
         Time-to-first-token objective, seconds, at quantile ``ttft_quantile``.
     ttft_quantile : float
         e.g. 0.99 for a p99 TTFT objective.
-    tpot_s : float
+    tpot_target_s : float
         Time-per-output-token objective, seconds, at percentile ``tpot_percentile`` of the
         sweep (it sets the slots per replica, :func:`capbook.sweep.choose_slots`).
     tpot_percentile : int
         50, 95 or 99.
-    wait_s : float
+    wait_target_s : float
         Erlang C check: at most ``late_share`` of requests wait longer than this, seconds.
     late_share : float
-        Largest acceptable share of requests waiting longer than ``wait_s``, in (0, 1). This
+        Largest acceptable share of requests waiting longer than ``wait_target_s``, in (0, 1). This
         is the Erlang C model's target only, not a goodput target.
     goodput_share : float
         Smallest acceptable share of the replayed requests that meet *both* the TTFT and the
@@ -122,28 +135,29 @@ class SLO:
         share to also stream in time).
     """
 
-    ttft_s: float = 2.0
+    ttft_target_s: float = 2.0
     ttft_quantile: float = 0.99
-    tpot_s: float = 0.05
+    tpot_target_s: float = 0.05
     tpot_percentile: int = 95
-    wait_s: float = 0.5
+    wait_target_s: float = 0.5
     late_share: float = 0.01
     goodput_share: float | None = None
 
     def __post_init__(self):
-        _num(self.ttft_s, "ttft_s")
-        _num(self.ttft_quantile, "ttft_quantile", hi=1, hi_open=True)
-        _num(self.tpot_s, "tpot_s")
-        if self.tpot_percentile not in (50, 95, 99):
+        positive(self.ttft_target_s, "ttft_target_s")
+        probability(self.ttft_quantile, "ttft_quantile")
+        positive(self.tpot_target_s, "tpot_target_s")
+        if integer(self.tpot_percentile, "tpot_percentile") not in (50, 95, 99):
             raise ValueError(f"tpot_percentile must be 50, 95 or 99, got {self.tpot_percentile!r}")
-        _num(self.wait_s, "wait_s", lo_open=False)
-        _num(self.late_share, "late_share", hi=1, hi_open=True)
+        nonnegative(self.wait_target_s, "wait_target_s")
+        probability(self.late_share, "late_share")
         if self.goodput_share is None:
             object.__setattr__(self, "goodput_share", float(self.ttft_quantile))
-        _num(self.goodput_share, "goodput_share", hi=1)
+        probability(self.goodput_share, "goodput_share", hi_open=False)
 
-    _KEYS = {"ttft": "ttft_s", "ttft_q": "ttft_quantile", "tpot": "tpot_s", "tpot_p": "tpot_percentile",
-             "wait": "wait_s", "late": "late_share", "goodput": "goodput_share"}
+    _KEYS = {"ttft": "ttft_target_s", "ttft_q": "ttft_quantile", "tpot": "tpot_target_s",
+             "tpot_p": "tpot_percentile", "wait": "wait_target_s", "late": "late_share",
+             "goodput": "goodput_share"}
 
     @classmethod
     def parse(cls, text: str) -> "SLO":
@@ -153,6 +167,12 @@ class SLO:
         95), ``wait`` (s), ``late`` (share), ``goodput`` (share of replayed requests meeting both
         objectives; default ``ttft_q``). Values may carry ``s`` or ``ms`` (``tpot=50ms``) and
         shares a ``%`` (``late=1%``, ``goodput=99%``).
+
+        Examples
+        --------
+        >>> s = SLO.parse("ttft=1.5s,tpot=40ms,late=2%")
+        >>> s.ttft_target_s, s.tpot_target_s, s.late_share
+        (1.5, 0.04, 0.02)
         """
         if not isinstance(text, str) or not text.strip():
             raise ValueError("slo must be a non-empty string like 'ttft=2,tpot=0.05'")
@@ -180,9 +200,15 @@ class SLO:
         return cls(**kw)
 
     def describe(self) -> str:
-        """One line, e.g. ``p99 TTFT ≤ 2 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %``."""
-        return (f"p{100 * self.ttft_quantile:g} TTFT ≤ {self.ttft_s:g} s, p{self.tpot_percentile} TPOT ≤ "
-                f"{1000 * self.tpot_s:g} ms, P(wait > {self.wait_s:g} s) ≤ {100 * self.late_share:g} %, "
+        """One line describing the objectives.
+
+        Examples
+        --------
+        >>> SLO().describe()
+        'p99 TTFT ≤ 2 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
+        """
+        return (f"p{100 * self.ttft_quantile:g} TTFT ≤ {self.ttft_target_s:g} s, p{self.tpot_percentile} TPOT ≤ "
+                f"{1000 * self.tpot_target_s:g} ms, P(wait > {self.wait_target_s:g} s) ≤ {100 * self.late_share:g} %, "
                 f"goodput ≥ {100 * self.goodput_share:g} %")
 
 
@@ -192,8 +218,13 @@ def horizon_for_lead_time(lead_time_weeks: float) -> int:
     Capacity ordered today arrives after the lead time, so the plan must cover the week it
     lands in: the smallest of :data:`HORIZONS` that is at least the lead time; beyond twelve
     weeks, the lead time rounded up.
+
+    Examples
+    --------
+    >>> horizon_for_lead_time(2), horizon_for_lead_time(12), horizon_for_lead_time(13.2)
+    (4, 12, 14)
     """
-    lt = _num(lead_time_weeks, "lead_time_weeks")
+    lt = positive(lead_time_weeks, "lead_time_weeks")
     for h in sorted(HORIZONS):
         if lt <= h:
             return h
@@ -262,11 +293,9 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
     """
     from . import forecast as fc
 
-    q = _num(quantile, "quantile", hi=1, hi_open=True)
-    g = _num(growth_per_week, "growth_per_week", lo=-1)
-    hs = sorted({int(h) for h in horizons})
-    if not hs or hs[0] < 1:
-        raise ValueError(f"horizons must be positive whole weeks, got {list(horizons)!r}")
+    q = probability(quantile, "quantile")
+    g = number(growth_per_week, "growth_per_week", lo=-1, lo_open=True)
+    hs = sorted({int(h) for h in array(list(horizons), "horizons", lo=1, integer=True, nonempty=True, ndim=1)})
     name = fc.quantile_name(q)
     why = ""
     s = None
@@ -314,134 +343,696 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
 
 
 # --------------------------------------------------------------------------------------------
+# The log, summed once
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class LogAggregates:
+    """The sums of a request log that the plan reads, computed once.
+
+    :func:`capacity_plan` builds one from a log; build it yourself with :meth:`of` and pass it
+    instead of the log to plan the same log several times (other models, tiers, objectives)
+    without summing it again. The memo lives on this object, held by the caller.
+
+    Attributes
+    ----------
+    log : capbook.traces.RequestLog
+    label : str
+        How the plan names the log (default: its path).
+    hourly : pandas.DataFrame
+        :meth:`capbook.traces.RequestLog.hourly`.
+    per_minute : pandas.DataFrame
+        Per-minute sums by model, tier and, when the log has one, tenant.
+    has_tenants : bool
+        Whether ``per_minute`` is split by tenant.
+    """
+
+    log: object
+    label: str
+    hourly: pd.DataFrame = field(repr=False)
+    per_minute: pd.DataFrame = field(repr=False)
+    has_tenants: bool
+
+    @classmethod
+    def of(cls, log, label: str | None = None) -> "LogAggregates":
+        """Sum ``log`` (a :class:`capbook.traces.RequestLog`; a :class:`LogAggregates` is
+        returned as it is, relabelled when ``label`` is given)."""
+        if isinstance(log, cls):
+            return log if label is None else dataclasses.replace(log, label=label)
+        if not hasattr(log, "hourly") or not hasattr(log, "per_minute"):
+            raise ValueError(f"log must be a capbook.traces.RequestLog, got {type(log).__name__}")
+        hourly = log.hourly()
+        try:
+            minute, tenants = log.per_minute(by=("model", "tier", "tenant")), True
+        except ValueError:
+            minute, tenants = log.per_minute(by=("model", "tier")), False
+        if label is None:
+            label = str(getattr(log, "path", "")) or "request log"
+        return cls(log, label, hourly, minute, tenants)
+
+    @functools.cached_property
+    def frame(self) -> pd.DataFrame:
+        """Every request of the log as one pandas frame (read on first use: the replay needs it)."""
+        return self.log.to_pandas()
+
+
+def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
+    out = frame
+    if model is not None and "model" in out.columns:
+        out = out[out["model"] == model]
+    if tier is not None and "tier" in out.columns:
+        out = out[out["tier"] == tier]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# The steps of the plan, each a function returning a frozen result
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class Traffic:
+    """Step 1, :func:`select_traffic`: the model and tier the plan is for.
+
+    Attributes
+    ----------
+    model : str
+    tier : str or None
+        None: every tier.
+    hourly : pandas.DataFrame
+        The rows of :attr:`LogAggregates.hourly` of that model and tier.
+    notes : tuple of str
+    """
+
+    model: str
+    tier: str | None
+    hourly: pd.DataFrame = field(repr=False)
+    notes: tuple = ()
+
+
+def select_traffic(log: LogAggregates, model: str | None = None, tier: str | None = "interactive") -> Traffic:
+    """The model (default: the only one, or the one with the most output tokens) and tier to plan.
+
+    A plan is for one deployment, so for one model. The tier defaults to ``"interactive"``
+    and falls back to every tier (with a note) when the log has no such tier.
+
+    Raises
+    ------
+    ValueError
+        For a model or tier not in the log, or a selection without output tokens.
+    """
+    hourly = log.hourly
+    notes = []
+    models = sorted(map(str, pd.unique(hourly["model"])))
+    if model is None:
+        if len(models) > 1:
+            tot = hourly.groupby("model")["output_tokens"].sum()
+            model = str(tot.idxmax())
+            notes.append(f"the log holds {len(models)} models {models}; planning {model!r} (most output "
+                         "tokens); each model has its own replicas: plan the others with model=")
+        else:
+            model = models[0]
+    elif model not in models:
+        raise ValueError(f"model {model!r} is not in the request log; models are {models}")
+    tiers = sorted(map(str, pd.unique(hourly.loc[hourly["model"] == model, "tier"])))
+    if tier is not None and tier not in tiers:
+        if tier == "interactive":
+            notes.append(f"the log has no 'interactive' tier (tiers {tiers}); planning every tier")
+            tier = None
+        else:
+            raise ValueError(f"tier {tier!r} is not in the request log for model {model!r}; tiers are {tiers}")
+    sel = _select(hourly, model, tier)
+    if sel["requests"].sum() == 0 or sel["output_tokens"].sum() == 0:
+        raise ValueError(f"the request log has no requests with output tokens for model {model!r}"
+                         + (f", tier {tier!r}" if tier else ""))
+    return Traffic(model, tier, sel, tuple(notes))
+
+
+@dataclass(frozen=True)
+class Demand:
+    """Step 2, :func:`forecast_demand`: the peak the plan is for.
+
+    Attributes
+    ----------
+    lead_time_weeks : float
+        Lead time of the decision; ``horizon_weeks`` the forecast horizon it needs.
+    horizon_weeks : int
+    quantile : float
+        Quantile of the forecast week's busiest hour planned for.
+    demand_scale : float
+        Known-event overlay on top of the forecast.
+    peaks : dict
+        ``{horizon: PeakForecast}`` for 1, 4 and 12 weeks and the plan's horizon.
+    observed_peak_output_tps : float
+        Busiest 60 minutes of the log, output tokens per second.
+    output_tps, input_tps, request_rate : float
+        The planned peak: tokens per second and requests per second.
+    input_per_output : float
+        Input tokens per output token of the selection.
+    mean_input_tokens, mean_output_tokens : float
+        Tokens per request of the selection.
+    notes : tuple of str
+    """
+
+    lead_time_weeks: float
+    horizon_weeks: int
+    quantile: float
+    demand_scale: float
+    peaks: dict
+    observed_peak_output_tps: float
+    output_tps: float
+    input_tps: float
+    request_rate: float
+    input_per_output: float
+    mean_input_tokens: float
+    mean_output_tokens: float
+    notes: tuple = ()
+
+
+def _observed_peak(log: LogAggregates, model, tier) -> float:
+    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs).
+
+    A log spanning less than an hour (first to last arrival) may still touch 60 clock minutes
+    (58.4 minutes from 18:15:46 do); its busiest 60 minutes are then all of it, over its span,
+    not over 3600 s.
+    """
+    sel = _select(log.per_minute, model, tier)
+    per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
+    span_s = log.log.span_s
+    if len(per_min) >= 60 and span_s >= 3600.0:
+        return float(per_min.rolling(60).sum().max()) / 3600.0
+    return float(per_min.sum()) / max(span_s, 60.0)
+
+
+def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: float = 4,
+                    quantile: float = 0.9, demand_scale: float = 1.0, growth_per_week: float = 0.0) -> Demand:
+    """The planned peak: the P-``quantile`` peak hour of the forecast at the decision's horizon.
+
+    The horizon is :func:`horizon_for_lead_time` of ``lead_time_weeks``; the forecast is
+    :func:`peak_forecast` of the selection's hourly output tokens (the busiest observed 60
+    minutes, grown by ``growth_per_week``, when the log cannot be forecast), times
+    ``demand_scale``. Input tokens and requests follow from the selection's mix.
+    """
+    lead = positive(lead_time_weeks, "lead_time_weeks")
+    q = probability(quantile, "quantile")
+    scale = positive(demand_scale, "demand_scale")
+    sel = traffic.hourly
+    s_out = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
+    s_out.index = pd.DatetimeIndex(s_out.index)
+    tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
+    ratio = tot_in / tot_out
+    horizon = horizon_for_lead_time(lead)
+    observed = _observed_peak(log, traffic.model, traffic.tier)
+    peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
+                          growth_per_week=growth_per_week, observed_peak_tps=observed)
+    pk = peaks[horizon]
+    notes = []
+    if pk.method == "observed":
+        notes.append(f"forecast not possible: {pk.note}")
+    elif pk.method != "calibrated" or "rough" in pk.note:
+        notes.append(f"week-{horizon} forecast: {pk.note}")
+    out_tps = pk.output_tps * scale
+    mean_out = tot_out / tot_req
+    if scale != 1:
+        notes.append(f"demand scaled by {scale:g} on top of the forecast (an overlay for a known event)")
+    return Demand(lead_time_weeks=lead, horizon_weeks=horizon, quantile=q, demand_scale=scale, peaks=peaks,
+                  observed_peak_output_tps=observed, output_tps=out_tps, input_tps=out_tps * ratio,
+                  request_rate=out_tps / mean_out, input_per_output=ratio, mean_input_tokens=tot_in / tot_req,
+                  mean_output_tokens=mean_out, notes=tuple(notes))
+
+
+@dataclass(frozen=True)
+class Replica:
+    """Step 3, :func:`rate_replica`: one replica at the slots the TPOT objective allows.
+
+    Attributes
+    ----------
+    slo : SLO
+        The objectives as checked (``tpot_percentile`` moves to one the sweep reports).
+    slots : capbook.sweep.SlotChoice
+    service_time_s : float
+        Mean seconds a request of the selection holds a slot at ``slots`` (T).
+    rating : capbook.replicas.ReplicaRating
+    headroom : float
+        Share of the rating planned on.
+    need : capbook.replicas.ReplicaNeed
+        Replicas from the rating and headroom at the planned peak.
+    notes : tuple of str
+    """
+
+    slo: SLO
+    slots: object
+    service_time_s: float
+    rating: object
+    headroom: float
+    need: object
+    notes: tuple = ()
+
+    @property
+    def floor(self) -> int:
+        """Replicas 100 % busy with the token load (rating only, no headroom)."""
+        return max(1, int(math.ceil(self.need.equivalents - 1e-9)))
+
+
+def _split_rating(sweep, S: int, why: Exception):
+    """A replica's rating when the sweep's input tokens/s at S exceed its concurrency-1 prefill rate.
+
+    That happens when prompts are cached (prefix caching) or prefill is chunked into the decode
+    steps, so the lowest level's TTFT is not the cost of a prompt at load. The measured operating
+    point at S (output ``O`` and input ``I`` tokens/s) is kept exactly; the time is split as at the
+    lowest level, where a request spends ``f = TTFT / (TTFT + output tokens × TPOT)`` of its time
+    in prefill: ``R_in = I / f``, ``R_out = O / (1 - f)`` (so ``O / R_out + I / R_in = 1``).
+    """
+    from .replicas import ReplicaRating
+
+    tab = sweep.table
+    n = tab["concurrency"].to_numpy(float)
+    lo = tab.iloc[int(np.argmin(n))]
+    f = float(lo["ttft_p50_s"]) / (float(lo["ttft_p50_s"]) + float(lo["mean_output_tokens"]) * float(lo["tpot_p50_s"]))
+    out = float(np.interp(S, n, tab["output_throughput_tps"].to_numpy(float)))
+    req = float(np.interp(S, n, tab["request_throughput_rps"].to_numpy(float)))
+    inp = req * float(np.interp(S, n, tab["mean_input_tokens"].to_numpy(float)))
+    if not (0 < f < 1 and out > 0 and inp > 0):
+        raise ValueError(f"cannot rate a replica from sweep {sweep.name!r}: {why}") from None
+    return ReplicaRating(out / (1 - f), inp / f,
+                         source=f"{sweep.name} at concurrency {S:g}, {100 * f:.1f} % of the time in prefill")
+
+
+def _checked_percentile(sweep, slo: SLO, notes: list) -> SLO:
+    """The objectives with a TPOT percentile the sweep reports: the stricter one if it has it,
+    else the median (a note says which)."""
+    if sweep.has("tpot", slo.tpot_percentile):
+        return slo
+    have = [q_ for q_ in (99, 95, 50) if sweep.has("tpot", q_)]
+    if not have:
+        raise ValueError(f"sweep {sweep.name!r} holds no TPOT percentile (p50, p95 or p99)")
+    stricter = [q_ for q_ in have if q_ > slo.tpot_percentile]
+    q_new = min(stricter) if stricter else max(have)
+    notes.append(f"the sweep reports no p{slo.tpot_percentile} TPOT (it has "
+                 f"{', '.join(f'p{q_}' for q_ in sorted(have))}): the TPOT objective is checked at "
+                 f"p{q_new}" + ("" if stricter else ", less strict than asked: measure the "
+                                f"p{slo.tpot_percentile} to plan on it"))
+    return dataclasses.replace(slo, tpot_percentile=q_new)
+
+
+def rate_replica(sweep, demand: Demand, slo: SLO, headroom: float = 0.8) -> Replica:
+    """Slots from the TPOT objective, the service time and the replica's rating from the sweep,
+    and the replicas the rating and ``headroom`` give at the peak.
+
+    Slots: :func:`capbook.sweep.choose_slots`; rating: :func:`capbook.replicas.rating_from_sweep`
+    (or, where the sweep's input rate at S exceeds its prefill rate, the time split of
+    :func:`_split_rating`); replicas: :func:`capbook.replicas.replicas_for_tokens`.
+
+    Raises
+    ------
+    ValueError
+        When no measured concurrency meets the TPOT objective, or ``headroom`` is not in (0, 1].
+    """
+    from .replicas import rating_from_sweep, replicas_for_tokens
+    from .sweep import choose_slots
+
+    h_room = probability(headroom, "headroom", hi_open=False)
+    notes: list[str] = []
+    slo = _checked_percentile(sweep, slo, notes)
+    choice = choose_slots(sweep, slo.tpot_target_s, q=slo.tpot_percentile)
+    if choice.S == 0:
+        raise ValueError(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_target_s:g} s "
+                         f"at any measured concurrency ({choice.reason}); relax the TPOT objective or change hardware")
+    S = int(choice.S)
+    T = float(sweep.service_time(S, demand.mean_input_tokens, demand.mean_output_tokens))
+    ratio = demand.input_per_output
+    try:
+        rating = rating_from_sweep(sweep, S)
+    except ValueError as exc:
+        rating = _split_rating(sweep, S, exc)
+        tab = sweep.table
+        sw_ratio = float(np.interp(S, tab["concurrency"], tab["mean_input_tokens"])
+                         / np.interp(S, tab["concurrency"], tab["mean_output_tokens"]))
+        msg = (f"rating: {exc}. The plan splits the replica's time at S between prefill and decode as at "
+               f"the sweep's lowest level instead ({rating.source}): exact at the sweep's own mix "
+               f"({sw_ratio:.1f} input tokens per output token)")
+        if not 0.5 <= ratio / sw_ratio <= 2:
+            msg += (f", an extrapolation for this log's {ratio:.1f}; if the sweep's prompts were cached (prefix "
+                    "caching), the log's are unlikely to be, and the input rating is optimistic")
+        notes.append(msg + "; measure prefill on its own to do better")
+    need = replicas_for_tokens(demand.output_tps, demand.input_tps, rating, h_room)
+    notes += [f"sweep: {n}" for n in getattr(sweep, "notes", [])]
+    return Replica(slo, choice, T, rating, h_room, need, tuple(notes))
+
+
+@dataclass(frozen=True)
+class QueueingCheck:
+    """Step 4, :func:`check_queueing`: the two queueing models of the book at the peak.
+
+    Attributes
+    ----------
+    erlang_replicas : int
+        Fewest pooled replicas meeting ``P(wait > wait_target_s) ≤ late_share`` (Erlang C).
+    loadq_replicas : int or None
+        Fewest pooled replicas meeting the TTFT tail in the load-dependent model of continuous
+        batching (None when it does not apply; see ``notes``).
+    notes : tuple of str
+    """
+
+    erlang_replicas: int
+    loadq_replicas: int | None
+    notes: tuple = ()
+
+
+def check_queueing(sweep, demand: Demand, replica: Replica) -> QueueingCheck:
+    """Erlang C (:func:`capbook.fleet.replicas_for_routing`, pooled) and the load-dependent
+    model (:func:`capbook.loadqueue.replicas_needed`) at the planned peak."""
+    from . import loadqueue
+    from .fleet import replicas_for_routing
+
+    slo, S, lam = replica.slo, int(replica.slots.S), demand.request_rate
+    mean_in, mean_out = demand.mean_input_tokens, demand.mean_output_tokens
+    erl = int(replicas_for_routing(lam, S, replica.service_time_s, slo.wait_target_s, slo.late_share, "pooled"))
+    notes, lq_n = [], None
+    pf_mean = float(sweep.prefill_time(mean_in))
+    if pf_mean >= slo.ttft_target_s:
+        # TTFT >= prefill, so the model's search could only fail, slowly (it doubles to 2**20)
+        notes.append(f"load-dependent model not used: the mean prompt ({mean_in:,.0f} tokens) alone takes "
+                     f"{pf_mean:.2f} s to prefill, not less than the TTFT objective of {slo.ttft_target_s:g} s")
+    else:
+        try:
+            lq_n = int(loadqueue.replicas_needed(sweep, lam, S, slo.ttft_target_s, slo.ttft_quantile,
+                                                 input_tokens=mean_in, output_tokens=mean_out))
+        except ValueError as exc:
+            notes.append(f"load-dependent model not used: {exc}")
+    return QueueingCheck(erl, lq_n, tuple(notes))
+
+
+@dataclass(frozen=True)
+class EngineCheck:
+    """Step 5, :func:`check_engine`: the engine model of :mod:`capbook.predict` on one replica.
+
+    Attributes
+    ----------
+    model : str or None
+        The model relied on (``"simulation"``); None when the sweep could not be fitted (the
+        other fields are then None too; see ``notes``).
+    saturation_rps : float or None
+        Requests per second one replica saturates at.
+    max_rate_rps : float or None
+        Highest rate per replica meeting p99 TTFT within the objective (None: none does).
+    replicas : int or None
+        Replicas that rate implies for the planned peak.
+    ttft_p99_s : float or None
+        p99 TTFT per replica at the rate the serving count gives each.
+    input_tokens, output_tokens : float or None
+        Request lengths asked about (the selection's means).
+    notes : tuple of str
+    """
+
+    model: str | None = None
+    saturation_rps: float | None = None
+    max_rate_rps: float | None = None
+    replicas: int | None = None
+    ttft_p99_s: float | None = None
+    input_tokens: float | None = None
+    output_tokens: float | None = None
+    notes: tuple = ()
+
+
+def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: int = 2026) -> EngineCheck:
+    """The engine model fitted to the sweep, asked about requests of the log's mean lengths (the
+    step cost is per token, so it carries over from the sweep's mix): its saturation rate, the
+    highest rate meeting p99 TTFT within the objective, the replicas that implies for the peak,
+    and its p99 TTFT at ``peak / serving``."""
+    from .engine import fit_engine
+    from .predict import predict
+
+    slo, lam = replica.slo, demand.request_rate
+    mean_in, mean_out = demand.mean_input_tokens, demand.mean_output_tokens
+    try:
+        eng = fit_engine(sweep)
+        eng = dataclasses.replace(eng, prompt_tokens=float(mean_in), output_tokens=float(mean_out),
+                                  output_quantiles=None, prompt_p99=None, notes=list(eng.notes))
+        p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_target_s, seed=seed, requests=2000,
+                    models=("simulation",), engine=eng)
+    except ValueError as exc:
+        return EngineCheck(notes=(f"engine model not used: {exc}",))
+    sim = p.models["simulation"]
+    mr = sim.max_rate_rps
+    notes = ()
+    if mr is None:
+        notes = (f"engine model: no rate meets p99 TTFT ≤ {slo.ttft_target_s:g} s on one replica (its TTFT at "
+                 "the lightest load is already above it)",)
+    return EngineCheck("simulation", sim.saturation_rps, mr, int(math.ceil(lam / mr - 1e-9)) if mr else None,
+                       sim.ttft_p99_s, float(mean_in), float(mean_out), notes)
+
+
+def stack_fleet(demand: Demand, replica: Replica, queue: QueueingCheck, engine: EngineCheck, *,
+                ramp_per_min: float = 0.0125, lag_min: float = 8.0, spares: int = 1, zones: int | None = None):
+    """Step 6: the serving count, burst headroom and failure spares, by :func:`capbook.fleet.plan_fleet`.
+
+    The serving count is the largest of the token load, the rating with headroom, Erlang C,
+    the load-dependent model and the engine model; the burst headroom (demand climbing at
+    ``ramp_per_min`` of the peak a minute for ``lag_min`` minutes) and the spares stack on it.
+
+    Returns
+    -------
+    capbook.fleet.FleetPlan
+    """
+    from .fleet import plan_fleet
+
+    lam = demand.request_rate
+    ramp = nonnegative(ramp_per_min, "ramp_per_min")
+    others = max(replica.need.replicas, replica.floor, queue.loadq_replicas or 0, engine.replicas or 0)
+    return plan_fleet(lam, int(replica.slots.S), replica.service_time_s, replica.slo.wait_target_s,
+                      replica.slo.late_share, routing="pooled", ramp_per_min=ramp * lam, lag_min=lag_min,
+                      spares=spares, zones=zones, at_least=others)
+
+
+@dataclass(frozen=True)
+class ServingCheck:
+    """Step 7, :func:`check_serving`: the queueing models at the serving count.
+
+    Attributes
+    ----------
+    erlang_late_share : float
+        ``P(wait > wait_target_s)`` at the peak on the serving replicas (Erlang C).
+    loadq_ttft_s : float or None
+        TTFT at the objective's quantile in the load-dependent model on the serving replicas.
+    notes : tuple of str
+    """
+
+    erlang_late_share: float
+    loadq_ttft_s: float | None
+    notes: tuple = ()
+
+
+def check_serving(sweep, demand: Demand, replica: Replica, queue: QueueingCheck, fleet_plan) -> ServingCheck:
+    """Erlang C's late share and the load-dependent model's TTFT on ``fleet_plan.serving`` replicas."""
+    from . import loadqueue
+
+    serving = fleet_plan.serving
+    late = fleet_plan.late_share(serving)
+    notes, lq_ttft = [], None
+    if queue.loadq_replicas is not None:
+        try:
+            model_q = loadqueue.from_sweep(sweep, int(replica.slots.S), replicas=serving,
+                                           input_tokens=demand.mean_input_tokens,
+                                           output_tokens=demand.mean_output_tokens)
+            lq_ttft = float(model_q.solve(demand.request_rate).ttft_quantile(replica.slo.ttft_quantile))
+        except ValueError as exc:
+            notes.append(f"load-dependent model's TTFT at the serving count not available: {exc}")
+    return ServingCheck(late, lq_ttft, tuple(notes))
+
+
+@dataclass(frozen=True, eq=False)
+class TenantLimits:
+    """Step 8, :func:`tenant_limits`: per-tenant tokens-per-minute limits.
+
+    Attributes
+    ----------
+    capacity_tpm : float
+        Tokens per minute the in-service fleet serves at the headroom.
+    tpm : pandas.DataFrame
+        :func:`capbook.fleet.allocate_tpm` of the tenants' demands.
+    notes : tuple of str
+    """
+
+    capacity_tpm: float
+    tpm: pd.DataFrame = field(repr=False)
+    notes: tuple = ()
+
+
+def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica: Replica, fleet_plan,
+                  reserve: float = 0.1) -> TenantLimits:
+    """Tenant limits that sum below what the models' in-service fleet serves.
+
+    Replicas the replay check adds absorb the log's bursts and long prompts and are not handed
+    out as tenant quota. A tenant's demand is its p99 minute of tokens, grown as the peak grew.
+    """
+    from .fleet import allocate_tpm
+
+    res = number(reserve, "tpm_reserve", lo=0, hi=1, hi_open=True)
+    ratio, rating = demand.input_per_output, replica.rating
+    per_rep_out = replica.headroom / (1.0 / rating.output_tps + ratio / rating.input_tps)
+    capacity_tpm = 60.0 * fleet_plan.in_service * per_rep_out * (1.0 + ratio)
+    observed = demand.observed_peak_output_tps
+    growth = demand.output_tps / observed if observed > 0 else 1.0
+    notes = ()
+    if log.has_tenants:
+        pm = _select(log.per_minute, traffic.model, traffic.tier)
+        tok = (pm["input_tokens"] + pm["output_tokens"]).groupby([pm["tenant"], pm["period_start"]]).sum()
+        demands = (tok.groupby(level=0).quantile(0.99) * growth).to_dict()
+        demands = {str(k): float(v) for k, v in demands.items()}
+    else:
+        demands = {"all callers": 60.0 * (demand.output_tps + demand.input_tps)}
+        notes = ("the log has no tenant column: one limit for all callers",)
+    return TenantLimits(capacity_tpm, allocate_tpm(capacity_tpm, demands, reserve=res), notes)
+
+
+@dataclass(frozen=True, eq=False)
+class Verification:
+    """Step 9, :func:`verify_plan`: the replay check of the models' fleet.
+
+    Attributes
+    ----------
+    status : str
+        ``"met"`` (the models' count meets it), ``"added"`` (more in-service replicas were
+        needed and found), ``"not met"`` (none up to ``cap`` met it), ``"impossible"`` (no
+        fleet size can; see ``reason``) or ``"skipped"``.
+    met : bool or None
+        None when skipped.
+    reason : str
+        A sentence.
+    cap : int or None
+        Most in-service replicas the search would try.
+    tried : pandas.DataFrame or None
+        One row per fleet size replayed: ``ttft_q_s``, ``goodput_share``, ``meets``.
+    seconds : float
+        Wall-clock time of the check.
+    sim : dict
+        Replay summary (:meth:`capbook.sim.SimResult.summary`) of the headline fleet (the
+        in-service replicas) plus ``replicas``, ``replayed_requests``, ``p99_input_tokens``,
+        ``ttft_q_s`` (TTFT at the objective's quantile) and ``measured_rate`` (requests per
+        second the replay arrived at); empty when skipped.
+    replay_added : int
+        In-service replicas added to the models' count.
+    spare : int or None
+        Failure spare for the headline in-service count when replicas were added (None: the
+        models' spare stands).
+    notes : tuple of str
+    """
+
+    status: str
+    met: bool | None
+    reason: str
+    cap: int | None = None
+    tried: pd.DataFrame | None = field(default=None, repr=False)
+    seconds: float = 0.0
+    sim: dict = field(default_factory=dict, repr=False)
+    replay_added: int = 0
+    spare: int | None = None
+    notes: tuple = ()
+
+
+_SKIPPED = Verification("skipped", None, "the replay was skipped (simulate=False)",
+                        notes=("replay skipped: the replica count is the models' and is not verified against "
+                               "the log",))
+# --------------------------------------------------------------------------------------------
 # The plan
 # --------------------------------------------------------------------------------------------
 _KIND = {"token load": "floor", "rating headroom": "queueing", "queueing check": "queueing",
          "burst headroom": "burst", "replay check": "queueing", "failure spare": "spare", "total": "total"}
 
 
-@dataclass
+def _from(step: str, *names: str) -> dict:
+    """Read-only properties ``name -> self.<step>.<name>``: the plan's numbers under their usual names."""
+    return {n: property(lambda self, n=n: getattr(getattr(self, step), n), doc=f"``{step}.{n}``") for n in names}
+
+
+@dataclass(frozen=True, eq=False)
 class CapacityPlan:
     """A capacity plan and every number behind it (build it with :func:`capacity_plan`).
+
+    The plan is the results of its steps, each a frozen object with the numbers of one chapter
+    and its own ``notes``; the numbers readers ask for most are also properties of the plan
+    (``plan.output_tps`` is ``plan.demand.output_tps``, ``plan.serving`` is
+    ``plan.fleet.serving``).
 
     Attributes
     ----------
     source : dict
         Where the data came from: ``requests``, ``sweep``, ``model``, ``tier``.
-    slo : SLO
-    horizon_weeks : int
-        The horizon the plan is for; ``lead_time_weeks`` the decision's lead time.
-    peaks : dict
-        ``{horizon: PeakForecast}`` for 1, 4 and 12 weeks and the plan's horizon.
-    output_tps, input_tps, request_rate : float
-        The planned peak: output and input tokens per second and requests per second.
-    mean_input_tokens, mean_output_tokens : float
-        Tokens per request of the planned traffic (from the log).
-    slots : capbook.sweep.SlotChoice
-    service_time_s : float
-        Mean seconds a request holds a slot at ``slots`` (T).
-    need : capbook.replicas.ReplicaNeed
-        Replicas from the rating and headroom.
-    erlang_replicas : int
-        Fewest pooled replicas meeting ``P(wait > wait_s) ≤ late_share`` (Erlang C).
-    loadq_replicas : int or None
-        Fewest pooled replicas meeting the TTFT tail in the load-dependent model (None when the
-        sweep does not support the model; see ``notes``).
-    burst : capbook.fleet.BurstHeadroom
-    spare : int
-    tpm : pandas.DataFrame
-        Per-tenant limits (:func:`capbook.fleet.allocate_tpm`).
-    capacity_tpm : float
-        Tokens per minute the in-service fleet serves at the headroom.
-    sim : dict
-        Replay summary (:meth:`capbook.sim.SimResult.summary`) of the headline fleet
-        (:attr:`in_service` replicas) plus ``replicas``, ``replayed_requests``,
-        ``p99_input_tokens``, ``ttft_q_s`` (TTFT at the objective's quantile) and
-        ``measured_rate`` (requests per second the replay arrived at); empty when the replay
-        was skipped.
-    model_spare : int or None
-        Failure spare for the models' in-service count (None: the same as ``spare``, which is
-        the spare for the headline in-service count).
-    replay_added : int
-        Replicas the replay check added to the models' in-service count so that the replay
-        meets the TTFT objective and the goodput target (0 when the models' count already
-        does, or when the replay was skipped or cannot meet them).
-    verification : dict
-        The replay check: ``status`` (``"met"``: the models' count meets it; ``"added"``:
-        more replicas were needed and found; ``"not met"``: none up to ``cap`` replicas met it;
-        ``"impossible"``: no fleet size can, see ``reason``; ``"skipped"``), ``met`` (bool, or
-        None when skipped), ``reason`` (a sentence), ``cap`` (the most in-service replicas
-        tried) and ``tried`` (a DataFrame, one row per fleet size replayed: ``ttft_q_s``,
-        ``goodput_share``, ``meets``), ``seconds`` (wall-clock time of the check).
-    notes : list of str
-        Caveats: fallbacks, mismatches, anything a reviewer should know.
+    traffic : Traffic
+        The model and tier planned (:func:`select_traffic`).
+    demand : Demand
+        The planned peak (:func:`forecast_demand`): ``peaks``, ``output_tps``, ``input_tps``,
+        ``request_rate``, ``mean_input_tokens``, ``mean_output_tokens``,
+        ``observed_peak_output_tps``, ``horizon_weeks``, ``lead_time_weeks``, ``quantile``,
+        ``demand_scale``.
+    replica : Replica
+        Slots, service time, rating and replicas by rating (:func:`rate_replica`): ``slo`` (the
+        objectives as checked), ``slots``, ``service_time_s``, ``rating``, ``headroom``, ``need``.
+    queue : QueueingCheck
+        ``erlang_replicas`` and ``loadq_replicas`` at the peak (:func:`check_queueing`).
+    engine_check : EngineCheck
+        The engine model on one replica (:func:`check_engine`).
+    fleet : capbook.fleet.FleetPlan
+        The serving count with the burst headroom and failure spare stacked on it
+        (:func:`stack_fleet`): ``serving``, ``burst``, ``in_service``, ``spare``.
+    at_serving : ServingCheck
+        ``erlang_late_share`` and ``loadq_ttft_s`` on the serving replicas (:func:`check_serving`).
+    limits : TenantLimits
+        ``capacity_tpm`` and the per-tenant limits ``tpm`` (:func:`tenant_limits`).
+    verification : Verification
+        The replay check (:func:`verify_plan`): ``status``, ``reason``, ``sim``, ``replay_added``.
+    input_notes : tuple of str
+        Notes on how the inputs were chosen (e.g. :func:`capbook.datasets.plan_inputs`).
     """
 
     source: dict
-    slo: SLO
-    horizon_weeks: int
-    lead_time_weeks: float
-    quantile: float
-    headroom: float
-    demand_scale: float
-    peaks: dict
-    output_tps: float
-    input_tps: float
-    request_rate: float
-    mean_input_tokens: float
-    mean_output_tokens: float
-    observed_peak_output_tps: float
-    slots: object
-    service_time_s: float
-    rating: object
-    need: object
-    erlang_replicas: int
-    erlang_late_share: float
-    loadq_replicas: int | None
-    loadq_ttft_s: float | None
-    ramp_per_min: float
-    lag_min: float
-    burst: object
-    spares: int
-    zones: int | None
-    spare: int
-    capacity_tpm: float
-    tpm: pd.DataFrame
-    sim: dict = field(default_factory=dict)
-    notes: list = field(default_factory=list)
-    model_spare: int | None = None
-    replay_added: int = 0
-    verification: dict = field(default_factory=dict)
-    engine_check: dict = field(default_factory=dict)
+    traffic: Traffic
+    demand: Demand
+    replica: Replica
+    queue: QueueingCheck
+    engine_check: EngineCheck
+    fleet: object
+    at_serving: ServingCheck
+    limits: TenantLimits
+    verification: Verification = _SKIPPED
+    input_notes: tuple = ()
+
+    locals().update(_from("demand", "lead_time_weeks", "horizon_weeks", "quantile", "demand_scale", "peaks",
+                          "observed_peak_output_tps", "output_tps", "input_tps", "request_rate",
+                          "mean_input_tokens", "mean_output_tokens"))
+    locals().update(_from("replica", "slo", "slots", "service_time_s", "rating", "headroom", "need", "floor"))
+    locals().update(_from("queue", "erlang_replicas", "loadq_replicas"))
+    locals().update(_from("at_serving", "erlang_late_share", "loadq_ttft_s"))
+    locals().update(_from("fleet", "serving", "burst", "spares", "zones"))
+    locals().update(_from("limits", "capacity_tpm", "tpm"))
+    locals().update(_from("verification", "sim", "replay_added"))
 
     # -- the replica count -----------------------------------------------------------------
     @property
-    def floor(self) -> int:
-        """Replicas 100 % busy with the token load (rating only, no headroom)."""
-        return max(1, int(math.ceil(self.need.equivalents - 1e-9)))
-
-    @property
-    def serving(self) -> int:
-        """Replicas meeting the objectives at the peak: the largest of the rating with
-        headroom, Erlang C and the load-dependent model."""
-        return max(self.need.replicas, self.erlang_replicas, self.loadq_replicas or 0, self.floor)
-
-    @property
     def model_in_service(self) -> int:
         """In-service replicas by the models: serving + burst headroom."""
-        return self.serving + self.burst.replicas
-
-    @property
-    def model_total(self) -> int:
-        """Replicas by the models (rating, Erlang C, load-dependent model, burst, spare), before
-        the replay check."""
-        return self.model_in_service + (self.spare if self.model_spare is None else self.model_spare)
+        return self.fleet.in_service
 
     @property
     def in_service(self) -> int:
         """Replicas that must stay in service through a failure: serving + burst headroom + what
         the replay check added."""
         return self.model_in_service + self.replay_added
+
+    @property
+    def spare(self) -> int:
+        """Failure spare for the headline in-service count."""
+        v = self.verification
+        return self.fleet.spare if v.spare is None else v.spare
+
+    @property
+    def model_spare(self) -> int | None:
+        """Failure spare for the models' in-service count (None: the same as :attr:`spare`)."""
+        return None if self.verification.spare is None else self.fleet.spare
+
+    @property
+    def model_total(self) -> int:
+        """Replicas by the models (rating, Erlang C, load-dependent and engine models, burst,
+        spare), before the replay check."""
+        return self.fleet.total
 
     @property
     def total(self) -> int:
@@ -453,28 +1044,39 @@ class CapacityPlan:
     def verified(self) -> bool | None:
         """True when the replay of :attr:`in_service` replicas meets the TTFT objective and the
         goodput target, False when it does not, None when the replay was skipped."""
-        return self.verification.get("met")
+        return self.verification.met
 
     @property
     def verified_total(self) -> int | None:
         """The replay-verified replica count (None when the replay was skipped or failed)."""
         return self.total if self.verified else None
 
+    @property
+    def notes(self) -> tuple:
+        """Caveats of every step, in order: fallbacks, mismatches, anything a reviewer should know."""
+        out = ()
+        for step in (self.traffic, self.demand, self.replica, self.queue, self.engine_check, self.at_serving,
+                     self.limits, self.verification):
+            out += step.notes
+            if step is self.traffic:
+                out += self.input_notes
+        return out
+
     def headline(self) -> str:
         """The first line of :meth:`render`: the count, and how it stands against the replay."""
         head = f"Capacity plan: {self.total} replicas of {self.source['model']} for week {self.horizon_weeks}"
         v = self.verification
-        status = v.get("status", "skipped")
+        status = v.status
         if status == "met":
             return head + f" (models: {self.model_total}; replay-verified: {self.total})"
         if status == "added":
             return head + (f" (models: {self.model_total}; replay-verified: {self.total}, +{self.replay_added} "
                            "for the log's bursts and prompt lengths)")
         if status == "impossible":
-            return head + f" (models: {self.model_total}) -- NOT VERIFIED: {v.get('reason', '')}"
+            return head + f" (models: {self.model_total}) -- NOT VERIFIED: {v.reason}"
         if status == "not met":
             return head + (f" (models: {self.model_total}) -- NOT VERIFIED: the replay misses the objectives"
-                           f" at every fleet size tried; {v.get('reason', '')}")
+                           f" at every fleet size tried; {v.reason}")
         return head + f" (models: {self.model_total}; not replay-verified)"
 
     @property
@@ -554,20 +1156,20 @@ class CapacityPlan:
         add("rating", "headroom", self.headroom, "share")
         add("rating", "replicas by rating", self.need.replicas, "replicas")
         add("queueing", "Erlang C replicas", self.erlang_replicas, "replicas")
-        add("queueing", f"P(wait > {self.slo.wait_s:g} s) at the serving count", self.erlang_late_share, "share")
+        add("queueing", f"P(wait > {self.slo.wait_target_s:g} s) at the serving count", self.erlang_late_share, "share")
         add("queueing", "load-dependent replicas", self.loadq_replicas if self.loadq_replicas is not None else "n/a",
             "replicas")
         if self.loadq_ttft_s is not None:
             add("queueing", f"model p{100 * self.slo.ttft_quantile:g} TTFT at the serving count", self.loadq_ttft_s, "s")
         e = self.engine_check
-        if e:
-            add("engine model", "model", e["model"], "")
-            add("engine model", "saturation per replica", e["saturation_rps"], "requests/s")
-            add("engine model", "highest rate per replica meeting p99 TTFT", e["max_rate_rps"]
-                if e["max_rate_rps"] is not None else "none", "requests/s")
-            add("engine model", "replicas the engine model needs", e["replicas"] or "n/a", "replicas")
-            if e.get("ttft_p99_s") is not None:
-                add("engine model", "p99 TTFT per replica at the serving count", e["ttft_p99_s"], "s")
+        if e.model is not None:
+            add("engine model", "model", e.model, "")
+            add("engine model", "saturation per replica", e.saturation_rps, "requests/s")
+            add("engine model", "highest rate per replica meeting p99 TTFT", e.max_rate_rps
+                if e.max_rate_rps is not None else "none", "requests/s")
+            add("engine model", "replicas the engine model needs", e.replicas or "n/a", "replicas")
+            if e.ttft_p99_s is not None:
+                add("engine model", "p99 TTFT per replica at the serving count", e.ttft_p99_s, "s")
         add("fleet", "serving replicas", self.serving, "replicas")
         add("fleet", "burst headroom", self.burst.replicas, "replicas")
         add("fleet", "replicas by the models", self.model_total, "replicas")
@@ -578,7 +1180,7 @@ class CapacityPlan:
         for tenant, row in self.tpm.iterrows():
             add("limits", f"limit for {tenant}", int(row["limit"]), "tokens/min")
         v = self.verification
-        add("replay", "verification", v.get("status", "skipped"), "")
+        add("replay", "verification", v.status, "")
         add("replay", "verified replicas", self.verified_total if self.verified else "not verified", "replicas")
         if self.sim:
             add("replay", "replicas replayed (in service)", self.sim["replicas"], "replicas")
@@ -591,8 +1193,8 @@ class CapacityPlan:
                 add("replay", f"p{100 * self.slo.ttft_quantile:g} TTFT", self.sim["ttft_q_s"], "s")
             add("replay", "requests replayed", self.sim["replayed_requests"], "requests")
             add("replay", "arrival rate replayed", self.sim["measured_rate"], "requests/s")
-        if v.get("reason") and not self.verified:
-            add("replay", "why not verified", v["reason"], "")
+        if v.reason and not self.verified:
+            add("replay", "why not verified", v.reason, "")
         return pd.DataFrame(r)
 
     def to_csv(self, path) -> Path:
@@ -630,20 +1232,20 @@ class CapacityPlan:
                   f"{self.rating.output_tps:,.0f} output / {self.rating.input_tps:,.0f} input tokens/s",
                   f"- Serving replicas set by: {self.binding}"]
         v = self.verification
-        if v.get("status") == "added":
+        if v.status == "added":
             lines.append(f"- The replay check added {self.replay_added} in-service replica(s) to the models' "
                          f"{self.model_in_service}: the models miss the log's bursts and real prompt lengths")
-        elif v.get("status") in ("not met", "impossible"):
-            lines.append(f"- **NOT VERIFIED**: {v.get('reason', '')}" if markdown else
-                         f"- NOT VERIFIED: {v.get('reason', '')}")
-        elif v.get("status", "skipped") == "skipped":
+        elif v.status in ("not met", "impossible"):
+            lines.append(f"- **NOT VERIFIED**: {v.reason}" if markdown else
+                         f"- NOT VERIFIED: {v.reason}")
+        elif v.status == "skipped":
             lines.append("- The replay was skipped: this is the models' number, not verified against the log")
         e = self.engine_check
-        if e and e.get("max_rate_rps"):
-            lines.append(f"- Engine model ({e['model']}, capbook predict, the step cost fitted to the sweep, requests of "
-                         f"{e['input_tokens']:,.0f} input and {e['output_tokens']:,.0f} output tokens): one replica saturates at "
-                         f"{e['saturation_rps']:.3g} requests/s and meets p99 TTFT ≤ {self.slo.ttft_s:g} s up to "
-                         f"{e['max_rate_rps']:.3g} requests/s → {e['replicas']} replica(s) for "
+        if e.max_rate_rps:
+            lines.append(f"- Engine model ({e.model}, capbook predict, the step cost fitted to the sweep, requests of "
+                         f"{e.input_tokens:,.0f} input and {e.output_tokens:,.0f} output tokens): one replica saturates at "
+                         f"{e.saturation_rps:.3g} requests/s and meets p99 TTFT ≤ {self.slo.ttft_target_s:g} s up to "
+                         f"{e.max_rate_rps:.3g} requests/s → {e.replicas} replica(s) for "
                          f"{self.request_rate:.3g} requests/s")
         lines.append("")
         lines += [f"{h2}Replicas", "", _frame_text(self.stages()[["added", "replicas"]], markdown), ""]
@@ -658,15 +1260,15 @@ class CapacityPlan:
                       f"{s['replayed_requests']:,} requests of the log's busiest hours, time-scaled to "
                       f"{self.request_rate:.3g} requests/s (replayed at {s['measured_rate']:.3g}), through "
                       f"{s['replicas']} in-service replicas: {qn} TTFT {s['ttft_q_s']:.2f} s (objective "
-                      f"{self.slo.ttft_s:g} s), p99 TPOT {1000 * s['tpot_p99_s']:.1f} ms, goodput "
+                      f"{self.slo.ttft_target_s:g} s), p99 TPOT {1000 * s['tpot_p99_s']:.1f} ms, goodput "
                       f"{100 * s['goodput_share']:.2f} % of requests (target {100 * self.slo.goodput_share:g} %), "
                       f"slot utilisation {100 * s['utilisation']:.1f} %.", ""]
-            tried = v.get("tried")
+            tried = v.tried
             if tried is not None and len(tried) > 1:
                 t = tried.copy()
                 t["ttft_q_s"] = t["ttft_q_s"].round(3)
                 t["goodput_share"] = t["goodput_share"].round(4)
-                lines += [f"Fleet sizes replayed ({v.get('seconds', 0):.1f} s):", "",
+                lines += [f"Fleet sizes replayed ({v.seconds:.1f} s):", "",
                           _frame_text(t[["ttft_q_s", "goodput_share", "meets"]], markdown), ""]
         if self.notes:
             lines += [f"{h2}Notes", ""] + [f"- {n}" for n in self.notes] + [""]
@@ -723,109 +1325,27 @@ def _frame_text(df: pd.DataFrame, markdown: bool) -> str:
 # --------------------------------------------------------------------------------------------
 # Building the plan
 # --------------------------------------------------------------------------------------------
-_CACHE: "weakref.WeakKeyDictionary" = None  # type: ignore[assignment]
-
-
-def _aggregates(log) -> dict:
-    """Hourly and per-minute sums of a log, computed once per log object (plans re-use them)."""
-    global _CACHE
-    import weakref
-
-    if _CACHE is None:
-        _CACHE = weakref.WeakKeyDictionary()
-    try:
-        got = _CACHE.get(log)
-    except TypeError:  # not weak-referenceable
-        got = None
-    if got is None:
-        got = {"hourly": log.hourly()}
-        try:
-            got["minute"] = log.per_minute(by=("model", "tier", "tenant"))
-            got["tenant"] = True
-        except ValueError:
-            got["minute"] = log.per_minute(by=("model", "tier"))
-            got["tenant"] = False
-        try:
-            _CACHE[log] = got
-        except TypeError:
-            pass
-    return got
-
-
-def _observed_peak(log, per_minute: pd.DataFrame, model, tier) -> float:
-    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs).
-
-    A log spanning less than an hour (first to last arrival) may still touch 60 clock minutes
-    (58.4 minutes from 18:15:46 do); its busiest 60 minutes are then all of it, over its span,
-    not over 3600 s.
-    """
-    sel = _select(per_minute, model, tier)
-    per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
-    if len(per_min) >= 60 and log.span_s >= 3600.0:
-        return float(per_min.rolling(60).sum().max()) / 3600.0
-    span = max(log.span_s, 60.0)
-    return float(per_min.sum()) / span
-
-
-def _split_rating(sweep, S: int, why: Exception):
-    """A replica's rating when the sweep's input tokens/s at S exceed its concurrency-1 prefill rate.
-
-    That happens when prompts are cached (prefix caching) or prefill is chunked into the decode
-    steps, so the lowest level's TTFT is not the cost of a prompt at load. The measured operating
-    point at S (output ``O`` and input ``I`` tokens/s) is kept exactly; the time is split as at the
-    lowest level, where a request spends ``f = TTFT / (TTFT + output tokens × TPOT)`` of its time
-    in prefill: ``R_in = I / f``, ``R_out = O / (1 - f)`` (so ``O / R_out + I / R_in = 1``).
-    """
-    from .replicas import ReplicaRating
-
-    tab = sweep.table
-    n = tab["concurrency"].to_numpy(float)
-    lo = tab.iloc[int(np.argmin(n))]
-    f = float(lo["ttft_p50_s"]) / (float(lo["ttft_p50_s"]) + float(lo["mean_output_tokens"]) * float(lo["tpot_p50_s"]))
-    out = float(np.interp(S, n, tab["output_throughput_tps"].to_numpy(float)))
-    req = float(np.interp(S, n, tab["request_throughput_rps"].to_numpy(float)))
-    inp = req * float(np.interp(S, n, tab["mean_input_tokens"].to_numpy(float)))
-    if not (0 < f < 1 and out > 0 and inp > 0):
-        raise ValueError(f"cannot rate a replica from sweep {sweep.name!r}: {why}") from None
-    return ReplicaRating(out / (1 - f), inp / f,
-                         source=f"{sweep.name} at concurrency {S:g}, {100 * f:.1f} % of the time in prefill")
-
-
-def _is_sample_log(log) -> bool:
-    """True when ``log`` is the book's sample request log."""
-    from .traces import sample_requests_path
-
-    try:
-        return Path(str(getattr(log, "path", ""))).resolve() == Path(sample_requests_path()).resolve()
-    except (OSError, ValueError):
-        return False
-
-
-def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
-    out = frame
-    if model is not None and "model" in out.columns:
-        out = out[out["model"] == model]
-    if tier is not None and "tier" in out.columns:
-        out = out[out["tier"] == tier]
-    return out
-
-
-def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str | None = "interactive",
+def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "interactive",
                   slo: SLO | None = None, lead_time_weeks: float = 4, quantile: float = 0.9,
                   headroom: float = 0.8, demand_scale: float = 1.0, growth_per_week: float = 0.0,
                   ramp_per_min: float = 0.0125, lag_min: float = 8.0, spares: int = 1,
                   zones: int | None = None, tpm_reserve: float = 0.1, simulate: bool = True,
-                  sim_requests: int = 6_000, seed: int = 2026) -> CapacityPlan:
+                  sim_requests: int = 6_000, seed: int = 2026, sweep_label: str | None = None,
+                  input_notes: Sequence[str] = ()) -> CapacityPlan:
     """Build the capacity plan for one model from a request log and a sweep.
+
+    The plan is the chain of steps :func:`select_traffic` → :func:`forecast_demand` →
+    :func:`rate_replica` → :func:`check_queueing` → :func:`check_engine` → :func:`stack_fleet`
+    (:func:`capbook.fleet.plan_fleet`) → :func:`check_serving` → :func:`tenant_limits` →
+    :func:`verify_plan`. For the book's sample data (which sweep goes with which sample
+    model), ask :func:`capbook.datasets.plan_inputs` for ``log``, ``sweep`` and the labels.
 
     Parameters
     ----------
-    log : capbook.traces.RequestLog, optional
-        The request log; default :func:`capbook.datasets.load_requests` (the sample log, or
-        ``CAPBOOK_REQUESTS``).
-    sweep : capbook.sweep.Sweep, optional
-        The deployment's sweep; default ``CAPBOOK_SWEEP`` or, for the sample log, the sample
-        sweep matching the model (:data:`SAMPLE_SWEEP_FOR_MODEL`), else the book's sweep.
+    log : capbook.traces.RequestLog or LogAggregates
+        The request log (pass a :class:`LogAggregates` to plan one log several times).
+    sweep : capbook.sweep.Sweep
+        The deployment's sweep.
     model : str, optional
         Model to plan (a plan is for one deployment). Default: the only model, or the one with
         the most output tokens (a note says so).
@@ -860,7 +1380,11 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
     sim_requests : int
         Most requests replayed (the busiest hours of the log, time-scaled to the peak).
     seed : int
-        Seed of the simulation.
+        Seed of the simulations.
+    sweep_label : str, optional
+        How the plan names the sweep (default: its name).
+    input_notes : sequence of str
+        Notes on how the inputs were chosen, printed with the plan's.
 
     Returns
     -------
@@ -872,230 +1396,39 @@ def capacity_plan(log=None, sweep=None, *, model: str | None = None, tier: str |
         On invalid parameters, an unknown model or tier, a log with no requests of the
         selection, or a sweep whose slowest level already misses the TPOT objective.
     """
-    from . import datasets, fleet, loadqueue, queueing
-    from .replicas import rating_from_sweep, replicas_for_tokens
-    from .sweep import Sweep, choose_slots, load_sample_sweep
+    from .sweep import Sweep
 
     slo = SLO() if slo is None else slo
     if not isinstance(slo, SLO):
         raise ValueError("slo must be a capbook.plan.SLO")
-    lead = _num(lead_time_weeks, "lead_time_weeks")
-    q = _num(quantile, "quantile", hi=1, hi_open=True)
-    h_room = _num(headroom, "headroom", hi=1)
-    scale = _num(demand_scale, "demand_scale")
-    ramp = _num(ramp_per_min, "ramp_per_min", lo_open=False)
-    lag = _num(lag_min, "lag_min", lo_open=False)
-    reserve = _num(tpm_reserve, "tpm_reserve", lo_open=False, hi=1, hi_open=True)
-    if isinstance(spares, bool) or int(spares) != spares or spares < 0:
-        raise ValueError(f"spares must be a non-negative whole number, got {spares!r}")
-    n_sim = int(_num(sim_requests, "sim_requests"))
-    notes: list[str] = []
-
-    if log is None:
-        log = datasets.load_requests()
-    sample_log = _is_sample_log(log)
-    req_src = str(getattr(log, "path", "")) or "request log"
-    if sample_log:
-        req_src = "sample request log (data/requests)"
-
-    agg = _aggregates(log)
-    hourly = agg["hourly"]
-    # model
-    models = sorted(map(str, pd.unique(hourly["model"])))
-    if model is None:
-        if len(models) > 1:
-            tot = hourly.groupby("model")["output_tokens"].sum()
-            model = str(tot.idxmax())
-            notes.append(f"the log holds {len(models)} models {models}; planning {model!r} (most output "
-                         "tokens); each model has its own replicas: plan the others with model=")
-        else:
-            model = models[0]
-    elif model not in models:
-        raise ValueError(f"model {model!r} is not in the request log; models are {models}")
-    tiers = sorted(map(str, pd.unique(hourly.loc[hourly["model"] == model, "tier"])))
-    if tier is not None and tier not in tiers:
-        if tier == "interactive":
-            notes.append(f"the log has no 'interactive' tier (tiers {tiers}); planning every tier")
-            tier = None
-        else:
-            raise ValueError(f"tier {tier!r} is not in the request log for model {model!r}; tiers are {tiers}")
-    sel = _select(hourly, model, tier)
-    if sel["requests"].sum() == 0 or sel["output_tokens"].sum() == 0:
-        raise ValueError(f"the request log has no requests with output tokens for model {model!r}"
-                         + (f", tier {tier!r}" if tier else ""))
-
-    # sweep
-    if sweep is None:
-        if datasets.sweep_path() is None and sample_log and model in SAMPLE_SWEEP_FOR_MODEL:
-            sweep = load_sample_sweep(SAMPLE_SWEEP_FOR_MODEL[model])
-            sweep_src = f"sample sweep {SAMPLE_SWEEP_FOR_MODEL[model]} (modelled, not measured)"
-        else:
-            sweep = datasets.load_sweep()
-            sweep_src = str(datasets.sweep_path()) if datasets.sweep_path() else \
-                "sample sweep illustrative_chat (modelled, not measured)"
-            if datasets.sweep_path() is None:
-                notes.append("no sweep given: the book's illustrative sample sweep (an 8B model on one "
-                             "A100) stands in for your deployment; measure yours and pass it")
-    else:
-        sweep_src = getattr(sweep, "name", None) or "sweep"
     if not isinstance(sweep, Sweep):
         raise ValueError(f"sweep must be a capbook.sweep.Sweep, got {type(sweep).__name__}")
-
-    # 1-2: tokens and the forecast peak
-    s_out = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
-    s_out.index = pd.DatetimeIndex(s_out.index)
-    tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
-    ratio = tot_in / tot_out
-    mean_in, mean_out = tot_in / tot_req, tot_out / tot_req
-    horizon = horizon_for_lead_time(lead)
-    observed = _observed_peak(log, agg["minute"], model, tier)
-    peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
-                          growth_per_week=growth_per_week, observed_peak_tps=observed)
-    pk = peaks[horizon]
-    if pk.method == "observed":
-        notes.append(f"forecast not possible: {pk.note}")
-    elif pk.method != "calibrated" or "rough" in pk.note:
-        notes.append(f"week-{horizon} forecast: {pk.note}")
-    out_tps = pk.output_tps * scale
-    in_tps = out_tps * ratio
-    lam = out_tps / mean_out
-    if scale != 1:
-        notes.append(f"demand scaled by {scale:g} on top of the forecast (an overlay for a known event)")
-
-    # 3: slots, service time, rating, replicas
-    if not sweep.has("tpot", slo.tpot_percentile):
-        # a tool that reports fewer percentiles: the stricter one if it has it, else the median
-        have = [q_ for q_ in (99, 95, 50) if sweep.has("tpot", q_)]
-        if not have:
-            raise ValueError(f"sweep {sweep.name!r} holds no TPOT percentile (p50, p95 or p99)")
-        stricter = [q_ for q_ in have if q_ > slo.tpot_percentile]
-        q_new = min(stricter) if stricter else max(have)
-        notes.append(f"the sweep reports no p{slo.tpot_percentile} TPOT (it has "
-                     f"{', '.join(f'p{q_}' for q_ in sorted(have))}): the TPOT objective is checked at "
-                     f"p{q_new}" + ("" if stricter else ", less strict than asked: measure the "
-                                    f"p{slo.tpot_percentile} to plan on it"))
-        slo = dataclasses.replace(slo, tpot_percentile=q_new)
-    choice = choose_slots(sweep, slo.tpot_s, q=slo.tpot_percentile)
-    if choice.S == 0:
-        raise ValueError(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_s:g} s at any "
-                         f"measured concurrency ({choice.reason}); relax the TPOT objective or change hardware")
-    S = int(choice.S)
-    T = float(sweep.service_time(S, mean_in, mean_out))
-    try:
-        rating = rating_from_sweep(sweep, S)
-    except ValueError as exc:
-        rating = _split_rating(sweep, S, exc)
-        tab = sweep.table
-        sw_ratio = float(np.interp(S, tab["concurrency"], tab["mean_input_tokens"])
-                         / np.interp(S, tab["concurrency"], tab["mean_output_tokens"]))
-        msg = (f"rating: {exc}. The plan splits the replica's time at S between prefill and decode as at "
-               f"the sweep's lowest level instead ({rating.source}): exact at the sweep's own mix "
-               f"({sw_ratio:.1f} input tokens per output token)")
-        if not 0.5 <= ratio / sw_ratio <= 2:
-            msg += (f", an extrapolation for this log's {ratio:.1f}; if the sweep's prompts were cached (prefix "
-                    "caching), the log's are unlikely to be, and the input rating is optimistic")
-        notes.append(msg + "; measure prefill on its own to do better")
-    need = replicas_for_tokens(out_tps, in_tps, rating, h_room)
-    for n in getattr(sweep, "notes", []):
-        notes.append(f"sweep: {n}")
-
-    # 4: queueing at the peak
-    erl = int(queueing.replicas_pooled(lam, S, T, slo.wait_s, slo.late_share))
-    lq_n, lq_ttft = None, None
-    pf_mean = float(sweep.prefill_time(mean_in))
-    if pf_mean >= slo.ttft_s:
-        # TTFT >= prefill, so the model's search could only fail, slowly (it doubles to 2**20)
-        notes.append(f"load-dependent model not used: the mean prompt ({mean_in:,.0f} tokens) alone takes "
-                     f"{pf_mean:.2f} s to prefill, not less than the TTFT objective of {slo.ttft_s:g} s")
-    else:
-        try:
-            lq_n = int(loadqueue.replicas_needed(sweep, lam, S, slo.ttft_s, slo.ttft_quantile,
-                                                 input_tokens=mean_in, output_tokens=mean_out))
-        except ValueError as exc:
-            notes.append(f"load-dependent model not used: {exc}")
-    serving = max(need.replicas, erl, lq_n or 0, max(1, int(math.ceil(need.equivalents - 1e-9))))
-    engine_check = _engine_check(sweep, lam, serving, slo, seed, notes, mean_in, mean_out)
-    if engine_check.get("replicas"):
-        serving = max(serving, int(engine_check["replicas"]))
-    late = float(fleet.late_share(serving, S, lam, T, slo.wait_s, "pooled"))
-    if lq_n is not None:
-        try:
-            model_q = loadqueue.from_sweep(sweep, S, replicas=serving, input_tokens=mean_in, output_tokens=mean_out)
-            lq_ttft = float(model_q.solve(lam).ttft_quantile(slo.ttft_quantile))
-        except ValueError as exc:
-            notes.append(f"load-dependent model's TTFT at the serving count not available: {exc}")
-
-    # 5: burst and spares
-    burst = fleet.burst_headroom(ramp * lam, lag, lam / serving)
-    before = serving + burst.replicas
-    spare = fleet.failure_spares(before, int(spares), zones)
-
-    # 6: tenant limits, on the models' in-service fleet: replicas the replay check adds absorb the
-    # log's bursts and long prompts and are not handed out as tenant quota
-    per_rep_out = h_room / (1.0 / rating.output_tps + ratio / rating.input_tps)
-    capacity_tpm = 60.0 * before * per_rep_out * (1.0 + ratio)
-    growth = out_tps / observed if observed > 0 else 1.0
-    if agg["tenant"]:
-        pm = _select(agg["minute"], model, tier)
-        tok = (pm["input_tokens"] + pm["output_tokens"]).groupby([pm["tenant"], pm["period_start"]]).sum()
-        demands = (tok.groupby(level=0).quantile(0.99) * growth).to_dict()
-        demands = {str(k): float(v) for k, v in demands.items()}
-    else:
-        demands = {"all callers": 60.0 * (out_tps + in_tps)}
-        notes.append("the log has no tenant column: one limit for all callers")
-    tpm = fleet.allocate_tpm(capacity_tpm, demands, reserve=reserve)
-
+    n_replay = integer(sim_requests, "sim_requests", minimum=1)
+    sums = LogAggregates.of(log)
+    traffic = select_traffic(sums, model, tier)
+    demand = forecast_demand(sums, traffic, lead_time_weeks=lead_time_weeks, quantile=quantile,
+                             demand_scale=demand_scale, growth_per_week=growth_per_week)
+    replica = rate_replica(sweep, demand, slo, headroom)
+    queue = check_queueing(sweep, demand, replica)
+    engine = check_engine(sweep, demand, replica, max(replica.need.replicas, replica.floor, queue.erlang_replicas,
+                                                      queue.loadq_replicas or 0), seed)
+    fleet_plan = stack_fleet(demand, replica, queue, engine, ramp_per_min=ramp_per_min, lag_min=lag_min,
+                             spares=spares, zones=zones)
     plan = CapacityPlan(
-        source={"requests": req_src, "sweep": sweep_src, "model": model, "tier": tier or "all tiers"},
-        slo=slo, horizon_weeks=horizon, lead_time_weeks=lead, quantile=q, headroom=h_room,
-        demand_scale=scale, peaks=peaks, output_tps=out_tps, input_tps=in_tps, request_rate=lam,
-        mean_input_tokens=mean_in, mean_output_tokens=mean_out, observed_peak_output_tps=observed,
-        slots=choice, service_time_s=T, rating=rating, need=need, erlang_replicas=erl,
-        erlang_late_share=late, loadq_replicas=lq_n, loadq_ttft_s=lq_ttft, ramp_per_min=ramp,
-        lag_min=lag, burst=burst, spares=int(spares), zones=zones, spare=spare,
-        capacity_tpm=capacity_tpm, tpm=tpm, notes=notes, engine_check=engine_check)
-
-    # 7: replay, and replicas until the replay meets the objectives
-    if simulate:
-        _verify(plan, log, sweep, n_sim, seed, spares=int(spares), zones=zones)
-    else:
-        plan.verification = {"status": "skipped", "met": None,
-                             "reason": "the replay was skipped (simulate=False)"}
-        notes.append("replay skipped: the replica count is the models' and is not verified against the log")
-    return plan
+        source={"requests": sums.label, "sweep": sweep_label or getattr(sweep, "name", None) or "sweep",
+                "model": traffic.model, "tier": traffic.tier or "all tiers"},
+        traffic=traffic, demand=demand, replica=replica, queue=queue, engine_check=engine, fleet=fleet_plan,
+        at_serving=check_serving(sweep, demand, replica, queue, fleet_plan),
+        limits=tenant_limits(sums, traffic, demand, replica, fleet_plan, tpm_reserve),
+        input_notes=tuple(input_notes))
+    if not simulate:
+        return plan
+    return dataclasses.replace(plan, verification=verify_plan(plan, sums, sweep, n_requests=n_replay, seed=seed))
 
 
-def _engine_check(sweep, lam: float, serving: int, slo, seed: int, notes: list,
-                  mean_in: float, mean_out: float) -> dict:
-    """The engine model of :mod:`capbook.predict` on one replica, for requests of the log's mean
-    lengths (the step cost is per token, so it carries over from the sweep's mix): its saturation
-    rate, the highest rate meeting p99 TTFT within the objective, the replicas that implies for
-    ``lam`` requests/s, and its p99 TTFT at ``lam / serving``. Empty (with a note) when the sweep
-    cannot be fitted."""
-    import dataclasses
-
-    from .engine import fit_engine
-    from .predict import predict
-
-    try:
-        eng = fit_engine(sweep)
-        eng = dataclasses.replace(eng, prompt_tokens=float(mean_in), output_tokens=float(mean_out),
-                                  output_quantiles=None, prompt_p99=None, notes=list(eng.notes))
-        p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_s, seed=seed, requests=2000,
-                    models=("simulation",), engine=eng)
-    except ValueError as exc:
-        notes.append(f"engine model not used: {exc}")
-        return {}
-    sim = p.models["simulation"]
-    mr = sim.max_rate_rps
-    reps = int(math.ceil(lam / mr - 1e-9)) if mr else None
-    if mr is None:
-        notes.append(f"engine model: no rate meets p99 TTFT ≤ {slo.ttft_s:g} s on one replica (its TTFT at "
-                     "the lightest load is already above it)")
-    return {"model": "simulation", "saturation_rps": sim.saturation_rps, "max_rate_rps": mr, "replicas": reps,
-            "ttft_p99_s": sim.ttft_p99_s, "input_tokens": float(mean_in), "output_tokens": float(mean_out)}
-
-
+# --------------------------------------------------------------------------------------------
+# Step 9: the replay check
+# --------------------------------------------------------------------------------------------
 class _ReplayService:
     """The sweep as the replay's service model, held at the measured end levels.
 
@@ -1123,10 +1456,7 @@ def _replay_arrivals(plan: CapacityPlan, log, n_requests: int) -> pd.DataFrame:
     """The log's busiest hours of the plan's model and tier, stacked at the plan's request rate."""
     from .arrivals import stack_busy_periods
 
-    agg = _aggregates(log)
-    if "frame" not in agg:
-        agg["frame"] = log.to_pandas()
-    frame = agg["frame"]
+    frame = log.frame if isinstance(log, LogAggregates) else log.to_pandas()
     if plan.source["model"] is not None and "model" in frame.columns:
         frame = frame[frame["model"] == plan.source["model"]]
     tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
@@ -1157,7 +1487,7 @@ def _run_replay(plan: CapacityPlan, data: pd.DataFrame, sweep, n_rep: int, seed:
     warm = float(t[-1]) * 0.05
     fleet = Fleet(int(n_rep), int(plan.slots.S), ContinuousBatching(_ReplayService(sweep)))
     res = Simulation(fleet, TraceArrivals(data), warmup_s=warm, seed=seed).run()
-    s = res.summary(ttft_slo_s=plan.slo.ttft_s, tpot_slo_s=plan.slo.tpot_s)
+    s = res.summary(ttft_slo_s=plan.slo.ttft_target_s, tpot_slo_s=plan.slo.tpot_target_s)
     keep = res.served & (res.request_arrival >= warm) & (res.attempt == 0)
     ttft = res.ttft[keep]
     s["ttft_q_s"] = float(np.quantile(ttft, plan.slo.ttft_quantile)) if ttft.size else math.inf
@@ -1183,7 +1513,7 @@ def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, 
     Parameters
     ----------
     plan : CapacityPlan
-    log : capbook.traces.RequestLog
+    log : capbook.traces.RequestLog or LogAggregates
     sweep : capbook.sweep.Sweep
     replicas : int, optional
         Fleet size (default: the plan's in-service count, serving + burst + what the replay
@@ -1200,10 +1530,8 @@ def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, 
         objective's quantile, seconds) and ``measured_rate`` (arrivals replayed per second,
         ``(n - 1) / (last - first)``).
     """
-    n_rep = plan.in_service if replicas is None else int(replicas)
-    if n_rep < 1:
-        raise ValueError(f"replicas must be a positive whole number, got {replicas!r}")
-    n = int(_num(n_requests, "n_requests"))
+    n_rep = plan.in_service if replicas is None else integer(replicas, "replicas", minimum=1)
+    n = integer(n_requests, "n_requests", minimum=1)
     return _run_replay(plan, _replay_arrivals(plan, log, n), sweep, n_rep, seed)
 
 
@@ -1216,18 +1544,75 @@ REPLAY_BUDGET_S = 45.0
 
 
 def _meets(plan: CapacityPlan, s: dict) -> bool:
-    return bool(s["ttft_q_s"] <= plan.slo.ttft_s and s["goodput_share"] >= plan.slo.goodput_share)
+    return bool(s["ttft_q_s"] <= plan.slo.ttft_target_s and s["goodput_share"] >= plan.slo.goodput_share)
 
 
-def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spares: int, zones) -> None:
-    """Replay the models' fleet; add replicas until the replay meets the objectives, or say why not.
+class _StopSearch(Exception):
+    """The replay search reached its cap or its time budget."""
 
-    Sets ``plan.sim``, ``plan.replay_added``, ``plan.spare``/``plan.model_spare`` and
-    ``plan.verification``, and appends to ``plan.notes``.
+
+def _impossible(plan: CapacityPlan, data: pd.DataFrame, svc: _ReplayService, S: int) -> tuple[list, np.ndarray]:
+    """Why no fleet size can meet the objectives (empty when one may), and the prefill times.
+
+    Lower bounds at any fleet size: TTFT >= prefill, TPOT >= the fastest TPOT of the sweep.
+    """
+    slo = plan.slo
+    qn = f"p{100 * slo.ttft_quantile:g}"
+    warm = float(data["arrival_time"].iloc[-1]) * 0.05
+    sel = data[data["arrival_time"] >= warm]
+    inp = sel["input_tokens"].to_numpy(dtype=float)
+    out = sel["output_tokens"].to_numpy(dtype=float)
+    prefill = np.asarray(svc.prefill_time(inp), dtype=float)
+    fastest = float(np.min(svc.tpot(np.arange(1, S + 1))))
+    best_good = float(np.mean((prefill <= slo.ttft_target_s) & ((out <= 1) | (fastest <= slo.tpot_target_s)))) \
+        if inp.size else 1.0
+    pf_q = float(np.quantile(prefill, slo.ttft_quantile)) if inp.size else 0.0
+    impossible = []
+    if pf_q > slo.ttft_target_s:
+        impossible.append(
+            f"prefill alone of the {qn} prompt ({np.quantile(inp, slo.ttft_quantile):,.0f} tokens at "
+            f"{svc.prefill_rate_tps:,.0f} tokens/s) takes {pf_q:.2f} s, more than the TTFT objective of "
+            f"{slo.ttft_target_s:g} s, with no queueing at all; relax the objective (e.g. "
+            f"slo='ttft={math.ceil(1.5 * pf_q):g}'), plan the long prompts as a tier of their own, or, if "
+            "the sweep's prefill rate is too low, pass a measured prefill_rate_tps=")
+    if best_good < slo.goodput_share and not impossible:
+        why = (f"only {100 * best_good:.2f} % of the replayed requests could meet both objectives even on an "
+               "idle fleet")
+        if fastest > slo.tpot_target_s:
+            why += (f" (the sweep's fastest TPOT, {1000 * fastest:.1f} ms, misses the "
+                    f"{1000 * slo.tpot_target_s:g} ms objective)")
+        else:
+            why += f" (their prompts alone take longer than {slo.ttft_target_s:g} s to prefill)"
+        impossible.append(why + f", below the goodput target of {100 * slo.goodput_share:g} %")
+    return impossible, prefill
+
+
+def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 6_000, seed: int = 2026) -> Verification:
+    """Replay the models' fleet; add in-service replicas until the replay meets the objectives, or say why not.
+
+    The fleet sizes tried come from :func:`capbook.validation.fewest` above the models'
+    in-service count, up to :data:`REPLAY_CAP_FACTOR` times it (at least 8 more, at most
+    :data:`REPLAY_CAP_MAX`) and within :data:`REPLAY_BUDGET_S` seconds (twice that once a
+    size meets, to pin the count). When replicas are added, the failure spare is re-stacked
+    on the new in-service count (:func:`capbook.fleet.failure_spares`).
+
+    Parameters
+    ----------
+    plan : CapacityPlan
+        The models' plan (its verification is not read).
+    log : capbook.traces.RequestLog or LogAggregates
+    sweep : capbook.sweep.Sweep
+    n_requests : int
+        Most requests replayed.
+    seed : int
+
+    Returns
+    -------
+    Verification
     """
     import time
 
-    from . import fleet as fl
+    from .fleet import failure_spares
 
     t_start = time.perf_counter()
     slo = plan.slo
@@ -1235,41 +1620,17 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
     data = _replay_arrivals(plan, log, n_requests)
     svc = _ReplayService(sweep)
     S = int(plan.slots.S)
+    notes = []
     if svc.lo > 1:
-        plan.notes.append(
+        notes.append(
             f"replay below the sweep's lowest level: the sweep starts at concurrency {svc.lo:g}, so the replay "
             f"holds that level's TPOT ({1000 * float(sweep.tpot(svc.lo)):.1f} ms) when fewer sequences run "
             "(an upper bound, not an extrapolation)")
     if S > svc.hi:
-        plan.notes.append(
+        notes.append(
             f"replay above the sweep's highest level ({svc.hi:g}): the replay holds that level's TPOT up to "
             f"S = {S} sequences, which understates the decode time there")
-
-    # lower bounds at any fleet size: TTFT >= prefill, TPOT >= the fastest TPOT of the sweep
-    warm = float(data["arrival_time"].iloc[-1]) * 0.05
-    sel = data[data["arrival_time"] >= warm]
-    inp = sel["input_tokens"].to_numpy(dtype=float)
-    out = sel["output_tokens"].to_numpy(dtype=float)
-    prefill = np.asarray(svc.prefill_time(inp), dtype=float)
-    fastest = float(np.min(svc.tpot(np.arange(1, S + 1))))
-    best_good = float(np.mean((prefill <= slo.ttft_s) & ((out <= 1) | (fastest <= slo.tpot_s)))) if inp.size else 1.0
-    pf_q = float(np.quantile(prefill, slo.ttft_quantile)) if inp.size else 0.0
-    impossible = []
-    if pf_q > slo.ttft_s:
-        impossible.append(
-            f"prefill alone of the {qn} prompt ({np.quantile(inp, slo.ttft_quantile):,.0f} tokens at "
-            f"{svc.prefill_rate_tps:,.0f} tokens/s) takes {pf_q:.2f} s, more than the TTFT objective of "
-            f"{slo.ttft_s:g} s, with no queueing at all; relax the objective (e.g. "
-            f"slo='ttft={math.ceil(1.5 * pf_q):g}'), plan the long prompts as a tier of their own, or, if "
-            "the sweep's prefill rate is too low, pass a measured prefill_rate_tps=")
-    if best_good < slo.goodput_share and not impossible:
-        why = (f"only {100 * best_good:.2f} % of the replayed requests could meet both objectives even on an "
-               "idle fleet")
-        if fastest > slo.tpot_s:
-            why += f" (the sweep's fastest TPOT, {1000 * fastest:.1f} ms, misses the {1000 * slo.tpot_s:g} ms objective)"
-        else:
-            why += f" (their prompts alone take longer than {slo.ttft_s:g} s to prefill)"
-        impossible.append(why + f", below the goodput target of {100 * slo.goodput_share:g} %")
+    impossible, prefill = _impossible(plan, data, svc, S)
 
     base = plan.model_in_service
     cap = int(min(max(REPLAY_CAP_FACTOR * base, base + 8), REPLAY_CAP_MAX))
@@ -1293,19 +1654,27 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
         status = "impossible"
         reason = "no fleet size can meet the objectives (adding replicas cannot help): " + "; ".join(impossible)
     elif not _meets(plan, first):
-        lo, hi = base, None
-        n = base
         over_budget = False
-        while hi is None and n < cap:
-            if time.perf_counter() - t_start > REPLAY_BUDGET_S:
-                over_budget = True
-                break
-            n = min(max(2 * n, n + 1), cap)
-            if _meets(plan, run(n)):
-                hi = n
-            else:
-                lo = n
-        if hi is None:
+
+        def ok(n: int) -> bool:
+            nonlocal over_budget
+            n = min(n, cap)
+            if n not in tried:
+                found = any(_meets(plan, r) for r in tried.values())
+                if time.perf_counter() - t_start > (2 if found else 1) * REPLAY_BUDGET_S:
+                    over_budget = not found
+                    raise _StopSearch
+            meets = _meets(plan, run(n))
+            if not meets and n == cap:
+                raise _StopSearch
+            return meets
+
+        try:
+            fewest(ok, base, what="in-service replicas")
+        except _StopSearch:
+            pass
+        passing = [n for n, r in sorted(tried.items()) if _meets(plan, r)]
+        if not passing:
             last = tried[max(tried)]
             status = "not met"
             if over_budget:
@@ -1314,8 +1683,9 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
                           f"{100 * last['goodput_share']:.2f} %)")
             else:
                 reason = (f"even {max(tried)} in-service replicas (the search's cap: {REPLAY_CAP_FACTOR}x the "
-                          f"models' {base}, at least 8 more, at most {REPLAY_CAP_MAX}) miss: {qn} TTFT {last['ttft_q_s']:.2f} s against {slo.ttft_s:g} s, "
-                          f"goodput {100 * last['goodput_share']:.2f} % against {100 * slo.goodput_share:g} %, at "
+                          f"models' {base}, at least 8 more, at most {REPLAY_CAP_MAX}) miss: {qn} TTFT "
+                          f"{last['ttft_q_s']:.2f} s against {slo.ttft_target_s:g} s, goodput "
+                          f"{100 * last['goodput_share']:.2f} % against {100 * slo.goodput_share:g} %, at "
                           f"slot utilisation {100 * last['utilisation']:.1f} %")
                 if last["utilisation"] < 0.5:
                     reason += ("; the fleet is mostly idle, so the misses come from the requests themselves (long "
@@ -1323,14 +1693,8 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
                 else:
                     reason += "; the replicas saturate: throughput, not the tail, is short"
         else:
-            while hi - lo > 1:
-                if time.perf_counter() - t_start > 2 * REPLAY_BUDGET_S:
-                    break                       # hi meets; it may be a few replicas more than needed
-                mid = (lo + hi) // 2
-                if _meets(plan, run(mid)):
-                    hi = mid
-                else:
-                    lo = mid
+            hi = passing[0]                     # it may be a few replicas more than needed if the budget ran out
+            lo = max(n for n in tried if n < hi)
             headline_n = hi
             status = "added"
             r = tried[hi]
@@ -1339,34 +1703,31 @@ def _verify(plan: CapacityPlan, log, sweep, n_requests: int, seed: int, *, spare
                       f"({qn} TTFT {r['ttft_q_s']:.2f} s, goodput {100 * r['goodput_share']:.2f} %)"
                       + ("" if hi - lo == 1 else f"; the search stopped before pinning the count ({lo} miss)"))
     met = status in ("met", "added")
-    plan.replay_added = headline_n - base
-    plan.sim = tried[headline_n]
-    if plan.replay_added:
-        plan.model_spare = plan.spare
-        plan.spare = int(fl.failure_spares(headline_n, spares, zones))
-    plan.verification = {"status": status, "met": met, "reason": reason, "cap": cap, "tried": table(),
-                         "seconds": time.perf_counter() - t_start}
+    added = headline_n - base
+    spare = int(failure_spares(headline_n, plan.spares, plan.zones)) if added else None
+    total = headline_n + (plan.fleet.spare if spare is None else spare)
     if status == "added":
-        plan.notes.append(
-            f"replay check: {reason}. The plan adds {plan.replay_added} in-service replica(s): the models assume "
+        notes.append(
+            f"replay check: {reason}. The plan adds {added} in-service replica(s): the models assume "
             "Poisson arrivals and mean prompt lengths, the replay uses the log's own bursts and prompts")
     elif not met:
-        plan.notes.append(f"REPLAY CHECK FAILED, the plan is not verified: the {plan.total} replicas are the models' "
-                          "number and do NOT meet "
-                          f"the objectives in the replay ({qn} TTFT {first['ttft_q_s']:.2f} s against "
-                          f"{slo.ttft_s:g} s, goodput {100 * first['goodput_share']:.2f} % against "
-                          f"{100 * slo.goodput_share:g} %): {reason}. Relax the objectives, cap prompt length or "
-                          "give long prompts their own objective, or change the hardware")
-    s = plan.sim
-    if not met or status == "added":
+        notes.append(f"REPLAY CHECK FAILED, the plan is not verified: the {total} replicas are the models' "
+                     "number and do NOT meet "
+                     f"the objectives in the replay ({qn} TTFT {first['ttft_q_s']:.2f} s against "
+                     f"{slo.ttft_target_s:g} s, goodput {100 * first['goodput_share']:.2f} % against "
+                     f"{100 * slo.goodput_share:g} %): {reason}. Relax the objectives, cap prompt length or "
+                     "give long prompts their own objective, or change the hardware")
+    s = tried[headline_n]
+    if (not met or status == "added") and first["ttft_q_s"] > slo.ttft_target_s:
         p99_in = s["p99_input_tokens"]
         pf = p99_in / svc.prefill_rate_tps
-        if first["ttft_q_s"] > slo.ttft_s:
-            if pf >= 0.5 * slo.ttft_s:
-                plan.notes.append(
-                    f"the models use the mean prompt ({plan.mean_input_tokens:,.0f} tokens), the replay real ones "
-                    f"(p99 {p99_in:,.0f} tokens, {pf:.2f} s of prefill alone)")
-            else:
-                plan.notes.append(
-                    f"prefill is short (p99 prompt {p99_in:,.0f} tokens, {pf:.2f} s), so the replay's tail comes "
-                    "from queueing: the log's arrivals are burstier than the Poisson arrivals the models assume")
+        if pf >= 0.5 * slo.ttft_target_s:
+            notes.append(
+                f"the models use the mean prompt ({plan.mean_input_tokens:,.0f} tokens), the replay real ones "
+                f"(p99 {p99_in:,.0f} tokens, {pf:.2f} s of prefill alone)")
+        else:
+            notes.append(
+                f"prefill is short (p99 prompt {p99_in:,.0f} tokens, {pf:.2f} s), so the replay's tail comes "
+                "from queueing: the log's arrivals are burstier than the Poisson arrivals the models assume")
+    return Verification(status, met, reason, cap=cap, tried=table(), seconds=time.perf_counter() - t_start,
+                        sim=s, replay_added=added, spare=spare, notes=tuple(notes))

@@ -49,7 +49,7 @@ def test_plan_command_prints_and_exports_the_api_plan(tmp_path, capsys):
     assert code == 0
     text = capsys.readouterr().out
     api = capacity_plan(read_requests(log_path), load_sample_sweep("illustrative_chat"),
-                        slo=capacity_plan.__globals__["SLO"](tpot_s=0.1), lead_time_weeks=12, spares=2,
+                        slo=capacity_plan.__globals__["SLO"](tpot_target_s=0.1), lead_time_weeks=12, spares=2,
                         simulate=False)
     assert text.startswith(f"Capacity plan: {api.total} replicas of m for week 12")
     assert api.slots.S == 64                      # the 100 ms TPOT objective reached the plan

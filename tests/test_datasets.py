@@ -178,3 +178,50 @@ def test_kubecon_fidelity_on_the_table_equals_the_raw_files(shared_dir):
     raw = [read_sweep(p) for p in kubecon_variants(root)]
     assert [s.name for s in raw] == KUBECON_VARIANTS
     pd.testing.assert_frame_equal(fidelity(datasets.load_kubecon_sweeps()), fidelity(raw))
+
+
+# --------------------------------------------------------------------------------------------
+# One data folder; the capacity plan's sample defaults live here
+# --------------------------------------------------------------------------------------------
+def test_data_dir_is_the_one_lookup_of_capbook_paths(tmp_path, monkeypatch):
+    from capbook import paths
+
+    assert datasets.data_dir() == paths.data_dir()
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path))
+    assert datasets.data_dir() == tmp_path == paths.data_dir()
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match="CAPBOOK_DATA"):
+        datasets.data_dir()
+
+
+def test_plan_inputs_pick_the_sample_sweep_of_each_sample_model():
+    from capbook.plan import LogAggregates
+
+    by_default = datasets.plan_inputs()
+    assert isinstance(by_default.log, LogAggregates)
+    assert by_default.log.label == "sample request log (data/requests)"
+    # the plan's default model of the sample log is chat-70b (most output tokens)
+    assert by_default.sweep.name == datasets.SAMPLE_SWEEP_FOR_MODEL["chat-70b"] and by_default.notes == ()
+    assert by_default.sweep_label == "sample sweep llama70b_h100_tp4_chat (modelled, not measured)"
+    assert "model" not in by_default.arguments
+    small = datasets.plan_inputs(by_default.log, model="chat-8b")
+    assert small.log is by_default.log                  # the sums are not taken again
+    assert small.sweep.name == "llama8b_h100_chat" and small.arguments["model"] == "chat-8b"
+    assert set(small.arguments) == {"log", "sweep", "sweep_label", "input_notes", "model"}
+
+
+def test_plan_inputs_for_a_reader_log(tmp_path, monkeypatch, repo_root):
+    from capbook.sweep import load_sample_sweep
+    from capbook.traces import read_requests
+
+    _log(tmp_path / "mine.parquet", hours=2, rate=0.5)
+    log = read_requests(tmp_path / "mine.parquet")
+    got = datasets.plan_inputs(log)
+    assert got.log.label == str(log.path)
+    assert got.sweep.name == "illustrative_chat" and "no sweep given" in got.notes[0]
+    mine = load_sample_sweep("llama8b_h100_chat")
+    given = datasets.plan_inputs(log, mine)
+    assert given.sweep is mine and given.sweep_label == "llama8b_h100_chat" and given.notes == ()
+    monkeypatch.setenv("CAPBOOK_SWEEP", str(repo_root / "data" / "sweeps" / "llama8b_h100_chat.csv"))
+    env = datasets.plan_inputs(log)
+    assert env.sweep_label.endswith("llama8b_h100_chat.csv") and env.notes == ()

@@ -78,7 +78,7 @@ def test_replicas_per_routing_are_the_smallest_meeting_the_slo():
 def test_worked_plan_figures():
     p = f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, ramp_per_min=0.5, lag_min=8, spares=1, tokens_per_request=1800)
     assert round(p.floor_exact, 1) == 15.3
-    assert (p.floor, p.queueing, p.burst.replicas, p.spare, p.total) == (16, 17, 2, 1, 20)
+    assert (p.floor, p.serving, p.burst.replicas, p.spare, p.total) == (16, 17, 2, 1, 20)
     assert p.burst.rate == pytest.approx(4.0)
     assert round(p.per_replica_rate, 2) == 2.35
     assert round(p.burst.replicas_exact, 1) == 1.7
@@ -193,7 +193,7 @@ def test_failure_spares_policies():
 )
 def test_every_plan_survives_its_own_scenarios(lam, slots, ts, target, routing, ramp, lag, spares, zones):
     p = f.plan_fleet(lam, slots, ts, 0.5, target, routing=routing, ramp_per_min=ramp, lag_min=lag, spares=spares, zones=zones)
-    assert p.floor <= p.queueing <= p.before_spare <= p.total
+    assert p.floor <= p.serving <= p.in_service <= p.total
     assert p.checks()["meets_slo"].all()
     tab = p.table()
     assert tab["added"].iloc[:-1].sum() == p.total == tab["replicas"].iloc[-1]
@@ -203,7 +203,7 @@ def test_every_plan_survives_its_own_scenarios(lam, slots, ts, target, routing, 
     # the spare is no larger than the policy needs: one fewer replica fails it
     if p.spare > 0:
         lost_if_smaller = max(spares, -(-(p.total - 1) // zones)) if zones else spares
-        assert (p.total - 1) - lost_if_smaller < p.before_spare
+        assert (p.total - 1) - lost_if_smaller < p.in_service
 
 
 def test_pooled_never_needs_more_than_per_replica_and_mean_never_more_than_pooled():
@@ -394,7 +394,7 @@ def test_alert_levels_with_lead_time_and_per_replica_routing():
         ({"zones": 1}, "zones=1"),
         ({"zones": 2.5}, "zones must be an integer"),
         ({"spares": -1}, "spares must be at least 0"),
-        ({"routing": "sticky"}, "routing must be one of"),
+        ({"routing": "sticky"}, "unknown routing"),
         ({"max_replicas": 18}, r"max_replicas=18 .*SLO plus burst headroom needs 19"),
         ({"max_replicas": 19}, r"max_replicas=19 .*spare policy \(N\+1\) needs 20"),
         ({"max_replicas": 16}, r"max_replicas=16 .*SLO alone needs 17"),
@@ -459,3 +459,52 @@ def test_docstring_examples_run():
 
     result = doctest.testmod(f, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.attempted > 15 and result.failed == 0
+
+
+# --------------------------------------------------------------------------------------------
+# One validation and one routing vocabulary (issue 15)
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("bad", ["3", True, float("nan")])
+def test_text_bools_and_nan_are_refused_naming_the_argument(bad):
+    with pytest.raises(ValueError, match="^slots "):
+        f.plan_fleet(PEAK, bad, T, WAIT, TARGET)
+    with pytest.raises(ValueError, match="^ramp_per_min "):
+        f.burst_headroom(bad, 8, 2.0)
+    with pytest.raises(ValueError, match="^spares "):
+        f.failure_spares(19, bad)
+    with pytest.raises(ValueError, match="^replicas "):
+        f.late_share(bad, SLOTS, PEAK, T, WAIT)
+    with pytest.raises(ValueError, match=r"^demands\['a'\] "):
+        f.allocate_tpm(1000, {"a": bad})
+
+
+def test_routing_names_come_from_capbook_routing():
+    from capbook.routing import ROUTINGS
+
+    for name, r in ROUTINGS.items():
+        if r.queue_model is None:
+            with pytest.raises(ValueError, match="no closed-form queue model"):
+                f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, routing=name)
+        else:
+            assert f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, routing=name).routing == r.queue_model
+    # the simulator's old spellings get a rename hint
+    with pytest.raises(ValueError, match="now spelled 'strict-round-robin'"):
+        f.replicas_for_routing(PEAK, SLOTS, T, WAIT, TARGET, "round_robin")
+    assert "strict round-robin" in f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET,
+                                                routing="strict-round-robin")._repr_html_()
+
+
+def test_at_least_raises_the_serving_count_and_the_burst_and_spare_stack_on_it():
+    base = f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, ramp_per_min=0.5, lag_min=8, spares=1)
+    assert base.serving == base.queueing_replicas == 17
+    same = f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, ramp_per_min=0.5, lag_min=8, spares=1, at_least=10)
+    assert same == base
+    more = f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, ramp_per_min=0.5, lag_min=8, spares=1, zones=3, at_least=25)
+    assert more.queueing_replicas == 17 and more.serving == 25
+    assert more.burst == f.burst_headroom(0.5, 8, PEAK / 25)
+    assert more.in_service == 25 + more.burst.replicas
+    assert more.spare == f.failure_spares(more.in_service, 1, 3) and more.total == more.in_service + more.spare
+    with pytest.raises(ValueError, match="serving checks need 25"):
+        f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, at_least=25, max_replicas=24)
+    with pytest.raises(ValueError, match="^at_least "):
+        f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, at_least=2.5)

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import queueing
+from capbook import datasets, queueing
 from capbook.forecast import synthetic_token_series
 from capbook.plan import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
 from capbook.sweep import load_sample_sweep
@@ -74,11 +74,11 @@ def small_plan(small_log, sweep):
 # --------------------------------------------------------------------------------------------
 def test_slo_parse_units_and_errors():
     s = SLO.parse("ttft=1.5s, tpot=40ms, wait=0.25, late=2%, ttft_q=0.95, tpot_p=99")
-    assert (s.ttft_s, s.tpot_s, s.wait_s, s.ttft_quantile, s.tpot_percentile) == (1.5, 0.04, 0.25, 0.95, 99)
+    assert (s.ttft_target_s, s.tpot_target_s, s.wait_target_s, s.ttft_quantile, s.tpot_percentile) == (1.5, 0.04, 0.25, 0.95, 99)
     assert s.late_share == pytest.approx(0.02)
-    assert SLO.parse("ttft=3").tpot_s == SLO().tpot_s
+    assert SLO.parse("ttft=3").tpot_target_s == SLO().tpot_target_s
     for bad, word in [("ttft", "key=value"), ("speed=3", "unknown"), ("ttft=fast", "not a number"),
-                      ("late=150%", "late_share"), ("tpot=0", "tpot_s"), ("tpot_p=90", "tpot_percentile"), ("", "non-empty")]:
+                      ("late=150%", "late_share"), ("tpot=0", "tpot_target_s"), ("tpot_p=90", "tpot_percentile"), ("", "non-empty")]:
         with pytest.raises(ValueError, match=word):
             SLO.parse(bad)
 
@@ -157,8 +157,8 @@ def test_plan_replicas_follow_the_rating_and_the_closed_forms(small_plan, sweep)
     while queueing.prob_wait_exceeds(0.5, n * 32, p.request_rate, p.service_time_s) > 0.01:
         n += 1
     assert p.erlang_replicas == n
-    assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_s
-    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas, p.engine_check["replicas"])
+    assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_target_s
+    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas, p.engine_check.replicas)
     assert p.burst.replicas == math.ceil(0.0125 * 8 * p.serving - 1e-9)
     assert p.spare == 1 and p.total == p.serving + p.burst.replicas + 1
     st = p.stages()
@@ -174,19 +174,19 @@ def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_pa
 
     p = small_plan
     e = p.engine_check
-    assert e["model"] == "simulation"
-    assert 0 < e["max_rate_rps"] <= e["saturation_rps"]
-    assert e["replicas"] == math.ceil(p.request_rate / e["max_rate_rps"] - 1e-9)
-    assert p.serving >= e["replicas"]
+    assert e.model == "simulation"
+    assert 0 < e.max_rate_rps <= e.saturation_rps
+    assert e.replicas == math.ceil(p.request_rate / e.max_rate_rps - 1e-9)
+    assert p.serving >= e.replicas
     import dataclasses
 
     # the engine fitted to the sweep, asked about requests of the log's mean lengths
-    assert e["input_tokens"] == pytest.approx(p.mean_input_tokens) and e["output_tokens"] == pytest.approx(
+    assert e.input_tokens == pytest.approx(p.mean_input_tokens) and e.output_tokens == pytest.approx(
         p.mean_output_tokens)
     eng = dataclasses.replace(fit_engine(sweep), prompt_tokens=p.mean_input_tokens,
                               output_tokens=p.mean_output_tokens, output_quantiles=None, prompt_p99=None)
-    run = eng.simulate(e["max_rate_rps"], requests=2000, seed=2026)
-    assert np.quantile(run.ttft_s, 0.99) <= p.slo.ttft_s * 1.05
+    run = eng.simulate(e.max_rate_rps, requests=2000, seed=2026)
+    assert np.quantile(run.ttft_s, 0.99) <= p.slo.ttft_target_s * 1.05
     back = pd.read_csv(p.to_csv(tmp_path / "plan.csv"))
     rows = back[back["step"] == "engine model"]
     assert set(rows["quantity"]) >= {"saturation per replica", "highest rate per replica meeting p99 TTFT",
@@ -251,7 +251,7 @@ def test_demand_scale_and_zones(small_log, sweep, small_plan):
 @pytest.mark.parametrize("kwargs, word", [
     ({"headroom": 1.5}, "headroom"), ({"headroom": 0}, "headroom"), ({"demand_scale": 0}, "demand_scale"),
     ({"model": "m-other"}, "m-other"), ({"tier": "gold"}, "gold"), ({"spares": -1}, "spares"),
-    ({"slo": SLO(tpot_s=0.001)}, "cannot meet"), ({"quantile": 1.0}, "quantile"), ({"tpm_reserve": 1}, "tpm_reserve"),
+    ({"slo": SLO(tpot_target_s=0.001)}, "cannot meet"), ({"quantile": 1.0}, "quantile"), ({"tpm_reserve": 1}, "tpm_reserve"),
 ])
 def test_plan_rejects_bad_input(small_log, sweep, kwargs, word):
     with pytest.raises(ValueError, match=word):
@@ -269,7 +269,7 @@ def test_plan_rejects_a_non_sweep(small_log):
 def test_sample_plan_is_forecast_and_checked(monkeypatch):
     monkeypatch.delenv("CAPBOOK_REQUESTS", raising=False)
     monkeypatch.delenv("CAPBOOK_SWEEP", raising=False)
-    p = capacity_plan(model="chat-70b", sim_requests=2000)
+    p = capacity_plan(**datasets.plan_inputs(model="chat-70b").arguments, sim_requests=2000)
     assert p.source["sweep"].startswith("sample sweep llama70b_h100_tp4_chat")
     assert p.peaks[1].method == "calibrated" and p.peaks[4].method == "sqrt_h"   # four weeks of history
     assert p.output_tps > p.observed_peak_output_tps    # growth and the P90 band lift the peak
@@ -295,3 +295,186 @@ def test_replay_stacks_enough_busy_hours_at_any_scale(small_log, sweep):
     want = busiest + 2000                     # more than the busiest hour holds
     p = capacity_plan(small_log[1], sweep, demand_scale=200, sim_requests=want)
     assert p.sim["replayed_requests"] == want
+
+
+# --------------------------------------------------------------------------------------------
+# The steps, each on its own (issue 15: one pipeline of small steps with typed results)
+# --------------------------------------------------------------------------------------------
+import dataclasses  # noqa: E402
+
+from capbook import fleet as fleetmod  # noqa: E402
+from capbook import plan as planmod  # noqa: E402
+from capbook.replicas import replicas_for_tokens  # noqa: E402
+from capbook.sweep import choose_slots  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def sums(small_log):
+    return planmod.LogAggregates.of(small_log[1])
+
+
+@pytest.fixture(scope="module")
+def steps(sums, sweep):
+    """The first steps on the small log, as capacity_plan chains them."""
+    traffic = planmod.select_traffic(sums)
+    demand = planmod.forecast_demand(sums, traffic)
+    replica = planmod.rate_replica(sweep, demand, SLO())
+    queue = planmod.check_queueing(sweep, demand, replica)
+    return traffic, demand, replica, queue
+
+
+def test_log_aggregates_are_the_logs_sums_held_by_the_caller(small_log, sums):
+    log = small_log[1]
+    pd.testing.assert_frame_equal(sums.hourly, log.hourly())
+    pd.testing.assert_frame_equal(sums.per_minute, log.per_minute(by=("model", "tier", "tenant")))
+    assert sums.has_tenants and sums.label == str(log.path)
+    assert planmod.LogAggregates.of(sums) is sums
+    assert planmod.LogAggregates.of(sums, label="mine").label == "mine"
+    assert len(sums.frame) == len(small_log[0])
+    assert not hasattr(planmod, "_CACHE") and not hasattr(planmod, "SAMPLE_SWEEP_FOR_MODEL")
+    with pytest.raises(ValueError, match="RequestLog"):
+        planmod.LogAggregates.of(small_log[0])
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        sums.label = "x"
+
+
+def test_select_traffic(sums, steps):
+    traffic = steps[0]
+    assert (traffic.model, traffic.tier, traffic.notes) == ("m-chat", "interactive", ())
+    assert set(traffic.hourly["tier"]) == {"interactive"}
+    every = planmod.select_traffic(sums, tier=None)
+    assert every.tier is None and set(every.hourly["tier"]) == {"interactive", "batch"}
+    with pytest.raises(ValueError, match="m-other"):
+        planmod.select_traffic(sums, "m-other")
+    with pytest.raises(ValueError, match="gold"):
+        planmod.select_traffic(sums, tier="gold")
+
+
+def test_forecast_demand(small_log, sums, steps):
+    traffic, demand = steps[:2]
+    inter = small_log[0][small_log[0]["tier"] == "interactive"]
+    assert demand.horizon_weeks == planmod.horizon_for_lead_time(demand.lead_time_weeks) == 4
+    assert demand.peaks[4].method == "observed" and demand.output_tps == demand.observed_peak_output_tps
+    assert demand.mean_output_tokens == pytest.approx(inter["output_tokens"].mean(), rel=1e-12)
+    assert demand.request_rate == pytest.approx(demand.output_tps / demand.mean_output_tokens, rel=1e-15)
+    assert demand.input_tps == pytest.approx(demand.output_tps * demand.input_per_output, rel=1e-15)
+    assert any("forecast not possible" in n for n in demand.notes)
+    twice = planmod.forecast_demand(sums, traffic, demand_scale=2, lead_time_weeks=12)
+    assert twice.output_tps == pytest.approx(2 * demand.output_tps) and twice.horizon_weeks == 12
+    assert any("demand scaled by 2" in n for n in twice.notes)
+    for bad in ("3", True, float("nan")):
+        for kw in ("lead_time_weeks", "quantile", "demand_scale"):
+            with pytest.raises(ValueError, match=f"^{kw} "):
+                planmod.forecast_demand(sums, traffic, **{kw: bad})
+
+
+def test_rate_replica(sweep, steps):
+    demand, replica = steps[1], steps[2]
+    assert replica.slots.S == choose_slots(sweep, 0.05, q=95).S == 32
+    assert replica.service_time_s == sweep.service_time(replica.slots.S, demand.mean_input_tokens,
+                                                        demand.mean_output_tokens)
+    assert replica.need == replicas_for_tokens(demand.output_tps, demand.input_tps, replica.rating, 0.8)
+    assert replica.floor == max(1, math.ceil(replica.need.equivalents - 1e-9))
+    assert planmod.rate_replica(sweep, demand, SLO(), headroom=0.5).need.replicas >= replica.need.replicas
+    for bad in ("0.8", True, 0, 1.5):
+        with pytest.raises(ValueError, match="^headroom "):
+            planmod.rate_replica(sweep, demand, SLO(), headroom=bad)
+    with pytest.raises(ValueError, match="cannot meet"):
+        planmod.rate_replica(sweep, demand, SLO(tpot_target_s=0.001))
+
+
+def test_check_queueing(sweep, steps):
+    demand, replica, queue = steps[1:]
+    assert queue.erlang_replicas == queueing.replicas_pooled(demand.request_rate, replica.slots.S,
+                                                             replica.service_time_s, 0.5, 0.01)
+    assert queue.loadq_replicas is not None and queue.notes == ()
+    # a TTFT objective below the mean prompt's prefill: the load-dependent model does not apply
+    short = dataclasses.replace(replica, slo=SLO(ttft_target_s=1e-4))
+    skipped = planmod.check_queueing(sweep, demand, short)
+    assert skipped.loadq_replicas is None and "load-dependent model not used" in skipped.notes[0]
+
+
+def test_check_engine(sweep, steps):
+    demand, replica, queue = steps[1:]
+    e = planmod.check_engine(sweep, demand, replica, queue.erlang_replicas)
+    assert isinstance(e, planmod.EngineCheck) and e.model == "simulation"
+    assert e.replicas == math.ceil(demand.request_rate / e.max_rate_rps - 1e-9)
+    assert (e.input_tokens, e.output_tokens) == (demand.mean_input_tokens, demand.mean_output_tokens)
+
+
+def test_stack_fleet_is_plan_fleet_on_the_largest_check(steps):
+    demand, replica, queue = steps[1:]
+    none = planmod.EngineCheck()
+    fp = planmod.stack_fleet(demand, replica, queue, none, ramp_per_min=0.0125, lag_min=8, spares=1, zones=3)
+    others = max(replica.need.replicas, replica.floor, queue.loadq_replicas)
+    assert fp == fleetmod.plan_fleet(demand.request_rate, replica.slots.S, replica.service_time_s, 0.5, 0.01,
+                                     ramp_per_min=0.0125 * demand.request_rate, lag_min=8, spares=1, zones=3,
+                                     at_least=others)
+    assert fp.queueing_replicas == queue.erlang_replicas
+    assert fp.serving == max(others, queue.erlang_replicas)
+    # an engine model that needs more replicas raises the serving count; burst and spare stack on it
+    big = planmod.stack_fleet(demand, replica, queue, planmod.EngineCheck(replicas=fp.serving + 5))
+    assert big.serving == fp.serving + 5
+    assert big.burst == fleetmod.burst_headroom(0.0125 * demand.request_rate, 8, demand.request_rate / big.serving)
+    assert big.spare == fleetmod.failure_spares(big.in_service, 1)
+    with pytest.raises(ValueError, match="^ramp_per_min "):
+        planmod.stack_fleet(demand, replica, queue, none, ramp_per_min="0.01")
+    with pytest.raises(ValueError, match="^spares "):
+        planmod.stack_fleet(demand, replica, queue, none, spares=True)
+
+
+def test_check_serving_and_tenant_limits(sums, sweep, steps):
+    traffic, demand, replica, queue = steps
+    fp = planmod.stack_fleet(demand, replica, queue, planmod.EngineCheck())
+    at = planmod.check_serving(sweep, demand, replica, queue, fp)
+    assert at.erlang_late_share == fleetmod.late_share(fp.serving, replica.slots.S, demand.request_rate,
+                                                       replica.service_time_s, 0.5)
+    assert at.loadq_ttft_s is not None and at.loadq_ttft_s <= 2.0
+    lim = planmod.tenant_limits(sums, traffic, demand, replica, fp)
+    per_rep = 0.8 / (1 / replica.rating.output_tps + demand.input_per_output / replica.rating.input_tps)
+    assert lim.capacity_tpm == pytest.approx(60 * fp.in_service * per_rep * (1 + demand.input_per_output))
+    assert set(lim.tpm.index) == {"web", "agents"} and lim.tpm["limit"].sum() <= 0.9 * lim.capacity_tpm
+    for bad in ("0.1", True, 1.0, float("nan")):
+        with pytest.raises(ValueError, match="^tpm_reserve "):
+            planmod.tenant_limits(sums, traffic, demand, replica, fp, reserve=bad)
+
+
+def test_the_plan_is_its_steps(small_plan):
+    p = small_plan
+    assert isinstance(p.fleet, fleetmod.FleetPlan) and isinstance(p.verification, planmod.Verification)
+    # one serving count, one stacking: the plan's stages are the fleet plan's
+    assert (p.serving, p.burst, p.model_in_service) == (p.fleet.serving, p.fleet.burst, p.fleet.in_service)
+    assert p.model_total == p.fleet.total and p.output_tps == p.demand.output_tps
+    assert p.notes == (p.traffic.notes + p.demand.notes + p.replica.notes + p.queue.notes + p.engine_check.notes
+                       + p.at_serving.notes + p.limits.notes + p.verification.notes)
+    tab = p.table().set_index(["step", "quantity"])["value"]
+    assert tab[("fleet", "serving replicas")] == p.fleet.serving
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.verification.status = "met"
+
+
+def test_verify_plan_on_its_own(small_plan, small_log, sweep):
+    models = dataclasses.replace(small_plan, verification=planmod._SKIPPED)
+    v = planmod.verify_plan(models, small_log[1], sweep, n_requests=3000)
+    assert (v.status, v.met, v.replay_added) == (small_plan.verification.status, small_plan.verified,
+                                                  small_plan.replay_added)
+    assert v.sim == small_plan.sim and list(v.tried.columns) == ["ttft_q_s", "goodput_share", "meets"]
+    skipped = capacity_plan(small_log[1], sweep, simulate=False).verification
+    assert skipped is planmod._SKIPPED and skipped.status == "skipped" and skipped.met is None
+
+
+def test_slo_refuses_text_bools_and_nan_naming_the_field():
+    for field_ in ("ttft_target_s", "tpot_target_s", "wait_target_s", "ttft_quantile", "late_share"):
+        for bad in ("1", True, float("nan")):
+            with pytest.raises(ValueError, match=f"^{field_} "):
+                SLO(**{field_: bad})
+    with pytest.raises(TypeError):
+        SLO(ttft_s=2.0)                                 # one name per thing: the old spelling is gone
+
+
+def test_peak_forecast_refuses_bad_horizons():
+    s = _series(synthetic_token_series(weeks=5, seed=3))
+    for bad in ([], [0], [1.5], ["4"], [True]):
+        with pytest.raises(ValueError, match="^horizons "):
+            peak_forecast(s, bad)
+    assert set(peak_forecast(s, [4.0, 1])) == {1, 4}

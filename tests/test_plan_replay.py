@@ -79,12 +79,12 @@ def _replay_by_hand(plan, log, sweep, replicas, n_requests=3000, seed=2026):
     rec = res.records
     rec = rec[~rec["warmup"] & (rec["attempt"] == 0)]
     ttft = rec["ttft"].to_numpy()
-    good = (ttft <= plan.slo.ttft_s) & ~(rec["tpot"].to_numpy() > plan.slo.tpot_s)
+    good = (ttft <= plan.slo.ttft_target_s) & ~(rec["tpot"].to_numpy() > plan.slo.tpot_target_s)
     return float(np.quantile(ttft, plan.slo.ttft_quantile)), float(good.mean())
 
 
 def _meets(plan, ttft_q, good):
-    return ttft_q <= plan.slo.ttft_s and good >= plan.slo.goodput_share
+    return ttft_q <= plan.slo.ttft_target_s and good >= plan.slo.goodput_share
 
 
 # --------------------------------------------------------------------------------------------
@@ -146,7 +146,7 @@ def test_real_short_logs_replay_at_the_plan_rate(shared_dir, sweep, name):
 # --------------------------------------------------------------------------------------------
 def test_bursty_log_needs_more_than_the_models_and_the_plan_finds_the_fewest(bursty, bursty_plan, sweep):
     p = bursty_plan
-    assert p.verification["status"] == "added" and p.verified
+    assert p.verification.status == "added" and p.verified
     assert p.total > p.model_total and p.replay_added == p.in_service - p.model_in_service > 0
     assert p.verified_total == p.total
     # the oracle: the replay assembled here meets at the verified in-service count, not at one less,
@@ -156,9 +156,9 @@ def test_bursty_log_needs_more_than_the_models_and_the_plan_finds_the_fewest(bur
     assert not _meets(p, *_replay_by_hand(p, bursty, sweep, p.model_in_service))
     # the summary the plan keeps is of the headline fleet
     assert p.sim["replicas"] == p.in_service
-    assert p.sim["ttft_p99_s"] <= p.slo.ttft_s and p.sim["goodput_share"] >= p.slo.goodput_share
+    assert p.sim["ttft_p99_s"] <= p.slo.ttft_target_s and p.sim["goodput_share"] >= p.slo.goodput_share
     again = replay_plan(p, bursty, sweep, replicas=p.in_service - 1, n_requests=3000)
-    assert again["ttft_q_s"] > p.slo.ttft_s or again["goodput_share"] < p.slo.goodput_share
+    assert again["ttft_q_s"] > p.slo.ttft_target_s or again["goodput_share"] < p.slo.goodput_share
     # the headline says both numbers, the waterfall has the replay stage, the notes say why
     first = p.render().splitlines()[0]
     assert first.startswith(f"Capacity plan: {p.total} replicas") and f"models: {p.model_total}" in first
@@ -185,7 +185,7 @@ def test_plan_csv_rows(bursty_plan, tmp_path):
     assert int(float(val("fleet", "replicas by the models"))) == p.model_total < p.total
     assert int(float(val("replay", "verified replicas"))) == p.total
     assert float(val("replay", "p99 TTFT")) == pytest.approx(p.sim["ttft_p99_s"])
-    assert p.sim["ttft_p99_s"] <= p.slo.ttft_s
+    assert p.sim["ttft_p99_s"] <= p.slo.ttft_target_s
     assert val("replay", "verification") == "added"
 
 
@@ -193,7 +193,7 @@ def test_a_fleet_that_meets_is_kept(tmp_path, sweep):
     t, rng = _poisson(1.0, 7200, seed=5)
     log = _write(_frame(t, rng), tmp_path, "calm")
     p = capacity_plan(log, sweep, sim_requests=3000)
-    assert p.verification["status"] == "met" and p.replay_added == 0 and p.total == p.model_total
+    assert p.verification.status == "met" and p.replay_added == 0 and p.total == p.model_total
     assert p.sim["replicas"] == p.model_in_service
     assert f"replay-verified: {p.total}" in p.render().splitlines()[0]
 
@@ -204,9 +204,9 @@ def test_impossible_objective_is_said_loudly(tmp_path, sweep):
     log = _write(_frame(t, rng, input_tokens=(20_000, 30_000)), tmp_path, "long")
     assert 20_000 / sweep.prefill_rate_tps > 2.0
     p = capacity_plan(log, sweep, sim_requests=1000)
-    assert p.verification["status"] == "impossible" and p.verified is False
+    assert p.verification.status == "impossible" and p.verified is False
     assert p.verified_total is None and p.total == p.model_total and p.replay_added == 0
-    reason = p.verification["reason"]
+    reason = p.verification.reason
     assert "prefill alone" in reason and "2 s" in reason
     first = p.render().splitlines()[0]
     assert "NOT VERIFIED" in first and "prefill alone" in first
@@ -215,9 +215,9 @@ def test_impossible_objective_is_said_loudly(tmp_path, sweep):
     assert tab[("replay", "verified replicas")] == "not verified"
     assert "prefill alone" in tab[("replay", "why not verified")]
     # only one fleet size was replayed: no search when no size can succeed
-    assert len(p.verification["tried"]) == 1
+    assert len(p.verification.tried) == 1
     # the replay agrees: the TTFT tail is at least the prefill of the long prompts
-    assert p.sim["ttft_q_s"] > p.slo.ttft_s
+    assert p.sim["ttft_q_s"] > p.slo.ttft_target_s
 
 
 def test_goodput_target_impossible_when_the_sweep_is_too_slow(tmp_path, sweep):
@@ -225,28 +225,28 @@ def test_goodput_target_impossible_when_the_sweep_is_too_slow(tmp_path, sweep):
     log = _write(_frame(t, rng), tmp_path, "tpot")
     slow = Sweep(sweep.table.assign(tpot_p50_s=sweep.table["tpot_p50_s"] * 0 + 0.06), name="slow")
     # the TPOT objective is checked at p95 (met) but the replay decodes at the p50 of 60 ms
-    p = capacity_plan(log, slow, slo=SLO(tpot_s=0.05, tpot_percentile=95), sim_requests=1000) \
+    p = capacity_plan(log, slow, slo=SLO(tpot_target_s=0.05, tpot_percentile=95), sim_requests=1000) \
         if (slow.table["tpot_p95_s"] <= 0.05).any() else None
     if p is None:
         pytest.skip("the sample sweep's p95 TPOT never meets 50 ms")
-    assert p.verification["status"] == "impossible"
-    assert "fastest TPOT" in p.verification["reason"]
+    assert p.verification.status == "impossible"
+    assert "fastest TPOT" in p.verification.reason
 
 
 def test_search_stops_at_the_cap_and_says_so(bursty, sweep, monkeypatch):
     monkeypatch.setattr(planmod, "REPLAY_CAP_FACTOR", 1)
     monkeypatch.setattr(planmod, "REPLAY_CAP_MAX", 4)
     p = capacity_plan(bursty, sweep, sim_requests=3000)
-    assert p.verification["status"] == "not met" and not p.verified
-    assert p.verification["cap"] == 4 and max(p.verification["tried"].index) == 4
+    assert p.verification.status == "not met" and not p.verified
+    assert p.verification.cap == 4 and max(p.verification.tried.index) == 4
     assert p.total == p.model_total and "NOT VERIFIED" in p.render().splitlines()[0]
-    assert "cap" in p.verification["reason"]
+    assert "cap" in p.verification.reason
 
 
 def test_no_sim_keeps_the_models_number_unverified(bursty, sweep):
     p = capacity_plan(bursty, sweep, simulate=False)
     assert p.verified is None and p.verified_total is None and not p.sim
-    assert p.total == p.model_total and p.verification["status"] == "skipped"
+    assert p.total == p.model_total and p.verification.status == "skipped"
     assert "not replay-verified" in p.render().splitlines()[0]
     assert any("not verified" in n for n in p.notes)
     tab = p.table().set_index(["step", "quantity"])["value"]
@@ -289,14 +289,14 @@ def test_replay_plan_rejects_a_bad_fleet(bursty_plan, bursty, sweep):
 def test_real_logs_plan_is_verified_or_says_why(shared_dir, sweep, log_name):
     log = read_requests(shared_dir / "traces" / log_name)
     p = capacity_plan(log, sweep, sim_requests=3000)
-    assert p.verification["status"] in ("met", "added", "impossible", "not met")
+    assert p.verification.status in ("met", "added", "impossible", "not met")
     first = p.render().splitlines()[0]
     if p.verified:
-        assert p.sim["ttft_q_s"] <= p.slo.ttft_s and p.sim["goodput_share"] >= p.slo.goodput_share
+        assert p.sim["ttft_q_s"] <= p.slo.ttft_target_s and p.sim["goodput_share"] >= p.slo.goodput_share
         assert f"replay-verified: {p.total}" in first
     else:
         assert "NOT VERIFIED" in first
-    assert p.verification["seconds"] < 60 and not math.isnan(p.sim["ttft_q_s"])
+    assert p.verification.seconds < 60 and not math.isnan(p.sim["ttft_q_s"])
 
 
 def test_rating_when_the_sweep_serves_more_input_than_its_lowest_level_implies(tmp_path, sweep):
@@ -307,7 +307,7 @@ def test_rating_when_the_sweep_serves_more_input_than_its_lowest_level_implies(t
     odd = Sweep(tab, name="odd")
     t, rng = _poisson(0.5, 3600, seed=10)
     log = _write(_frame(t, rng), tmp_path, "odd")
-    p = capacity_plan(log, odd, slo=SLO(ttft_s=30.0), simulate=False)
+    p = capacity_plan(log, odd, slo=SLO(ttft_target_s=30.0), simulate=False)
     S = p.slots.S
     row = tab.set_index("concurrency").loc[S]
     served_in = row["request_throughput_rps"] * row["mean_input_tokens"]
@@ -332,7 +332,7 @@ def test_a_measured_prefill_rate_makes_the_impossible_possible(tmp_path, sweep):
     assert 30_000 / fast.prefill_rate_tps < 2.0
     assert any("a prefill benchmark" in n for n in fast.notes)
     p = capacity_plan(log, fast, sim_requests=1000)
-    assert p.verification["status"] != "impossible", p.verification
+    assert p.verification.status != "impossible", p.verification
     with pytest.raises(ValueError, match="prefill_rate_tps must be positive"):
         fast.set_prefill_rate(0)
 
