@@ -23,8 +23,6 @@ __all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
 # --------------------------------------------------------------------------------------------
 def add_trace_command(sub: argparse._SubParsersAction) -> None:
     """Register ``capbook trace``."""
-    from capbook.traces import FORMATS
-
     p = sub.add_parser(
         "trace",
         help="validate a request log and print its summary",
@@ -34,7 +32,8 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("file", help="the request log")
-    p.add_argument("--format", default="auto", choices=FORMATS, help="source format (default: auto)")
+    p.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
+                   help="source format: auto (detect it) or a format capbook.traces reads (default: auto)")
     _add_log_reading_arguments(p)
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
@@ -192,14 +191,38 @@ def _print_summary(s: dict) -> None:
 # --------------------------------------------------------------------------------------------
 # capbook plan / capbook book (the capstone; see capbook.plan and capbook.bookbuild)
 # --------------------------------------------------------------------------------------------
-def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+def _log_format(text: str) -> str:
+    """The value of ``--format``: ``auto`` or a format of :mod:`capbook.traces`.
+
+    A ``type=`` rather than ``choices=``: argparse lists choices in every ``--help``, and the
+    registry's module imports pandas and duckdb, which ``capbook <command> --help`` must not wait for.
+
+    Examples
+    --------
+    >>> _log_format("auto")
+    'auto'
+    >>> _log_format("nope")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: invalid choice: 'nope' (choose from auto, canonical, ...)
+    """
+    if text == "auto":
+        return text
     from capbook.traces import FORMATS
 
+    if text not in FORMATS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(FORMATS)})")
+    return text
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("request log")
     g.add_argument("--requests", metavar="LOG", default=None,
                    help="request log (CSV, Parquet or JSON lines; a glob reads several files as one "
                         "log); default: the sample log")
-    g.add_argument("--format", default="auto", choices=FORMATS, help="request log format (default: auto)")
+    g.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
+                   help="request log format: auto (detect it) or a format capbook.traces reads "
+                        "(default: auto)")
     _add_log_reading_arguments(g)
     g = p.add_argument_group("sweep")
     g.add_argument("--sweep", metavar="PATH", default=None,
@@ -315,6 +338,13 @@ def cli_message(message: str) -> str:
 
     The Python API names its keyword arguments (``pass drop_invalid=True``); under ``capbook``
     the same advice names the flag (``pass --drop-invalid``).
+
+    Examples
+    --------
+    >>> cli_message("3 rows have a negative token count; pass drop_invalid=True to drop them")
+    '3 rows have a negative token count; pass --drop-invalid to drop them'
+    >>> cli_message("holds 2 configurations; pass where={'config': 'vllm'} to read one")
+    'holds 2 configurations; pass --where config=vllm to read one'
     """
     import re
 
