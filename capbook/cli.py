@@ -382,14 +382,14 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                    help="objectives, e.g. 'ttft=2,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse)")
     p.add_argument("--horizon", type=float, default=4, metavar="WEEKS",
                    help="lead time of the decision in weeks: 1, 4 or 12 (default 4)")
-    p.add_argument("--quantile", type=float, default=0.9, help="peak-hour quantile to plan for (default 0.9)")
-    p.add_argument("--headroom", type=float, default=0.8, help="share of each replica's rating to use (default 0.8)")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--quantile", type=float, default=0.9, metavar="Q", help="peak-hour quantile to plan for (default 0.9)")
+    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE", help="share of each replica's rating to use (default 0.8)")
+    p.add_argument("--scale", type=float, default=1.0, metavar="X",
                    help="demand multiplier for a known event on top of the forecast (default 1)")
-    p.add_argument("--growth", type=float, default=0.0,
+    p.add_argument("--growth", type=float, default=0.0, metavar="SHARE",
                    help="weekly growth for logs too short to forecast (default 0)")
-    p.add_argument("--spares", type=int, default=1, help="N+k spare replicas (default 1)")
-    p.add_argument("--zones", type=int, default=None, help="survive losing one of this many zones")
+    p.add_argument("--spares", type=int, default=1, metavar="K", help="N+k spare replicas (default 1)")
+    p.add_argument("--zones", type=int, default=None, metavar="N", help="survive losing one of this many zones")
     p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
                    help="folder for plan.csv and plan.md (default ./capbook-plan)")
@@ -476,9 +476,10 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
     _add_data_arguments(p)
     p.add_argument("--out", default="capbook-book", metavar="DIR",
                    help="folder for the built site (default ./capbook-book); index.html inside")
-    p.add_argument("--timeout", type=int, default=300, help="seconds allowed per notebook cell (default 300)")
+    p.add_argument("--timeout", default="300", metavar="SECONDS",
+                   help="seconds allowed per notebook cell (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
-    p.add_argument("--jobs", type=int, default=2, help="chapters executed at once (default 2)")
+    p.add_argument("--jobs", default="2", metavar="N", help="chapters executed at once (default 2)")
     p.set_defaults(func=run_book)
 
 
@@ -487,10 +488,12 @@ def run_book(args: argparse.Namespace) -> int:
     from capbook import bookbuild
 
     try:
+        timeout = _number(args.timeout, "--timeout", "a whole number of seconds >= 1", whole=True)
+        jobs = _number(args.jobs, "--jobs", "a whole number of chapters >= 1", whole=True)
         _load_inputs(args)
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
-                                    sweep=args.sweep, timeout=args.timeout, keep_notebooks=args.keep,
-                                    jobs=args.jobs, requests_options=_requests_options(args),
+                                    sweep=args.sweep, timeout=timeout, keep_notebooks=args.keep,
+                                    jobs=jobs, requests_options=_requests_options(args),
                                     sweep_options=_sweep_options(args))
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
