@@ -3,6 +3,12 @@
 Each subcommand is one ``add_<name>_command(subparsers)`` function that adds its parser and sets
 ``func`` to a function taking the parsed arguments and returning an exit code. To add a command,
 write such a function and append it to :data:`COMMANDS`.
+
+Building the parser imports nothing but the standard library: a command imports the modules it
+needs inside its ``run_<name>`` function, so ``capbook --help`` and ``capbook <command> --help``
+start at once (tests/test_packaging.py checks that no pandas, duckdb, scipy or altair is loaded).
+Number flags are read as text and checked by :func:`_number` (capbook.validation underneath), so
+that every error is one line naming the flag.
 """
 from __future__ import annotations
 
