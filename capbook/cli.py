@@ -7,8 +7,10 @@ write such a function and append it to :data:`COMMANDS`.
 Building the parser imports nothing but the standard library: a command imports the modules it
 needs inside its ``run_<name>`` function, so ``capbook --help`` and ``capbook <command> --help``
 start at once (tests/test_packaging.py checks that no pandas, duckdb, scipy or altair is loaded).
-Number flags are read as text and checked by :func:`_number` (capbook.validation underneath), so
-that every error is one line naming the flag.
+The number flags of ``trace``, ``predict``, ``book`` and the sweep-reading flags are read as text
+and checked by :func:`_number` (capbook.validation underneath), so that every error is one line
+naming the flag; the planning numbers of ``plan`` (``--horizon``, ``--headroom``, ...) are checked
+by :func:`capbook.plan.capacity_plan`, which knows their ranges.
 """
 from __future__ import annotations
 
