@@ -127,6 +127,7 @@ def test_the_wheel_carries_every_sample_file(wheel):
     assert not missing, (f"not in the wheel: {missing}; list the folder under "
                          "[tool.setuptools] packages and package-data in pyproject.toml")
     assert "capbook/paths.py" in names and "capbook/cli.py" in names
+    assert wheel.name.startswith(f"capbook-{capbook.__version__}-")  # the version is written once
     assert not any(n.startswith(("data/", "tests/", "book/")) for n in names)
 
 
