@@ -390,14 +390,17 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                    help="objectives, e.g. 'ttft=2,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse)")
     p.add_argument("--horizon", type=float, default=4, metavar="WEEKS",
                    help="lead time of the decision in weeks: 1, 4 or 12 (default 4)")
-    p.add_argument("--quantile", type=float, default=0.9, metavar="Q", help="peak-hour quantile to plan for (default 0.9)")
-    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE", help="share of each replica's rating to use (default 0.8)")
+    p.add_argument("--quantile", type=float, default=0.9, metavar="Q",
+                   help="peak-hour quantile to plan for (default 0.9)")
+    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE",
+                   help="share of each replica's rating to use (default 0.8)")
     p.add_argument("--scale", type=float, default=1.0, metavar="X",
                    help="demand multiplier for a known event on top of the forecast (default 1)")
     p.add_argument("--growth", type=float, default=0.0, metavar="SHARE",
                    help="weekly growth for logs too short to forecast (default 0)")
     p.add_argument("--spares", type=int, default=1, metavar="K", help="N+k spare replicas (default 1)")
-    p.add_argument("--zones", type=int, default=None, metavar="N", help="survive losing one of this many zones")
+    p.add_argument("--zones", type=int, default=None, metavar="N",
+                   help="survive losing one of this many zones")
     p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
                    help="folder for plan.csv and plan.md (default ./capbook-plan)")
