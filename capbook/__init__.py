@@ -9,7 +9,7 @@ Examples
 >>> import capbook
 >>> capbook.plan_fleet is capbook.fleet.plan_fleet
 True
->>> "simulate" in capbook.__all__ and "simulate" in dir(capbook)
+>>> "simulate" in capbook.__all__ and {"simulate", "queueing"} <= set(dir(capbook))
 True
 """
 from __future__ import annotations
@@ -46,4 +46,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+    return sorted(set(globals()) | set(__all__) | modules)
