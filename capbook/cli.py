@@ -39,7 +39,7 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
             "token percentiles, Ca2, Cs2 and the peak hour. Exit status 2 when the log is invalid."
         ),
     )
-    p.add_argument("file", help="the request log")
+    p.add_argument("file", metavar="LOG", help="the request log (CSV, Parquet or JSON lines)")
     p.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
                    help="source format: auto (detect it) or a format capbook.traces reads (default: auto)")
     _add_log_reading_arguments(p)
