@@ -1,6 +1,6 @@
 # capbook: two commands matter (see README.md).
 #   make book  - set up .venv, execute every chapter, build the static site into _build/html
-#   make test  - set up .venv, unit tests, every notebook under nbval, site build with -W
+#   make test  - set up .venv, unit tests and docstring examples, every notebook under nbval, site build with -W
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
@@ -31,8 +31,11 @@ site/node_modules/.package-lock.json: site/package.json site/package-lock.json $
 $(VENDOR): site/node_modules/.package-lock.json tools/vendor_assets.py
 	$(BIN)/python tools/vendor_assets.py
 
+# The unit tests, the docstring examples of every module of capbook/ and the README's examples.
+UNIT := $(BIN)/python -m pytest tests capbook --doctest-modules -q -p no:cacheprovider --ignore=tests/browser
+
 unit: setup
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser $(XDIST)
+	$(UNIT) $(XDIST)
 
 notebooks: setup
 	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
@@ -52,7 +55,7 @@ browser: setup
 XDIST := -n 2 --dist loadfile
 
 test: setup
-	$(BIN)/python -m pytest tests -q -p no:cacheprovider --ignore=tests/browser $(XDIST)
+	$(UNIT) $(XDIST)
 	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
 	$(BIN)/jupyter-book build . -W -n --keep-going
 	$(BIN)/python -m pytest tests/browser -q -p no:cacheprovider

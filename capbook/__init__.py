@@ -1,8 +1,52 @@
+"""capbook: capacity planning for LLM serving.
+
+The names below are loaded on first use (PEP 562): ``import capbook`` costs no pandas, duckdb,
+scipy or altair, so the ``capbook`` command starts at once. ``capbook.<module>`` works the same
+way for every module of the package.
+
+Examples
+--------
+>>> import capbook
+>>> capbook.plan_fleet is capbook.fleet.plan_fleet
+True
+>>> "simulate" in capbook.__all__ and {"simulate", "queueing"} <= set(dir(capbook))
+True
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+
 __version__ = "0.1.0"
-from .sweep import Sweep, choose_slots, load_sample_sweep  # noqa: E402,F401
-from .fleet import FleetPlan, allocate_tpm, alert_levels, compare_routing, plan_fleet  # noqa: E402,F401
-from .forecast import event_calendar, fit_trend_shape, forecast_tokens  # noqa: E402,F401
-from .backtest import compare_forecasts, score_forecast  # noqa: E402,F401
-from .sim import Fleet, Simulation, simulate  # noqa: E402,F401
-from .plan import SLO, CapacityPlan, capacity_plan  # noqa: E402,F401
-from .traces import Mapping, RequestLog, load_sample_requests, read_requests  # noqa: E402,F401
+
+#: Each public name and the module that defines it.
+_EXPORTS = {
+    **dict.fromkeys(("Sweep", "choose_slots", "load_sample_sweep"), "sweep"),
+    **dict.fromkeys(("FleetPlan", "allocate_tpm", "alert_levels", "compare_routing", "plan_fleet"), "fleet"),
+    **dict.fromkeys(("event_calendar", "fit_trend_shape", "forecast_tokens"), "forecast"),
+    **dict.fromkeys(("compare_forecasts", "score_forecast"), "backtest"),
+    **dict.fromkeys(("Fleet", "Simulation", "simulate"), "sim"),
+    **dict.fromkeys(("SLO", "CapacityPlan", "capacity_plan"), "plan"),
+    **dict.fromkeys(("Mapping", "RequestLog", "load_sample_requests", "read_requests"), "traces"),
+}
+
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """Import the module of a public name (or a submodule) on first access."""
+    if name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    elif not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f".{name}", __name__)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    import pkgutil
+
+    modules = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+    return sorted(set(globals()) | set(__all__) | modules)

@@ -107,7 +107,21 @@ def _options_text(opts: dict | None) -> str:
 
 
 def data_note(source: dict, when: str) -> str:
-    """The MyST admonition placed at the top of the first page of a reader's build."""
+    """The MyST admonition placed at the top of the first page of a reader's build.
+
+    Examples
+    --------
+    >>> note = data_note({"requests": "logs/gw.parquet", "sweep": "h100/", "sample": False,
+    ...                   "requests_options": {"time_unit": "ms"}}, "2026-12-01 16:00 UTC")
+    >>> print(note.splitlines()[0])
+    :::{admonition} The data this copy of the book was built from
+    >>> for line in note.splitlines()[2:6]:
+    ...     print(line)
+    Built by `capbook book` on 2026-12-01 16:00 UTC from:
+    <BLANKLINE>
+    - request log: `logs/gw.parquet` (read with `time_unit='ms'`)
+    - sweep: `h100/`
+    """
     lines = [
         ":::{admonition} The data this copy of the book was built from",
         ":class: note",
@@ -248,9 +262,10 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     from tqdm.auto import tqdm
 
     from . import datasets
+    from .validation import integer
 
-    if isinstance(jobs, bool) or int(jobs) != jobs or jobs < 1:
-        raise ValueError(f"--jobs {jobs!r}: must be a whole number of chapters, at least 1")
+    jobs = integer(jobs, "jobs", minimum=1)
+    timeout = integer(timeout, "timeout", minimum=1)
     out = Path(out).resolve()
     if out == ROOT or ROOT / "book" in (out, *out.parents):
         raise ValueError(f"--out {out}: choose a folder outside the repository's sources")
@@ -293,7 +308,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         say(f"capbook book: {len(all_chapters)} chapters on requests={source['requests']}, sweep={source['sweep']}")
         bar = tqdm(total=len(all_chapters), desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
         failed = None
-        n_jobs = max(1, min(int(jobs), len(all_chapters))) if all_chapters else 1
+        n_jobs = max(1, min(jobs, len(all_chapters))) if all_chapters else 1
         with ThreadPoolExecutor(max_workers=n_jobs) as pool:
             futures = {pool.submit(_execute_timed, str(work / p.relative_to(ROOT)), env, timeout): p
                        for p in all_chapters}

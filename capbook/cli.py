@@ -3,6 +3,14 @@
 Each subcommand is one ``add_<name>_command(subparsers)`` function that adds its parser and sets
 ``func`` to a function taking the parsed arguments and returning an exit code. To add a command,
 write such a function and append it to :data:`COMMANDS`.
+
+Building the parser imports nothing but the standard library: a command imports the modules it
+needs inside its ``run_<name>`` function, so ``capbook --help`` and ``capbook <command> --help``
+start at once (tests/test_packaging.py checks that no pandas, duckdb, scipy or altair is loaded).
+The number flags of ``trace``, ``predict``, ``book`` and the sweep-reading flags are read as text
+and checked by :func:`_number` (capbook.validation underneath), so that every error is one line
+naming the flag; the planning numbers of ``plan`` (``--horizon``, ``--headroom``, ...) are checked
+by :func:`capbook.plan.capacity_plan`, which knows their ranges.
 """
 from __future__ import annotations
 
@@ -23,8 +31,6 @@ __all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
 # --------------------------------------------------------------------------------------------
 def add_trace_command(sub: argparse._SubParsersAction) -> None:
     """Register ``capbook trace``."""
-    from capbook.traces import FORMATS
-
     p = sub.add_parser(
         "trace",
         help="validate a request log and print its summary",
@@ -33,23 +39,26 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
             "token percentiles, Ca2, Cs2 and the peak hour. Exit status 2 when the log is invalid."
         ),
     )
-    p.add_argument("file", help="the request log")
-    p.add_argument("--format", default="auto", choices=FORMATS, help="source format (default: auto)")
+    p.add_argument("file", metavar="LOG", help="the request log (CSV, Parquet or JSON lines)")
+    p.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
+                   help="source format: auto (detect it) or a format capbook.traces reads (default: auto)")
     _add_log_reading_arguments(p)
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
-    p.add_argument("--output-cap", type=int, default=None, metavar="TOKENS",
+    p.add_argument("--output-cap", default=None, metavar="TOKENS",
                    help="report the share of requests above this max-tokens cap")
-    p.add_argument("--sweep", default=None, metavar="PATH",
-                   help="a concurrency sweep (any format capbook.importers reads), to compute Cs2 "
-                        "from token counts; needs --concurrency")
-    p.add_argument("--concurrency", type=float, default=None, metavar="N",
-                   help="concurrency at which to read the sweep's TPOT (e.g. your slots S)")
-    p.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
-                   help="prefill rate in tokens/s, to compute Cs2 from token counts")
-    p.add_argument("--tpot", type=float, default=None, metavar="SECONDS",
-                   help="time per output token in seconds, to compute Cs2 from token counts")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    g = p.add_argument_group("service times (Cs2 from token counts): a sweep, or two rates")
+    g.add_argument("--sweep", default=None, metavar="PATH",
+                   help="a sweep (any format capbook.importers reads), read with the flags below; "
+                        "needs --slots")
+    g.add_argument("--slots", default=None, metavar="S",
+                   help="slots per replica: the concurrency at which to read the sweep's TPOT")
+    _add_sweep_reading_arguments(g, prefill_rate=False)
+    g.add_argument("--prefill-rate", default=None, metavar="TPS",
+                   help="prefill rate in input tokens/s (with --tpot, instead of --sweep)")
+    g.add_argument("--tpot", default=None, metavar="SECONDS",
+                   help="time per output token in seconds (with --prefill-rate, instead of --sweep)")
     p.set_defaults(func=run_trace)
 
 
@@ -64,21 +73,23 @@ def run_trace(args: argparse.Namespace) -> int:
     if args.sweep is not None and args.prefill_rate is not None:
         print("capbook trace: give --sweep or --prefill-rate/--tpot, not both", file=sys.stderr)
         return 2
-    if args.prefill_rate is not None:
-        tpot = args.tpot
-        sweep, concurrency = SimpleNamespace(prefill_rate_tps=args.prefill_rate, tpot=lambda n: tpot), 1
-    if args.sweep is not None:
-        if args.concurrency is None:
-            print("capbook trace: --sweep needs --concurrency (the slots at which to read TPOT)",
-                  file=sys.stderr)
-            return 2
-        from capbook.importers import read_sweep
-
-        try:
-            sweep = read_sweep(args.sweep)
-        except (ValueError, FileNotFoundError) as exc:
-            return _fail("trace", exc)
-        concurrency = args.concurrency
+    try:
+        output_cap = None if args.output_cap is None else _number(
+            args.output_cap, "--output-cap", "a whole number of tokens >= 1", whole=True)
+        if args.prefill_rate is not None:
+            prefill = _number(args.prefill_rate, "--prefill-rate", "a positive number of tokens/s")
+            tpot = _number(args.tpot, "--tpot", "a positive number of seconds")
+            sweep, concurrency = SimpleNamespace(prefill_rate_tps=prefill, tpot=lambda n: tpot), 1
+        if args.sweep is not None:
+            if args.slots is None:
+                raise ValueError("--sweep needs --slots (the concurrency at which to read TPOT)")
+            concurrency = _number(args.slots, "--slots", "a positive number of slots")
+            sweep = _read_sweep_flag(args)
+        elif set(_sweep_options(args)) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
+            raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
+                             "to --sweep PATH; give the sweep they are for")
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail("trace", exc)
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
     try:
         with warnings.catch_warnings():
@@ -87,7 +98,7 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.no_unit_check:
                 opts["check_units"] = False
             log = read_requests(args.file, format=args.format, progress=size > 20_000_000, **opts)
-        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=args.output_cap)
+        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=output_cap)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
     if args.json:
@@ -172,7 +183,7 @@ def _print_summary(s: dict) -> None:
             w(f"caveat    {cli_message(a['caveat'])}")
     svc = s["service"]
     if svc is None:
-        w("Cs2       n/a (no end times in the log; pass --sweep and --concurrency, or "
+        w("Cs2       n/a (no end times in the log; pass --sweep and --slots, or "
           "--prefill-rate and --tpot)")
     else:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
@@ -192,14 +203,38 @@ def _print_summary(s: dict) -> None:
 # --------------------------------------------------------------------------------------------
 # capbook plan / capbook book (the capstone; see capbook.plan and capbook.bookbuild)
 # --------------------------------------------------------------------------------------------
-def _add_data_arguments(p: argparse.ArgumentParser) -> None:
+def _log_format(text: str) -> str:
+    """The value of ``--format``: ``auto`` or a format of :mod:`capbook.traces`.
+
+    A ``type=`` rather than ``choices=``: argparse lists choices in every ``--help``, and the
+    registry's module imports pandas and duckdb, which ``capbook <command> --help`` must not wait for.
+
+    Examples
+    --------
+    >>> _log_format("auto")
+    'auto'
+    >>> _log_format("nope")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: invalid choice: 'nope' (choose from auto, canonical, ...)
+    """
+    if text == "auto":
+        return text
     from capbook.traces import FORMATS
 
+    if text not in FORMATS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(FORMATS)})")
+    return text
+
+
+def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("request log")
     g.add_argument("--requests", metavar="LOG", default=None,
                    help="request log (CSV, Parquet or JSON lines; a glob reads several files as one "
                         "log); default: the sample log")
-    g.add_argument("--format", default="auto", choices=FORMATS, help="request log format (default: auto)")
+    g.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
+                   help="request log format: auto (detect it) or a format capbook.traces reads "
+                        "(default: auto)")
     _add_log_reading_arguments(g)
     g = p.add_argument_group("sweep")
     g.add_argument("--sweep", metavar="PATH", default=None,
@@ -226,14 +261,14 @@ def _add_sweep_reading_arguments(g, *, prefill_rate: bool = True) -> None:
     g.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="keep only the sweep's points with this value (e.g. config=vllm or "
                         "max_num_seqs=128); repeat for several")
-    g.add_argument("--max-num-seqs", type=int, default=None, metavar="N",
+    g.add_argument("--max-num-seqs", default=None, metavar="N",
                    help="the engine's running-sequence limit (vLLM --max-num-seqs), when the sweep's "
                         "files do not record it")
     if prefill_rate:  # capbook predict fits prefill into the step cost and has no use for it
-        g.add_argument("--prefill-rate", type=float, default=None, metavar="TPS",
+        g.add_argument("--prefill-rate", default=None, metavar="TPS",
                        help="a measured prefill rate (input tokens/s) instead of the one derived from "
                             "the sweep's lowest-level TTFT")
-    g.add_argument("--sweep-concurrency", type=float, default=None, metavar="N",
+    g.add_argument("--sweep-concurrency", default=None, metavar="N",
                    help="the load level of a sweep file that does not record one (a lone aiperf CSV, "
                         "a per-request llmperf file)")
 
@@ -266,17 +301,13 @@ def _sweep_options(args) -> dict:
     if where:
         opts["where"] = where
     if getattr(args, "max_num_seqs", None) is not None:
-        if args.max_num_seqs < 1:
-            raise ValueError(f"--max-num-seqs {args.max_num_seqs}: must be a whole number >= 1")
-        opts["max_num_seqs"] = args.max_num_seqs
+        opts["max_num_seqs"] = _number(args.max_num_seqs, "--max-num-seqs", "a whole number >= 1",
+                                       whole=True)
     if getattr(args, "prefill_rate", None) is not None:
-        if not (args.prefill_rate > 0 and math.isfinite(args.prefill_rate)):
-            raise ValueError(f"--prefill-rate {args.prefill_rate}: must be a positive number of tokens/s")
-        opts["prefill_rate_tps"] = args.prefill_rate
+        opts["prefill_rate_tps"] = _number(args.prefill_rate, "--prefill-rate",
+                                           "a positive number of tokens/s")
     if getattr(args, "sweep_concurrency", None) is not None:
-        if not (args.sweep_concurrency > 0 and math.isfinite(args.sweep_concurrency)):
-            raise ValueError(f"--sweep-concurrency {args.sweep_concurrency}: must be a positive number")
-        opts["concurrency"] = args.sweep_concurrency
+        opts["concurrency"] = _number(args.sweep_concurrency, "--sweep-concurrency", "a positive number")
     return opts
 
 
@@ -315,6 +346,13 @@ def cli_message(message: str) -> str:
 
     The Python API names its keyword arguments (``pass drop_invalid=True``); under ``capbook``
     the same advice names the flag (``pass --drop-invalid``).
+
+    Examples
+    --------
+    >>> cli_message("3 rows have a negative token count; pass drop_invalid=True to drop them")
+    '3 rows have a negative token count; pass --drop-invalid to drop them'
+    >>> cli_message("holds 2 configurations; pass where={'config': 'vllm'} to read one")
+    'holds 2 configurations; pass --where config=vllm to read one'
     """
     import re
 
@@ -352,14 +390,17 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                    help="objectives, e.g. 'ttft=2,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse)")
     p.add_argument("--horizon", type=float, default=4, metavar="WEEKS",
                    help="lead time of the decision in weeks: 1, 4 or 12 (default 4)")
-    p.add_argument("--quantile", type=float, default=0.9, help="peak-hour quantile to plan for (default 0.9)")
-    p.add_argument("--headroom", type=float, default=0.8, help="share of each replica's rating to use (default 0.8)")
-    p.add_argument("--scale", type=float, default=1.0,
+    p.add_argument("--quantile", type=float, default=0.9, metavar="Q",
+                   help="peak-hour quantile to plan for (default 0.9)")
+    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE",
+                   help="share of each replica's rating to use (default 0.8)")
+    p.add_argument("--scale", type=float, default=1.0, metavar="X",
                    help="demand multiplier for a known event on top of the forecast (default 1)")
-    p.add_argument("--growth", type=float, default=0.0,
+    p.add_argument("--growth", type=float, default=0.0, metavar="SHARE",
                    help="weekly growth for logs too short to forecast (default 0)")
-    p.add_argument("--spares", type=int, default=1, help="N+k spare replicas (default 1)")
-    p.add_argument("--zones", type=int, default=None, help="survive losing one of this many zones")
+    p.add_argument("--spares", type=int, default=1, metavar="K", help="N+k spare replicas (default 1)")
+    p.add_argument("--zones", type=int, default=None, metavar="N",
+                   help="survive losing one of this many zones")
     p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
                    help="folder for plan.csv and plan.md (default ./capbook-plan)")
@@ -447,9 +488,10 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
     _add_data_arguments(p)
     p.add_argument("--out", default="capbook-book", metavar="DIR",
                    help="folder for the built site (default ./capbook-book); index.html inside")
-    p.add_argument("--timeout", type=int, default=300, help="seconds allowed per notebook cell (default 300)")
+    p.add_argument("--timeout", default="300", metavar="SECONDS",
+                   help="seconds allowed per notebook cell (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
-    p.add_argument("--jobs", type=int, default=2, help="chapters executed at once (default 2)")
+    p.add_argument("--jobs", default="2", metavar="N", help="chapters executed at once (default 2)")
     p.set_defaults(func=run_book)
 
 
@@ -458,10 +500,12 @@ def run_book(args: argparse.Namespace) -> int:
     from capbook import bookbuild
 
     try:
+        timeout = _number(args.timeout, "--timeout", "a whole number of seconds >= 1", whole=True)
+        jobs = _number(args.jobs, "--jobs", "a whole number of chapters >= 1", whole=True)
         _load_inputs(args)
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
-                                    sweep=args.sweep, timeout=args.timeout, keep_notebooks=args.keep,
-                                    jobs=args.jobs, requests_options=_requests_options(args),
+                                    sweep=args.sweep, timeout=timeout, keep_notebooks=args.keep,
+                                    jobs=jobs, requests_options=_requests_options(args),
                                     sweep_options=_sweep_options(args))
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
@@ -502,15 +546,27 @@ def add_predict_command(sub: argparse._SubParsersAction) -> None:
 
 
 def _number(text, flag: str, what: str, *, whole: bool = False, zero: bool = False) -> float | int:
-    """A positive finite number given to ``flag`` (``zero``: >= 0; ``whole``: an integer);
-    raises ValueError naming the flag."""
+    """The number given to ``flag``: positive and finite (``zero``: >= 0; ``whole``: an integer),
+    checked by :mod:`capbook.validation`; raises ValueError naming the flag and saying ``what``.
+
+    Examples
+    --------
+    >>> _number("2.5", "--rate", "a positive number of requests per second")
+    2.5
+    >>> _number("1e3", "--max-num-seqs", "a whole number >= 1", whole=True)
+    1000
+    >>> _number("nan", "--rate", "a positive number of requests per second")
+    Traceback (most recent call last):
+    ...
+    ValueError: --rate 'nan': must be a positive number of requests per second
+    """
+    from capbook.validation import integer, nonnegative, positive
+
     try:
-        v = float(text)
+        v = (nonnegative if zero else positive)(float(text), flag)
+        return integer(v, flag) if whole else v
     except (TypeError, ValueError):
-        v = math.nan
-    if not (math.isfinite(v) and (v >= 0 if zero else v > 0) and (not whole or v == int(v))):
-        raise ValueError(f"{flag} {text!r}: must be {what}")
-    return int(v) if whole else v
+        raise ValueError(f"{flag} {text!r}: must be {what}") from None
 
 
 def _predict_inputs(args) -> tuple:

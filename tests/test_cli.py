@@ -57,12 +57,12 @@ def test_trace_with_a_sweep_file(tmp_path, repo_root, capsys):
 
     sw = read_sweep(sweep_file)
     p, df = _small_log(tmp_path)
-    assert main(["trace", str(p), "--json", "--sweep", str(sweep_file), "--concurrency", "16"]) == 0
+    assert main(["trace", str(p), "--json", "--sweep", str(sweep_file), "--slots", "16"]) == 0
     s = json.loads(capsys.readouterr().out)
     T = df["input_tokens"] / sw.prefill_rate_tps + df["output_tokens"] * float(sw.tpot(16))
     assert s["service"]["cs2"] == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
     assert main(["trace", str(p), "--sweep", str(sweep_file)]) == 2
-    assert "--concurrency" in capsys.readouterr().err
+    assert "--slots" in capsys.readouterr().err
 
 
 def test_trace_real_burstgpt(shared_dir, capsys):
@@ -304,3 +304,46 @@ def test_predict_fit_errors_speak_flags(capsys):
     assert main(["predict", "--sweep", str(_sample_sweep_csv()), "--rate", "2", "--kv-cache-tokens", "100"]) == 2
     err = capsys.readouterr().err
     assert "--kv-cache-tokens 100 cannot hold" in err and "kv_cache_tokens" not in err, err
+
+
+# -- one spelling and one check for each flag across the commands ------------------------------
+@pytest.mark.parametrize("extra, flag", [
+    (["--output-cap", "0"], "--output-cap"),
+    (["--output-cap", "2.5"], "--output-cap"),
+    (["--prefill-rate", "nan", "--tpot", "0.02"], "--prefill-rate"),
+    (["--prefill-rate", "4000", "--tpot", "-1"], "--tpot"),
+    (["--prefill-rate", "4000", "--tpot", "fast"], "--tpot"),
+    (["--sweep", "s.csv", "--slots", "0"], "--slots"),
+    (["--sweep", "s.csv", "--slots", "inf"], "--slots"),
+    (["--sweep", "s.csv", "--slots", "8", "--max-num-seqs", "True"], "--max-num-seqs"),
+])
+def test_trace_number_flags_are_checked_and_named(tmp_path, capsys, extra, flag):
+    p, _ = _small_log(tmp_path, n=50)
+    assert main(["trace", str(p), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"capbook trace: {flag} ") and "must be" in err and err.count("\n") == 1, err
+
+
+def test_trace_reads_its_sweep_with_the_sweep_flags(tmp_path, repo_root, capsys):
+    sweep_file = repo_root / "data" / "sweeps" / "illustrative_chat.csv"
+    p, _ = _small_log(tmp_path, n=50)
+    assert main(["trace", str(p), "--sweep", str(sweep_file), "--slots", "16", "--load", "rate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("capbook trace: --sweep ") and "no 'rate' load points" in err, err  # --load read it
+    assert main(["trace", str(p), "--where", "config=vllm"]) == 2
+    assert "apply to --sweep PATH" in capsys.readouterr().err
+    # the same flags, the same reader keywords, in every command that reads a sweep
+    for command in (["trace", "x.csv"], ["plan"], ["book"], ["predict"]):
+        args = build_parser().parse_args([*command, "--sweep", "d", "--where", "config=vllm",
+                                          "--max-num-seqs", "64", "--sweep-concurrency", "4"])
+        from capbook.cli import _sweep_options
+
+        assert _sweep_options(args) == {"where": {"config": "vllm"}, "max_num_seqs": 64,
+                                        "concurrency": 4.0}, command
+
+
+def test_format_flag_lists_the_formats_only_when_wrong(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["plan", "--format", "nope"])
+    err = capsys.readouterr().err
+    assert "invalid choice: 'nope'" in err and "burstgpt" in err and "canonical" in err

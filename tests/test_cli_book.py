@@ -199,3 +199,22 @@ def test_a_hung_chapter_is_killed_and_reported(tmp_path):
     with pytest.raises(RuntimeError, match="no result after 15 s, 1 attempts"):
         _execute_timed(str(path), {**__import__("os").environ}, 300, wall_s=15, attempts=1)
     assert nbformat.read(path, 4).cells[0].outputs == []      # nothing half-written
+
+
+@pytest.mark.parametrize("kw, name", [({"jobs": True}, "jobs"), ({"jobs": "2"}, "jobs"), ({"jobs": 1.5}, "jobs"),
+                                      ({"timeout": 0}, "timeout"), ({"timeout": float("nan")}, "timeout")])
+def test_build_book_refuses_bad_numbers_naming_the_argument(tmp_path, kw, name):
+    from capbook.bookbuild import build_book
+
+    with pytest.raises(ValueError, match=rf"^{name} must"):
+        build_book(tmp_path / "o", **kw)
+    assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize("argv, flag", [(["--jobs", "0"], "--jobs"), (["--jobs", "two"], "--jobs"),
+                                        (["--timeout", "-5"], "--timeout"), (["--timeout", "1.5"], "--timeout")])
+def test_book_number_flags_are_checked_and_named(tmp_path, capsys, argv, flag):
+    assert main(["book", "--out", str(tmp_path / "o"), *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"capbook book: {flag} ") and err.count("\n") == 1, err
+    assert not (tmp_path / "o").exists()

@@ -71,3 +71,14 @@ def test_constraints_pin_every_dependency():
             pins[name.lower().replace("_", "-")] = ver
     for name in pyproject_deps():
         assert name in pins, f"constraints.txt has no exact pin for {name}"
+
+
+def test_the_test_extra_can_build_the_wheel_offline():
+    # tests/test_packaging.py builds with --no-build-isolation: the test environment's setuptools
+    # must satisfy the build system's requirement
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    build = dict(_split(s) for s in data["build-system"]["requires"])
+    test = dict(_split(s) for s in data["project"]["optional-dependencies"]["test"])
+    assert "setuptools" in test, "the test extra needs setuptools (tests/test_packaging.py builds the wheel)"
+    low = re.search(r">=([\d.]+)", build["setuptools"]).group(1)
+    assert f">={low}" in test["setuptools"], (build["setuptools"], test["setuptools"])
