@@ -451,6 +451,63 @@ def test_clear_errors():
         PoissonArrivals(0.0)
 
 
+def test_every_argument_refuses_text_bool_and_nan_by_name():
+    # before capbook.validation, "3" passed PoissonArrivals, Exponential, Admission and the
+    # summary targets (float("3")), True passed as 1, and NaN slipped through several checks
+    svc = FixedService(Exponential(1.0))
+    run = Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=50, seed=0).run()
+    cases = {
+        "replicas": lambda v: FleetSpec(v, 8, svc),
+        "slots": lambda v: FleetSpec(2, v, svc),
+        "distribution": lambda v: FixedService(v),
+        "rate": lambda v: PoissonArrivals(v),
+        "ca2": lambda v: RenewalArrivals(1.0, v),
+        "mean": lambda v: Exponential(v),
+        "scv": lambda v: Lognormal(1.0, scv=v),
+        "speedup": lambda v: TraceArrivals(_trace(), speedup=v),
+        "max_queue": lambda v: Admission(max_queue=v),
+        "max_wait_s": lambda v: Admission(max_wait_s=v),
+        "service_time_s": lambda v: Admission(max_queue=2, service_time_s=v),
+        "max_retries": lambda v: RetryPolicy(max_retries=v),
+        "timeout_s": lambda v: RetryPolicy(timeout_s=v),
+        "base_s": lambda v: RetryPolicy(base_s=v),
+        "prefill_rate_tps": lambda v: ContinuousBatching(0.02, prefill_rate_tps=v),
+        "max_output_tokens": lambda v: ContinuousBatching(0.02, prefill_rate_tps=1.0, max_output_tokens=v),
+        "beta0": lambda v: StepTimeModel(v, 0.0, 0.001),
+        "n_requests": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=v),
+        "duration_s": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), duration_s=v),
+        "warmup_s": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=5, warmup_s=v),
+        "ttft_target_s": lambda v: run.summary(ttft_target_s=v),
+        "bin_s": lambda v: run.slot_utilisation(bin_s=v),
+    }
+    for name, make in cases.items():
+        for bad in ("3", True, math.nan):
+            with pytest.raises(ValueError, match=f"^{name}"):
+                make(bad)
+    assert PoissonArrivals(3).rate == 3.0 and FleetSpec(2.0, 8, svc).replicas == 2
+
+
+def test_routing_names_come_from_capbook_routing():
+    svc = FixedService(Exponential(1.0))
+    canonical = {"pooled": "pooled", "load-aware": "pooled", "jsq": "jsq", "least-outstanding": "jsq",
+                 "p2c": "p2c", "random": "random", "per-replica": "random",
+                 "strict-round-robin": "strict-round-robin", "cyclic": "strict-round-robin"}
+    for name, rule in canonical.items():
+        assert FleetSpec(2, 2, svc, routing=name).routing == rule
+    assert FleetSpec(2, 2, svc).routing == "pooled"
+    with pytest.raises(ValueError, match="'round-robin' is ambiguous for a simulation"):
+        FleetSpec(2, 2, svc, routing="round-robin")
+    with pytest.raises(ValueError, match="routing='shared' is now spelled 'pooled'"):
+        FleetSpec(2, 2, svc, routing="shared")
+    with pytest.raises(ValueError, match="routing='round_robin' is now spelled 'strict-round-robin'"):
+        FleetSpec(2, 2, svc, routing="round_robin")
+    # a synonym runs the same rule on the same draws
+    a = Simulation(FleetSpec(3, 2, svc, routing="cyclic"), PoissonArrivals(5.0), n_requests=2_000, seed=3).run()
+    b = Simulation(FleetSpec(3, 2, svc, routing="strict-round-robin"), PoissonArrivals(5.0), n_requests=2_000,
+                   seed=3).run(engine="event")
+    np.testing.assert_allclose(a.wait, b.wait, atol=1e-9)
+    np.testing.assert_array_equal(a.replica, b.replica)
+
 def test_stack_busy_periods_scales_each_period_to_the_peak():
     from capbook.arrivals import stack_busy_periods
 
