@@ -65,9 +65,9 @@ import numpy as np
 import pandas as pd
 
 from .arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
-from .distributions import Distribution, as_distribution
+from .distributions import as_distribution
 from .routing import dispatch
-from .validation import array, choice, integer, nonnegative, number, positive
+from .validation import array, choice, integer, nonnegative, positive
 
 __all__ = [
     "FixedService",
@@ -840,6 +840,8 @@ class _EventLoop:
     def run(self, progress=False):
         """Process every event in time order; return the per-attempt columns."""
         heap = self.heap
+        # the handler of each kind of heap event (a fixed-service end just frees the slot);
+        # decode completions come from the replicas' clocks (nmin, nidx), not from the heap
         handle = {EventKind.SERVICE_END: self._finish, EventKind.PREFILL_END: self._on_prefill_end,
                   EventKind.RETRY: self._on_retry, EventKind.TIMEOUT: self._on_timeout}
         handle = [handle.get(kind) for kind in EventKind]
@@ -1104,7 +1106,7 @@ class _EventLoop:
 
     # ---------------------------------------------------------------- continuous batching clocks
     def _advance_clock(self, r, t):
-        """Move replica ``r``'s virtual token clock to time ``t``."""
+        """Move replica ``r``'s virtual token clock to time ``t`` (inlined in :meth:`_on_decode_end`)."""
         nr = self.running[r]
         if nr:
             self.V[r] += (t - self.tl[r]) / self.tp[nr]
