@@ -33,7 +33,7 @@ import numpy as np
 
 from capbook.arrivals import PoissonArrivals
 from capbook.distributions import Lognormal
-from capbook.sim import ContinuousBatching, FixedService, Fleet, Simulation
+from capbook.sim import ContinuousBatching, FixedService, FleetSpec, Simulation
 from capbook.sweep import load_sample_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,7 @@ def part1() -> bool:
     gaps = rng.exponential(1 / RATE, N)
     service = rng.exponential(SERVICE_S, N)
     times = np.cumsum(gaps)
-    fleet = Fleet(REPLICAS, SLOTS, FixedService(service), routing="shared")
+    fleet = FleetSpec(REPLICAS, SLOTS, FixedService(service), routing="pooled")
     t0, c0 = time.perf_counter(), time.process_time()
     res = Simulation(fleet, times, seed=0).run()
     t_cap, c_cap = time.perf_counter() - t0, time.process_time() - c0
@@ -126,11 +126,11 @@ def part2(n: int) -> None:
     rate = 0.85 * replicas * slots / hold
     print(f"\n== 2. continuous batching: {replicas} replicas x {slots} slots, TPOT from the "
           f"'{sweep.name}' sweep, λ = {rate:.1f}/s, jsq, {n:,} requests ==")
-    fleet = Fleet(replicas, slots, svc, routing="jsq")
+    fleet = FleetSpec(replicas, slots, svc, routing="jsq")
     t0, c0 = time.perf_counter(), time.process_time()
     res = Simulation(fleet, PoissonArrivals(rate), n_requests=n, seed=1).run()
     el, cpu = time.perf_counter() - t0, time.process_time() - c0
-    s = res.summary(ttft_slo_s=1.0, tpot_slo_s=0.05, warmup_s=600)
+    s = res.summary(ttft_target_s=1.0, tpot_target_s=0.05, warmup_s=600)
     print(f"wall time {el:.2f} s ({n / el:,.0f} requests/s); CPU time {cpu:.2f} s "
           f"({n / cpu:,.0f} requests simulated per CPU second)")
     print(f"(p99 TTFT {s['ttft_p99_s']:.3f} s, p50 TPOT {s['tpot_p50_s'] * 1e3:.1f} ms, "

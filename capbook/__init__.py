@@ -25,7 +25,7 @@ _EXPORTS = {
     **dict.fromkeys(("FleetPlan", "allocate_tpm", "alert_levels", "compare_routing", "plan_fleet"), "fleet"),
     **dict.fromkeys(("event_calendar", "fit_trend_shape", "forecast_tokens"), "forecast"),
     **dict.fromkeys(("compare_forecasts", "score_forecast"), "backtest"),
-    **dict.fromkeys(("Fleet", "Simulation", "simulate"), "sim"),
+    **dict.fromkeys(("FleetSpec", "Simulation", "simulate"), "sim"),
     **dict.fromkeys(("SLO", "CapacityPlan", "capacity_plan"), "plan"),
     **dict.fromkeys(("Mapping", "RequestLog", "load_sample_requests", "read_requests"), "traces"),
 }

@@ -4,6 +4,17 @@ Every process has ``generate(rng, n_requests=None, duration_s=None)`` returning 
 :class:`ArrivalStream`: arrival times in seconds from the start of the run, plus, for a replayed
 trace, the token counts and tier of each request. Arrivals are open-loop: they do not depend on
 how the fleet is doing (retries, which do, are added by the simulator).
+
+>>> import numpy as np
+>>> stream = PoissonArrivals(4.0).generate(np.random.default_rng(1), n_requests=100_000)
+>>> len(stream), round((len(stream) - 1) / float(stream.times[-1]), 1)
+(100000, 4.0)
+>>> len(RenewalArrivals(2.0, ca2=4.0).generate(np.random.default_rng(1), duration_s=60.0)) > 0
+True
+>>> PoissonArrivals("4")
+Traceback (most recent call last):
+...
+ValueError: rate must be a number, got '4' (str)
 """
 from __future__ import annotations
 
@@ -14,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from .distributions import Gamma
+from .validation import integer, positive
 
 __all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals", "stack_busy_periods"]
 
@@ -35,20 +47,6 @@ class ArrivalStream:
         return int(self.times.size)
 
 
-def _check_horizon(n_requests, duration_s):
-    if n_requests is None and duration_s is None:
-        raise ValueError("give n_requests or duration_s (or both)")
-    if n_requests is not None:
-        if int(n_requests) != n_requests or n_requests < 1:
-            raise ValueError(f"n_requests must be a positive integer, got {n_requests!r}")
-        n_requests = int(n_requests)
-    if duration_s is not None:
-        duration_s = float(duration_s)
-        if not math.isfinite(duration_s) or duration_s <= 0:
-            raise ValueError(f"duration_s must be positive and finite, got {duration_s!r}")
-    return n_requests, duration_s
-
-
 class RenewalArrivals:
     """Renewal arrivals: i.i.d. gamma inter-arrival times with a chosen Ca².
 
@@ -63,14 +61,8 @@ class RenewalArrivals:
     """
 
     def __init__(self, rate: float, ca2: float = 1.0):
-        rate = float(rate)
-        if not math.isfinite(rate) or rate <= 0:
-            raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
-        ca2 = float(ca2)
-        if not math.isfinite(ca2) or ca2 <= 0:
-            raise ValueError(f"ca2 must be positive, got {ca2!r}")
-        self.rate = rate
-        self.ca2 = ca2
+        self.rate = rate = positive(rate, "rate")
+        self.ca2 = ca2 = positive(ca2, "ca2")
         self.interarrival = Gamma(1.0 / rate, ca2)
 
     def _draw(self, rng, size):
@@ -81,8 +73,12 @@ class RenewalArrivals:
     def generate(self, rng: np.random.Generator, n_requests: int | None = None,
                  duration_s: float | None = None) -> ArrivalStream:
         """Draw arrival times (seconds from 0) for ``n_requests`` or up to ``duration_s``."""
-        n_requests, duration_s = _check_horizon(n_requests, duration_s)
+        if n_requests is None and duration_s is None:
+            raise ValueError("give n_requests or duration_s (or both)")
+        if duration_s is not None:
+            duration_s = positive(duration_s, "duration_s")
         if n_requests is not None:
+            n_requests = integer(n_requests, "n_requests", minimum=1)
             times = np.cumsum(self._draw(rng, n_requests))
             if duration_s is not None:
                 times = times[times < duration_s]
@@ -183,16 +179,12 @@ class TraceArrivals:
         span = float(self.times[-1])
         self.recorded_rate = (len(self.times) - 1) / span if span > 0 else math.inf
         if rate is not None:
-            rate = float(rate)
-            if not math.isfinite(rate) or rate <= 0:
-                raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
+            rate = positive(rate, "rate")
             if span <= 0:
                 raise ValueError("cannot time-scale a trace whose arrivals all share one timestamp")
             self.scale = self.recorded_rate / rate
         elif speedup is not None:
-            speedup = float(speedup)
-            if not math.isfinite(speedup) or speedup <= 0:
-                raise ValueError(f"speedup must be positive, got {speedup!r}")
+            speedup = positive(speedup, "speedup")
             self.scale = 1.0 / speedup
         else:
             self.scale = 1.0
@@ -207,11 +199,10 @@ class TraceArrivals:
         times = self.times * self.scale
         keep = np.ones(times.size, dtype=bool)
         if duration_s is not None:
-            _check_horizon(None, duration_s)
-            keep &= times < duration_s
+            keep &= times < positive(duration_s, "duration_s")
         idx = np.flatnonzero(keep)
         if n_requests is not None:
-            n_requests, _ = _check_horizon(n_requests, None)
+            n_requests = integer(n_requests, "n_requests", minimum=1)
             if n_requests > idx.size:
                 raise ValueError(f"n_requests={n_requests} exceeds the {idx.size} requests in the trace")
             idx = idx[:n_requests]
@@ -274,14 +265,9 @@ def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 
     missing = [c for c in _TRACE_COLUMNS if c not in log.columns]
     if missing:
         raise ValueError(f"the request log lacks column(s) {missing}; it needs {list(_TRACE_COLUMNS)}")
-    rate = float(rate)
-    if not math.isfinite(rate) or rate <= 0:
-        raise ValueError(f"rate must be a positive number of requests per second, got {rate!r}")
-    period_s = float(period_s)
-    if not math.isfinite(period_s) or period_s <= 0:
-        raise ValueError(f"period_s must be positive seconds, got {period_s!r}")
-    if int(n_periods) != n_periods or n_periods < 1:
-        raise ValueError(f"n_periods must be a positive integer, got {n_periods!r}")
+    rate = positive(rate, "rate")
+    period_s = positive(period_s, "period_s")
+    n_periods = integer(n_periods, "n_periods", minimum=1)
     if tier is not None:
         if "tier" not in log.columns:
             raise ValueError("tier was given but the request log has no tier column")

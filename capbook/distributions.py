@@ -6,12 +6,27 @@ parameterised by the numbers capacity planning talks about — a mean and a squa
 of variation (Cs², Ca²) — rather than by each family's textbook parameters.
 
 Units are whatever the caller uses for the quantity: seconds for times, tokens for token counts.
+
+>>> import numpy as np
+>>> service = Lognormal(2.0, scv=4.0)            # mean 2 s, Cs² = 4
+>>> round(service.variance, 6), round(service.scv, 6)
+(16.0, 4.0)
+>>> round(float(Exponential(0.5).sample(np.random.default_rng(0), 100_000).mean()), 2)
+0.5
+>>> as_distribution(3, "service_s")
+Deterministic(mean=3, scv=0)
+>>> Gamma(1.0, scv=0)
+Traceback (most recent call last):
+...
+ValueError: scv must be positive, got 0
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
+
+from .validation import array, is_number, positive
 
 __all__ = [
     "Distribution",
@@ -22,13 +37,6 @@ __all__ = [
     "Empirical",
     "as_distribution",
 ]
-
-
-def _positive(name: str, value: float) -> float:
-    value = float(value)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive finite number, got {value!r}")
-    return value
 
 
 class Distribution:
@@ -59,7 +67,7 @@ class Exponential(Distribution):
     """
 
     def __init__(self, mean: float):
-        self.mean = _positive("mean", mean)
+        self.mean = positive(mean, "mean")
         self.variance = self.mean**2
 
     def sample(self, rng, size):
@@ -76,7 +84,7 @@ class Deterministic(Distribution):
     """
 
     def __init__(self, value: float):
-        self.mean = _positive("value", value)
+        self.mean = positive(value, "value")
         self.variance = 0.0
 
     def sample(self, rng, size):
@@ -100,14 +108,14 @@ class Lognormal(Distribution):
     """
 
     def __init__(self, mean: float, scv: float | None = None, sigma: float | None = None):
-        self.mean = _positive("mean", mean)
+        self.mean = positive(mean, "mean")
         if (scv is None) == (sigma is None):
             raise ValueError("Lognormal needs exactly one of scv or sigma")
         if scv is not None:
-            scv = _positive("scv", scv)
+            scv = positive(scv, "scv")
             sigma = math.sqrt(math.log1p(scv))
         else:
-            sigma = _positive("sigma", sigma)
+            sigma = positive(sigma, "sigma")
         self.sigma = float(sigma)
         self.mu = math.log(self.mean) - self.sigma**2 / 2
         self.variance = self.mean**2 * math.expm1(self.sigma**2)
@@ -131,8 +139,8 @@ class Gamma(Distribution):
     """
 
     def __init__(self, mean: float, scv: float):
-        self.mean = _positive("mean", mean)
-        self._scv = _positive("scv", scv)
+        self.mean = positive(mean, "mean")
+        self._scv = positive(scv, "scv")
         self.variance = self._scv * self.mean**2
 
     def sample(self, rng, size):
@@ -149,11 +157,7 @@ class Empirical(Distribution):
     """
 
     def __init__(self, values):
-        values = np.asarray(values, dtype=float).ravel()
-        if values.size == 0:
-            raise ValueError("values must hold at least one observation")
-        if not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ValueError("values must be finite and non-negative")
+        values = array(values, "values", lo=0.0, nonempty=True).ravel()
         if values.mean() <= 0:
             raise ValueError("values must not all be zero")
         self.values = values
@@ -165,11 +169,14 @@ class Empirical(Distribution):
 
 
 def as_distribution(value, name: str = "value") -> Distribution:
-    """Coerce a number (→ :class:`Deterministic`) or a distribution object to a distribution."""
+    """Coerce a number (→ :class:`Deterministic`) or a distribution object to a distribution.
+
+    ``name`` is the caller's argument name, for the error message.
+    """
     if isinstance(value, Distribution):
         return value
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return Deterministic(float(value))
+    if is_number(value) or isinstance(value, (str, bytes, bool, np.bool_)):
+        return Deterministic(positive(value, name))     # text and bool are refused by name
     if hasattr(value, "sample") and hasattr(value, "mean"):
         return value
     raise TypeError(f"{name} must be a number or a Distribution, got {type(value).__name__}")

@@ -1481,13 +1481,13 @@ def _replay_arrivals(plan: CapacityPlan, log, n_requests: int) -> pd.DataFrame:
 
 def _run_replay(plan: CapacityPlan, data: pd.DataFrame, sweep, n_rep: int, seed: int) -> dict:
     from .arrivals import TraceArrivals
-    from .sim import ContinuousBatching, Fleet, Simulation
+    from .sim import ContinuousBatching, FleetSpec, Simulation
 
     t = data["arrival_time"].to_numpy(dtype=float)
     warm = float(t[-1]) * 0.05
-    fleet = Fleet(int(n_rep), int(plan.slots.S), ContinuousBatching(_ReplayService(sweep)))
+    fleet = FleetSpec(int(n_rep), int(plan.slots.S), ContinuousBatching(_ReplayService(sweep)))
     res = Simulation(fleet, TraceArrivals(data), warmup_s=warm, seed=seed).run()
-    s = res.summary(ttft_slo_s=plan.slo.ttft_target_s, tpot_slo_s=plan.slo.tpot_target_s)
+    s = res.summary(ttft_target_s=plan.slo.ttft_target_s, tpot_target_s=plan.slo.tpot_target_s)
     keep = res.served & (res.request_arrival >= warm) & (res.attempt == 0)
     ttft = res.ttft[keep]
     s["ttft_q_s"] = float(np.quantile(ttft, plan.slo.ttft_quantile)) if ttft.size else math.inf

@@ -2,10 +2,10 @@ r"""Discrete-event simulator of an LLM serving fleet.
 
 Three steps, as in Ciw: describe the fleet, create a simulation, run it.
 
->>> from capbook.sim import Fleet, FixedService, Simulation
+>>> from capbook.sim import FleetSpec, FixedService, Simulation
 >>> from capbook.arrivals import PoissonArrivals
 >>> from capbook.distributions import Exponential
->>> fleet = Fleet(replicas=4, slots=8, service=FixedService(Exponential(1.0)))
+>>> fleet = FleetSpec(replicas=4, slots=8, service=FixedService(Exponential(1.0)))
 >>> result = Simulation(fleet, PoissonArrivals(28.0), n_requests=20_000, seed=1).run()
 >>> result.records.columns[:6].tolist()
 ['request_id', 'attempt', 'class', 'arrival', 'start', 'first_token']
@@ -28,12 +28,14 @@ holds a slot from *start* to *end*. Two service models:
   :math:`V = V_0 + k`. So there are no per-token events: a few events per request, whatever its
   length (a fluid model of token progress, exact for the piecewise-constant rate).
 
-**Routing** (``Fleet.routing``): ``"shared"`` (one queue for the whole fleet; a free slot takes the
-head of the queue; an arrival that finds free slots goes to the replica with the most free
-slots), ``"jsq"`` (join the replica with the fewest outstanding requests, i.e. the most free
-slots or the shortest queue), ``"p2c"`` (power of two choices: the less loaded of two replicas
-picked at random), ``"round_robin"`` and ``"random"``. All but ``"shared"`` keep one queue per
-replica, fixed at arrival.
+**Routing** (``FleetSpec.routing``, names from :mod:`capbook.routing`): ``"pooled"`` (one queue
+for the whole fleet; a free slot takes the head of the queue; an arrival that finds free slots
+goes to the replica with the most free slots), ``"jsq"`` (join the replica with the fewest
+outstanding requests, i.e. the most free slots or the shortest queue), ``"p2c"`` (power of two
+choices: the less loaded of two replicas picked at random), ``"strict-round-robin"`` (one
+dispatcher cycling through the replicas) and ``"random"``; the synonyms ``"load-aware"``,
+``"least-outstanding"``, ``"cyclic"`` and ``"per-replica"`` run as the rule they stand for. All
+but ``"pooled"`` keep one queue per replica, fixed at arrival.
 
 **Admission control** (:class:`Admission`) rejects an arrival with a 429 and a ``Retry-After``
 hint when it would have to queue and the queue ahead of it, or the wait estimated from it,
@@ -43,40 +45,42 @@ the abandoned attempt still holds its place (the server does not know the client
 Priority classes are served strictly in order (non-preemptive).
 
 **Performance.** FCFS runs with fixed service, no admission control and no retries take a fast path: the
-c-server FCFS recursion with a heap of slot-free times (shared queue), per replica for the
-state-independent routings (round-robin, random). Everything else runs in an event loop: a
-binary heap of timed events plus, per replica, the time of its next decode completion. ``Simulation.run(engine="event")`` forces the event loop (tests use it to check
-that both agree exactly on the same draws).
+c-server FCFS recursion with a heap of slot-free times (pooled queue), per replica for the
+state-independent routings (strict round-robin, random). Everything else runs in an event loop
+(:class:`_EventLoop`, one method per :class:`EventKind`): a binary heap of timed events plus, per
+replica, the time of its next decode completion. ``Simulation.run(engine="event")`` forces the
+event loop (tests use it to check that both agree exactly on the same draws).
 """
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import IntEnum
+from heapq import heappop, heappush
 
 import numpy as np
 import pandas as pd
 
 from .arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
-from .distributions import Distribution, as_distribution
+from .distributions import as_distribution
+from .routing import dispatch
+from .validation import array, choice, integer, nonnegative, positive
 
 __all__ = [
-    "ROUTINGS",
     "FixedService",
     "ContinuousBatching",
     "StepTimeModel",
     "fit_step_time",
     "Admission",
     "RetryPolicy",
-    "Fleet",
+    "FleetSpec",
     "Simulation",
     "SimResult",
     "simulate",
 ]
-
-#: Routing policies understood by :class:`Fleet`.
-ROUTINGS = ("shared", "jsq", "p2c", "round_robin", "random")
 
 _NAN = math.nan
 _INF = math.inf
@@ -103,11 +107,7 @@ class FixedService:
 
     def __init__(self, distribution):
         if isinstance(distribution, (list, tuple, np.ndarray)):
-            times = np.asarray(distribution, dtype=float).ravel()
-            if times.size == 0:
-                raise ValueError("the array of service times is empty")
-            if not np.all(np.isfinite(times)) or np.any(times < 0):
-                raise ValueError("service times must be finite and non-negative (seconds)")
+            times = array(distribution, "distribution", lo=0.0, nonempty=True).ravel()
             self.times = times
             self.distribution = None
             self.mean_s = float(times.mean())
@@ -152,12 +152,12 @@ class StepTimeModel:
     """
 
     def __init__(self, beta0: float, beta1: float, beta2: float, mix_ratio: float = 0.0):
-        for name, v in (("beta0", beta0), ("beta1", beta1), ("beta2", beta2), ("mix_ratio", mix_ratio)):
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be finite and non-negative, got {v!r}")
+        beta0, beta1, beta2 = (nonnegative(v, name) for name, v in
+                               (("beta0", beta0), ("beta1", beta1), ("beta2", beta2)))
+        mix_ratio = nonnegative(mix_ratio, "mix_ratio")
         if beta0 + beta2 <= 0:
             raise ValueError("beta0 + beta2 must be positive: a decode step cannot take no time")
-        self.beta0, self.beta1, self.beta2, self.mix_ratio = float(beta0), float(beta1), float(beta2), float(mix_ratio)
+        self.beta0, self.beta1, self.beta2, self.mix_ratio = beta0, beta1, beta2, mix_ratio
 
     @property
     def prefill_rate_tps(self) -> float:
@@ -259,16 +259,12 @@ class ContinuousBatching:
         if prefill_rate_tps is None and not hasattr(tpot, "prefill_time"):
             raise ValueError("prefill_rate_tps (input tokens per second) is required when tpot does not carry it")
         if prefill_rate_tps is not None:
-            prefill_rate_tps = float(prefill_rate_tps)
-            if math.isnan(prefill_rate_tps) or prefill_rate_tps <= 0:
-                raise ValueError(f"prefill_rate_tps must be positive (tokens/s), got {prefill_rate_tps!r}")
+            prefill_rate_tps = positive(prefill_rate_tps, "prefill_rate_tps", allow_inf=True)
         self.prefill_rate_tps = prefill_rate_tps
         self.input_tokens = None if input_tokens is None else _token_dist(input_tokens, "input_tokens")
         self.output_tokens = None if output_tokens is None else _token_dist(output_tokens, "output_tokens")
         if max_output_tokens is not None:
-            if int(max_output_tokens) != max_output_tokens or max_output_tokens < 1:
-                raise ValueError(f"max_output_tokens must be a positive integer, got {max_output_tokens!r}")
-            max_output_tokens = int(max_output_tokens)
+            max_output_tokens = integer(max_output_tokens, "max_output_tokens", minimum=1)
         self.max_output_tokens = max_output_tokens
 
     def tpot_table(self, slots: int) -> np.ndarray:
@@ -323,7 +319,7 @@ class Admission:
 
     An arrival that finds a free slot is always admitted. Otherwise, with ``ahead`` requests of
     the same or higher priority already waiting in the queue it would join (the fleet's queue
-    under shared routing, the chosen replica's queue otherwise), it is rejected when
+    under pooled routing, the chosen replica's queue otherwise), it is rejected when
     ``ahead >= max_queue`` or when the estimated wait ``(ahead + 1) * service_time_s / c``
     exceeds ``max_wait_s`` (``c`` = slots behind that queue).
 
@@ -351,16 +347,17 @@ class Admission:
     def __post_init__(self):
         if self.max_queue is None and self.max_wait_s is None:
             raise ValueError("Admission needs max_queue or max_wait_s")
-        if self.max_queue is not None and (int(self.max_queue) != self.max_queue or self.max_queue < 0):
-            raise ValueError(f"max_queue must be a non-negative integer, got {self.max_queue!r}")
-        budgets = self.max_wait_s.values() if isinstance(self.max_wait_s, dict) else [self.max_wait_s]
-        for b in budgets:
-            if b is not None and (not math.isfinite(b) or b < 0):
-                raise ValueError(f"max_wait_s must be a non-negative number of seconds, got {b!r}")
+        if self.max_queue is not None:
+            self.max_queue = integer(self.max_queue, "max_queue", minimum=0)
+        if isinstance(self.max_wait_s, dict):
+            self.max_wait_s = {c: None if b is None else nonnegative(b, f"max_wait_s[{c!r}]")
+                               for c, b in self.max_wait_s.items()}
+        elif self.max_wait_s is not None:
+            self.max_wait_s = nonnegative(self.max_wait_s, "max_wait_s")
         for name in ("service_time_s", "retry_after_s"):
             v = getattr(self, name)
-            if v is not None and (not math.isfinite(v) or v <= 0):
-                raise ValueError(f"{name} must be positive seconds, got {v!r}")
+            if v is not None:
+                setattr(self, name, positive(v, name))
 
 
 @dataclass
@@ -398,21 +395,17 @@ class RetryPolicy:
     cancel_on_timeout: bool = False
 
     def __post_init__(self):
-        if int(self.max_retries) != self.max_retries or self.max_retries < 0:
-            raise ValueError(f"max_retries must be a non-negative integer, got {self.max_retries!r}")
-        if self.backoff not in ("jittered", "none"):
-            raise ValueError(f"backoff must be 'jittered' or 'none', got {self.backoff!r}")
-        for name in ("base_s", "cap_s"):
-            v = getattr(self, name)
-            if not math.isfinite(v) or v < 0:
-                raise ValueError(f"{name} must be non-negative seconds, got {v!r}")
-        if self.timeout_s is not None and (not math.isfinite(self.timeout_s) or self.timeout_s <= 0):
-            raise ValueError(f"timeout_s must be positive seconds, got {self.timeout_s!r}")
+        self.max_retries = integer(self.max_retries, "max_retries", minimum=0)
+        choice(self.backoff, "backoff", ("jittered", "none"))
+        self.base_s = nonnegative(self.base_s, "base_s")
+        self.cap_s = nonnegative(self.cap_s, "cap_s")
+        if self.timeout_s is not None:
+            self.timeout_s = positive(self.timeout_s, "timeout_s")
 
 
 @dataclass
-class Fleet:
-    """A fleet of identical replicas.
+class FleetSpec:
+    """A fleet of identical replicas, as the simulator runs it.
 
     Parameters
     ----------
@@ -423,7 +416,12 @@ class Fleet:
     service : FixedService or ContinuousBatching
         How long a request holds a slot.
     routing : str
-        One of :data:`ROUTINGS`.
+        A routing policy of :mod:`capbook.routing` that the simulator can dispatch:
+        ``"pooled"`` (or ``"load-aware"``), ``"jsq"`` (or ``"least-outstanding"``), ``"p2c"``,
+        ``"random"`` (or ``"per-replica"``) and ``"strict-round-robin"`` (or ``"cyclic"``).
+        Stored as the canonical dispatch rule (one of :data:`capbook.routing.DISPATCHES`).
+        ``"round-robin"`` is refused as ambiguous: say ``"random"`` (many balancers) or
+        ``"strict-round-robin"`` (one dispatcher cycling).
     admission : Admission, optional
         Reject arrivals over a queue or wait budget (default: everyone waits).
     priority : sequence of str, optional
@@ -434,19 +432,14 @@ class Fleet:
     replicas: int
     slots: int
     service: FixedService | ContinuousBatching
-    routing: str = "shared"
+    routing: str = "pooled"
     admission: Admission | None = None
     priority: tuple | list | None = None
 
     def __post_init__(self):
-        for name in ("replicas", "slots"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                what = "no replicas" if name == "replicas" else "zero slots"
-                raise ValueError(f"{name} must be a positive integer (a fleet with {what} serves nothing), got {v!r}")
-            setattr(self, name, int(v))
-        if self.routing not in ROUTINGS:
-            raise ValueError(f"unknown routing {self.routing!r}; choose one of {ROUTINGS}")
+        self.replicas = integer(self.replicas, "replicas", minimum=1)
+        self.slots = integer(self.slots, "slots", minimum=1)
+        self.routing = dispatch(self.routing)
         if not isinstance(self.service, (FixedService, ContinuousBatching)):
             raise TypeError("service must be a FixedService or a ContinuousBatching")
         if self.admission is not None and not isinstance(self.admission, Admission):
@@ -488,11 +481,11 @@ def _draw_tokens(dist, rng, n, minimum):
 
 
 class Simulation:
-    """A run of a :class:`Fleet` under an arrival process.
+    """A run of a :class:`FleetSpec` under an arrival process.
 
     Parameters
     ----------
-    fleet : Fleet
+    fleet : FleetSpec
     arrivals : PoissonArrivals, RenewalArrivals, TraceArrivals, ArrivalStream or array_like
         The open-loop arrival process, or explicit arrival times in seconds (sorted).
     n_requests : int, optional
@@ -510,12 +503,12 @@ class Simulation:
         Source of randomness (give one of ``seed``/``rng``; default ``seed=0``).
     """
 
-    def __init__(self, fleet: Fleet, arrivals, n_requests: int | None = None,
+    def __init__(self, fleet: FleetSpec, arrivals, n_requests: int | None = None,
                  duration_s: float | None = None, warmup_s: float = 0.0, classes: dict | None = None,
                  retry: RetryPolicy | None = None, seed: int | None = None,
                  rng: np.random.Generator | None = None):
-        if not isinstance(fleet, Fleet):
-            raise TypeError("fleet must be a capbook.sim.Fleet")
+        if not isinstance(fleet, FleetSpec):
+            raise TypeError("fleet must be a capbook.sim.FleetSpec")
         if rng is not None and seed is not None:
             raise ValueError("give seed or rng, not both")
         if rng is None:
@@ -523,14 +516,12 @@ class Simulation:
         self.rng = rng
         self.fleet = fleet
         self.arrivals = arrivals
-        self.n_requests = n_requests
-        self.duration_s = duration_s
-        warmup_s = float(warmup_s)
-        if not math.isfinite(warmup_s) or warmup_s < 0:
-            raise ValueError(f"warmup_s must be non-negative seconds, got {warmup_s!r}")
-        self.warmup_s = warmup_s
+        self.n_requests = None if n_requests is None else integer(n_requests, "n_requests", minimum=1)
+        self.duration_s = None if duration_s is None else positive(duration_s, "duration_s")
+        self.warmup_s = nonnegative(warmup_s, "warmup_s")
         if classes is not None:
-            if not classes or any((not math.isfinite(v)) or v < 0 for v in classes.values()) or sum(classes.values()) <= 0:
+            shares = [nonnegative(v, f"classes[{c!r}]") for c, v in classes.items()]
+            if not shares or sum(shares) <= 0:
                 raise ValueError("classes must map class names to non-negative shares that sum to a positive number")
         self.classes = classes
         if retry is not None and not isinstance(retry, RetryPolicy):
@@ -555,7 +546,7 @@ class Simulation:
         t = np.asarray(stream.times, dtype=float)
         if isinstance(a, (np.ndarray, list, tuple, ArrivalStream)):
             if self.n_requests is not None:
-                t = t[: int(self.n_requests)]
+                t = t[: self.n_requests]
             if self.duration_s is not None:
                 t = t[t < self.duration_s]
             m = t.size
@@ -629,21 +620,20 @@ class Simulation:
             ``"auto"`` takes the FCFS fast path when it applies; ``"event"`` forces the general
             event loop.
         """
-        if engine not in ("auto", "event"):
-            raise ValueError(f"engine must be 'auto' or 'event', got {engine!r}")
+        choice(engine, "engine", ("auto", "event"))
         wl = self._workload()
         fleet = self.fleet
         fast = (engine == "auto" and isinstance(fleet.service, FixedService) and fleet.admission is None
                 and (self.retry is None or (self.retry.max_retries == 0))
-                and wl.n_levels == 1 and fleet.routing in ("shared", "round_robin", "random"))
+                and wl.n_levels == 1 and fleet.routing in ("pooled", "strict-round-robin", "random"))
         if fast:
             cols = _fast_fcfs(wl, fleet, self.rng)
         else:
-            cols = _event_engine(wl, fleet, self.retry, self.rng, progress)
+            cols = _EventLoop(wl, fleet, self.retry, self.rng).run(progress)
         return SimResult(cols, wl, fleet, self.warmup_s)
 
 
-def simulate(fleet: Fleet, arrivals, n_requests=None, duration_s=None, warmup_s=0.0, classes=None,
+def simulate(fleet: FleetSpec, arrivals, n_requests=None, duration_s=None, warmup_s=0.0, classes=None,
              retry=None, seed=None, rng=None, progress=False) -> "SimResult":
     """Create a :class:`Simulation` and run it (one call)."""
     return Simulation(fleet, arrivals, n_requests=n_requests, duration_s=duration_s, warmup_s=warmup_s,
@@ -705,7 +695,7 @@ def _routing_draws(rng, routing, R, n):
 
 def _fast_fcfs(wl, fleet, rng):
     n, R, S = wl.times.size, fleet.replicas, fleet.slots
-    if fleet.routing == "shared":
+    if fleet.routing == "pooled":
         start = _fcfs_recursion(wl.times, wl.svc, R * S)
         replica = None          # assigned on first use (SimResult.replica): waits do not need it
     else:
@@ -726,350 +716,413 @@ def _fast_fcfs(wl, fleet, rng):
                 retry_after=np.full(n, np.nan), abandoned=np.zeros(n, dtype=bool))
 
 
-def _event_engine(wl, fleet, retry, rng, progress):  # noqa: C901 - one tight loop on purpose
-    R, S = fleet.replicas, fleet.slots
-    routing = fleet.routing
-    shared = routing == "shared"
-    fixed = wl.svc is not None
-    n = wl.times.size
-    P = wl.n_levels
-    heappush, heappop = heapq.heappush, heapq.heappop
+class EventKind(IntEnum):
+    """The kinds of event of the event loop (:class:`_EventLoop`).
 
-    # per-attempt columns (primary attempts are 0..n-1; retries are appended)
-    a_arr = wl.times.tolist()
-    a_src = list(range(n))                 # index of the logical request
-    a_att = [0] * n
-    a_pri = wl.pri.tolist()
-    a_start = [_NAN] * n
-    a_first = [_NAN] * n
-    a_end = [_NAN] * n
-    a_rep = [-1] * n
-    a_rej = [False] * n
-    a_hint = [_NAN] * n
-    a_aband = [False] * n
-    svc = wl.svc.tolist() if fixed else None
-    pre = wl.prefill.tolist() if not fixed else None
-    outn = wl.out.tolist() if not fixed else None
+    Timed events sit in one binary heap as ``(time_s, seq, kind, attempt, replica)``; ``seq``
+    breaks ties in the order the events were scheduled. Decode completions are not in the heap:
+    each replica keeps the time of its next one (its virtual token clock, see the module notes).
+    """
 
-    # admission
-    adm = fleet.admission
-    if adm is not None:
-        max_q = adm.max_queue
-        if isinstance(adm.max_wait_s, dict):
-            budget_cls = [adm.max_wait_s.get(c) for c in wl.cls_names]
-        else:
-            budget_cls = [adm.max_wait_s] * len(wl.cls_names)
-        a_cls = wl.cls.tolist()
-        if adm.service_time_s is not None:
-            est = adm.service_time_s
-        elif fixed:
-            est = float(np.mean(wl.svc))
-        else:
-            tp_S = fleet.service.tpot_table(S)[S]
-            est = float(np.mean(wl.prefill) + np.mean(wl.out - 1) * tp_S)
-        c_dest = R * S if shared else S
-        per_slot = est / c_dest
-        fixed_hint = adm.retry_after_s
-    # retries
-    max_retries = 0 if retry is None else retry.max_retries
-    timeout = None if retry is None else retry.timeout_s
-    cancel = retry is not None and retry.cancel_on_timeout
-    qrep = {}                   # queued attempt -> its replica (per-replica queues, with cancel)
-    jitter = retry is not None and retry.backoff == "jittered"
-    if retry is not None:
-        base, cap, honour = retry.base_s, retry.cap_s, retry.honour_retry_after
-    u_pool = rng.random(65536) if retry is not None else None
-    u_i = 0
+    SERVICE_END = 0     #: fixed service: the attempt leaves its slot
+    PREFILL_END = 1     #: continuous batching: prefill done, the first token appears
+    DECODE_END = 2      #: continuous batching: sequences finish decoding on a replica
+    RETRY = 3           #: a retried attempt arrives
+    TIMEOUT = 4         #: the client's first-token timeout expires
 
-    # routing state
-    draws = _routing_draws(rng, routing, R, n)
-    draws = draws.tolist() if draws is not None else None
-    rr = 0
 
-    running = [0] * R
-    outst = [0] * R          # running + queued, per replica
-    free_total = R * S
-    if shared:
-        queue = [deque() for _ in range(P)]
-    else:
-        rqueue = [[deque() for _ in range(P)] for _ in range(R)]
-    qlen = [0] * (R if not shared else 1)
+# module-level names for the hot loop (an enum member lookup through its class costs ~0.2 µs)
+_SERVICE_END, _PREFILL_END, _DECODE_END, _RETRY, _TIMEOUT = EventKind
 
-    # continuous batching state
-    if not fixed:
-        tp = fleet.service.tpot_table(S).tolist()
-        V = [0.0] * R
-        tl = [0.0] * R
-        nxt = [_INF] * R        # time of each replica's next decode completion
-        hv = [[] for _ in range(R)]
-    nmin, nidx = _INF, 0        # min(nxt) and its first index, kept up to date by resched
 
-    heap = []
-    seq = 0
-    bar = None
-    if progress:
-        from tqdm.auto import tqdm
+class _EventLoop:
+    """The general event loop: any routing, admission control, retries, priorities, batching.
 
-        bar = tqdm(total=n, unit="req", desc="simulating")
-    tick = 0
+    State is kept in plain lists indexed by attempt (primary attempts are ``0..n-1``; retries
+    are appended) and by replica; one method per kind of event (:class:`EventKind`) and one
+    per routing rule. :meth:`run` returns the per-attempt columns of :class:`SimResult`.
+    """
 
-    def new_attempt(k, t_new):
-        nonlocal seq
-        j = len(a_arr)
-        a_arr.append(t_new)
-        a_src.append(a_src[k])
-        a_att.append(a_att[k] + 1)
-        a_pri.append(a_pri[k])
-        a_start.append(_NAN)
-        a_first.append(_NAN)
-        a_end.append(_NAN)
-        a_rep.append(-1)
-        a_rej.append(False)
-        a_hint.append(_NAN)
-        a_aband.append(False)
+    __slots__ = ("R", "S", "rng", "pooled", "fixed", "n", "levels", "t_arrival", "src", "attempt",
+                 "pri", "t_start", "t_first", "t_end", "replica", "rejected", "hint", "abandoned",
+                 "svc", "prefill", "out", "admission", "max_queue", "budget", "cls", "per_slot",
+                 "fixed_hint", "max_retries", "timeout", "cancel", "queued_on", "jitter", "base",
+                 "cap", "honour", "u_pool", "u_i", "draws", "rr", "route", "running", "outst",
+                 "free_total", "queue", "rqueue", "qlen", "tp", "V", "tl", "nxt", "hv", "nmin",
+                 "nidx", "heap", "seq")
+
+    def __init__(self, wl, fleet, retry, rng):
+        R, S = fleet.replicas, fleet.slots
+        self.R, self.S, self.rng = R, S, rng
+        self.pooled = pooled = fleet.routing == "pooled"
+        self.fixed = fixed = wl.svc is not None
+        self.n = n = wl.times.size
+        self.levels = wl.n_levels
+
+        # per-attempt columns
+        self.t_arrival = wl.times.tolist()
+        self.src = list(range(n))           # index of the logical request
+        self.attempt = [0] * n
+        self.pri = wl.pri.tolist()
+        self.t_start = [_NAN] * n
+        self.t_first = [_NAN] * n
+        self.t_end = [_NAN] * n
+        self.replica = [-1] * n
+        self.rejected = [False] * n
+        self.hint = [_NAN] * n
+        self.abandoned = [False] * n
+        self.svc = wl.svc.tolist() if fixed else None
+        self.prefill = wl.prefill.tolist() if not fixed else None
+        self.out = wl.out.tolist() if not fixed else None
+
+        # admission control
+        adm = fleet.admission
+        self.admission = adm is not None
         if adm is not None:
-            a_cls.append(a_cls[k])
-        if fixed:
-            svc.append(svc[k])
+            self.max_queue = adm.max_queue
+            if isinstance(adm.max_wait_s, dict):
+                self.budget = [adm.max_wait_s.get(c) for c in wl.cls_names]
+            else:
+                self.budget = [adm.max_wait_s] * len(wl.cls_names)
+            self.cls = wl.cls.tolist()
+            if adm.service_time_s is not None:
+                est = adm.service_time_s
+            elif fixed:
+                est = float(np.mean(wl.svc))
+            else:
+                tp_S = fleet.service.tpot_table(S)[S]
+                est = float(np.mean(wl.prefill) + np.mean(wl.out - 1) * tp_S)
+            self.per_slot = est / (R * S if pooled else S)
+            self.fixed_hint = adm.retry_after_s
+
+        # client retries
+        self.max_retries = 0 if retry is None else retry.max_retries
+        self.timeout = None if retry is None else retry.timeout_s
+        self.cancel = retry is not None and retry.cancel_on_timeout
+        self.queued_on = {}                 # queued attempt -> its replica (per-replica queues, with cancel)
+        self.jitter = retry is not None and retry.backoff == "jittered"
+        if retry is not None:
+            self.base, self.cap, self.honour = retry.base_s, retry.cap_s, retry.honour_retry_after
+        self.u_pool = rng.random(65536) if retry is not None else None
+        self.u_i = 0
+
+        # routing (draws for the primary attempts up front, after the retry pool)
+        draws = _routing_draws(rng, fleet.routing, R, n)
+        self.draws = draws.tolist() if draws is not None else None
+        self.rr = 0                         # the next replica of a cycle
+        self.route = {"pooled": None, "jsq": self._route_jsq, "p2c": self._route_p2c,
+                      "random": self._route_random,
+                      "strict-round-robin": self._route_cycle}[fleet.routing]
+
+        # slots and queues
+        self.running = [0] * R
+        self.outst = [0] * R                # running + queued, per replica
+        self.free_total = R * S
+        if pooled:
+            self.queue = [deque() for _ in range(self.levels)]
         else:
-            pre.append(pre[k])
-            outn.append(outn[k])
-        seq += 1
-        heappush(heap, (t_new, seq, 3, j, 0))
+            self.rqueue = [[deque() for _ in range(self.levels)] for _ in range(R)]
+        self.qlen = [0] * (1 if pooled else R)
 
-    def uniform():
-        nonlocal u_i, u_pool
-        if u_i >= u_pool.size:
-            u_pool = rng.random(65536)
-            u_i = 0
-        u_i += 1
-        return float(u_pool[u_i - 1])
+        # continuous batching: per replica a virtual token clock V and a heap of (V at end, attempt)
+        if not fixed:
+            self.tp = fleet.service.tpot_table(S).tolist()
+            self.V = [0.0] * R
+            self.tl = [0.0] * R             # time of the clock's last update
+            self.nxt = [_INF] * R           # time of each replica's next decode completion
+            self.hv = [[] for _ in range(R)]
+        self.nmin, self.nidx = _INF, 0      # min(nxt) and its first index, kept up to date by _reschedule
 
-    def retry_delay(k, hint):
-        att = a_att[k]
-        if jitter:
-            d = uniform() * min(cap, base * 2.0**att)
-            if honour and hint == hint and hint > d:
+        self.heap = []
+        self.seq = itertools.count(1)
+
+    # ---------------------------------------------------------------- the loop
+    def run(self, progress=False):
+        """Process every event in time order; return the per-attempt columns."""
+        heap = self.heap
+        # the handler of each kind of heap event (a fixed-service end just frees the slot);
+        # decode completions come from the replicas' clocks (nmin, nidx), not from the heap
+        handle = {EventKind.SERVICE_END: self._finish, EventKind.PREFILL_END: self._on_prefill_end,
+                  EventKind.RETRY: self._on_retry, EventKind.TIMEOUT: self._on_timeout}
+        handle = [handle.get(kind) for kind in EventKind]
+        arrive, decode_end, fixed = self._arrive, self._on_decode_end, self.fixed
+        times, n = self.t_arrival, self.n   # primaries are t_arrival[0:n]; retries are appended after
+        bar = None
+        if progress:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(total=n, unit="req", desc="simulating")
+        tick = 0
+        i = 0
+        ta = times[0] if n else _INF
+        while True:
+            th = heap[0][0] if heap else _INF
+            if not fixed:
+                tn = self.nmin
+                if tn <= th and tn <= ta and tn < _INF:
+                    decode_end(self.nidx, tn)
+                    continue
+            if th <= ta and th < _INF:
+                t, _, kind, k, r = heappop(heap)
+                handle[kind](k, r, t)
+            elif i < n:
+                arrive(i, ta)
+                i += 1
+                ta = times[i] if i < n else _INF
+                if bar is not None:
+                    tick += 1
+                    if tick == 8192:
+                        bar.update(tick)
+                        tick = 0
+            else:
+                break
+        if bar is not None:
+            bar.update(tick)
+            bar.close()
+        return self._columns()
+
+    def _columns(self):
+        src = np.asarray(self.src, dtype=np.int64)
+        return dict(request_id=src, attempt=np.asarray(self.attempt, dtype=np.int64), src=src,
+                    arrival=np.asarray(self.t_arrival, dtype=float), start=np.asarray(self.t_start, dtype=float),
+                    first_token=np.asarray(self.t_first, dtype=float), end=np.asarray(self.t_end, dtype=float),
+                    replica=np.asarray(self.replica, dtype=np.int64), rejected=np.asarray(self.rejected, dtype=bool),
+                    retry_after=np.asarray(self.hint, dtype=float), abandoned=np.asarray(self.abandoned, dtype=bool))
+
+    # ---------------------------------------------------------------- events
+    def _on_prefill_end(self, k, r, t):
+        self._advance_clock(r, t)
+        self.t_first[k] = t
+        rem = self.out[k] - 1
+        if rem <= 0:
+            self._finish(k, r, t)
+            self._reschedule(r, t)
+        else:
+            h = self.hv[r]
+            heappush(h, (self.V[r] + rem, k))
+            if h[0][1] == k:
+                self._reschedule(r, t)
+
+    def _on_decode_end(self, r, t):
+        """Every sequence on replica ``r`` whose last token is due by now finishes."""
+        V, h, nr = self.V, self.hv[r], self.running[r]
+        if nr:                              # the clock advance of _advance_clock, inlined: hot
+            V[r] += (t - self.tl[r]) / self.tp[nr]
+        self.tl[r] = t
+        if V[r] < h[0][0]:
+            V[r] = h[0][0]
+        vx = V[r]
+        finish = self._finish
+        while h and h[0][0] <= vx:
+            _, k = heappop(h)
+            finish(k, r, t)
+        self._reschedule(r, t)
+
+    def _on_retry(self, k, r, t):
+        self._arrive(k, t)
+
+    def _on_timeout(self, k, r, t):
+        """The client gives up on attempt ``k`` if it has no first token yet (and re-sends)."""
+        if self.t_first[k] != self.t_first[k] and not self.rejected[k]:      # NaN: no first token
+            self.abandoned[k] = True
+            if self.cancel and self.t_start[k] != self.t_start[k]:         # still queued: drop it
+                if self.pooled:
+                    self.queue[self.pri[k]].remove(k)
+                    self.qlen[0] -= 1
+                else:
+                    q = self.queued_on.pop(k)
+                    self.rqueue[q][self.pri[k]].remove(k)
+                    self.qlen[q] -= 1
+                    self.outst[q] -= 1
+            if self.attempt[k] < self.max_retries:
+                self._new_attempt(k, t + self._retry_delay(k, _NAN))
+
+    # ---------------------------------------------------------------- arrivals and routing
+    def _arrive(self, k, t):
+        p = self.pri[k]
+        if self.timeout is not None:
+            heappush(self.heap, (t + self.timeout, next(self.seq), _TIMEOUT, k, 0))
+        if self.pooled:
+            if self.free_total > 0:
+                running = self.running
+                self._start_now(k, running.index(min(running)), t)
+                return
+            q = self.queue
+            ql = self.qlen[0]
+        else:
+            r = self.route(k)
+            if self.running[r] < self.S:
+                self._start_now(k, r, t)
+                return
+            q = self.rqueue[r]
+            ql = self.qlen[r]
+        if self.admission:
+            ahead = ql if p == self.levels - 1 else sum(len(q[i]) for i in range(p + 1))
+            budget = self.budget[self.cls[k]]
+            if ((self.max_queue is not None and ahead >= self.max_queue)
+                    or (budget is not None and (ahead + 1) * self.per_slot > budget)):
+                self._reject(k, t, ahead, budget)
+                return
+        q[p].append(k)
+        if self.pooled:
+            self.qlen[0] += 1
+        else:
+            self.qlen[r] += 1
+            self.outst[r] += 1
+            if self.cancel:
+                self.queued_on[k] = r
+
+    def _route_jsq(self, k):
+        """The replica with the fewest outstanding requests; ties go round the cycle."""
+        outst, rr = self.outst, self.rr
+        m = min(outst)
+        try:
+            r = outst.index(m, rr)
+        except ValueError:
+            r = outst.index(m)
+        self.rr = rr + 1 if rr + 1 < self.R else 0
+        return r
+
+    def _route_cycle(self, k):
+        r = self.rr
+        self.rr = r + 1 if r + 1 < self.R else 0
+        return r
+
+    def _route_random(self, k):
+        return self.draws[k] if k < self.n else int(self.rng.integers(self.R))
+
+    def _route_p2c(self, k):
+        if k < self.n:
+            r1, r2 = self.draws[k]
+        else:
+            R = self.R
+            r1 = int(self.rng.integers(R))
+            r2 = (r1 + int(self.rng.integers(1, R))) % R if R > 1 else r1
+        return r1 if self.outst[r1] <= self.outst[r2] else r2
+
+    def _reject(self, k, t, ahead, budget):
+        self.rejected[k] = True
+        if self.fixed_hint is not None:
+            hint = self.fixed_hint
+        else:
+            excess = (ahead + 1) * self.per_slot - (budget if budget is not None else 0.0)
+            hint = excess if excess > 0.1 else 0.1
+        self.hint[k] = hint
+        if self.attempt[k] < self.max_retries:
+            self._new_attempt(k, t + self._retry_delay(k, hint))
+
+    # ---------------------------------------------------------------- retries
+    def _new_attempt(self, k, t_new):
+        """Append a retry of attempt ``k`` arriving at ``t_new``."""
+        j = len(self.t_arrival)
+        self.t_arrival.append(t_new)
+        self.src.append(self.src[k])
+        self.attempt.append(self.attempt[k] + 1)
+        self.pri.append(self.pri[k])
+        self.t_start.append(_NAN)
+        self.t_first.append(_NAN)
+        self.t_end.append(_NAN)
+        self.replica.append(-1)
+        self.rejected.append(False)
+        self.hint.append(_NAN)
+        self.abandoned.append(False)
+        if self.admission:
+            self.cls.append(self.cls[k])
+        if self.fixed:
+            self.svc.append(self.svc[k])
+        else:
+            self.prefill.append(self.prefill[k])
+            self.out.append(self.out[k])
+        heappush(self.heap, (t_new, next(self.seq), _RETRY, j, 0))
+
+    def _uniform(self):
+        """One U(0, 1) draw from a pool refilled 65,536 at a time."""
+        if self.u_i >= self.u_pool.size:
+            self.u_pool = self.rng.random(65536)
+            self.u_i = 0
+        self.u_i += 1
+        return float(self.u_pool[self.u_i - 1])
+
+    def _retry_delay(self, k, hint):
+        if self.jitter:
+            d = self._uniform() * min(self.cap, self.base * 2.0 ** self.attempt[k])
+            if self.honour and hint == hint and hint > d:
                 d = hint
             return d
-        return base
+        return self.base
 
-    def start(k, r, t):
-        # caller has advanced replica r's clock to t (continuous batching) and reschedules after
-        nonlocal seq, free_total
-        running[r] += 1
-        free_total -= 1
-        a_start[k] = t
-        a_rep[k] = r
-        seq += 1
-        if fixed:
-            a_first[k] = t
-            heappush(heap, (t + svc[k], seq, 0, k, r))
+    # ---------------------------------------------------------------- slots
+    def _start_now(self, k, r, t):
+        """An arrival that finds a free slot on replica ``r`` starts at once."""
+        self.outst[r] += 1
+        if self.fixed:
+            self._start(k, r, t)
         else:
-            heappush(heap, (t + pre[k], seq, 1, k, r))
+            self._advance_clock(r, t)
+            self._start(k, r, t)
+            self._reschedule(r, t)
 
-    def resched(r, t):
-        nonlocal nmin, nidx
-        h = hv[r]
-        v = t + (h[0][0] - V[r]) * tp[running[r]] if h else _INF
-        nxt[r] = v
-        if v < nmin or (v == nmin and r < nidx):
-            nmin, nidx = v, r
-        elif r == nidx:
-            nmin = min(nxt)
-            nidx = nxt.index(nmin)
-
-    def take(r):
-        """Pop the next waiting attempt for a free slot on replica r, or -1."""
-        if shared:
-            if qlen[0]:
-                for q in queue:
-                    if q:
-                        qlen[0] -= 1
-                        return q.popleft()
+    def _start(self, k, r, t):
+        # the caller has advanced replica r's clock to t (continuous batching) and reschedules after
+        self.running[r] += 1
+        self.free_total -= 1
+        self.t_start[k] = t
+        self.replica[k] = r
+        if self.fixed:
+            self.t_first[k] = t
+            heappush(self.heap, (t + self.svc[k], next(self.seq), _SERVICE_END, k, r))
         else:
-            if qlen[r]:
-                for q in rqueue[r]:
+            heappush(self.heap, (t + self.prefill[k], next(self.seq), _PREFILL_END, k, r))
+
+    def _take(self, r):
+        """Pop the next waiting attempt for a free slot on replica ``r``, or -1."""
+        if self.pooled:
+            if self.qlen[0]:
+                for q in self.queue:
                     if q:
-                        qlen[r] -= 1
-                        outst[r] -= 1
+                        self.qlen[0] -= 1
                         return q.popleft()
+        elif self.qlen[r]:
+            for q in self.rqueue[r]:
+                if q:
+                    self.qlen[r] -= 1
+                    self.outst[r] -= 1
+                    return q.popleft()
         return -1
 
-    def finish(k, r, t):
-        nonlocal free_total
-        a_end[k] = t
+    def _finish(self, k, r, t):
+        """Attempt ``k`` ends on replica ``r``: its slot takes the next waiting attempts."""
+        self.t_end[k] = t
+        running, outst = self.running, self.outst
         running[r] -= 1
         outst[r] -= 1
-        free_total += 1
-        while running[r] < S:
-            j = take(r)
+        self.free_total += 1
+        while running[r] < self.S:
+            j = self._take(r)
             if j < 0:
                 break
             outst[r] += 1
-            start(j, r, t)
+            self._start(j, r, t)
 
-    def reject(k, t, ahead, budget):
-        a_rej[k] = True
-        if fixed_hint is not None:
-            hint = fixed_hint
-        else:
-            excess = (ahead + 1) * per_slot - (budget if budget is not None else 0.0)
-            hint = excess if excess > 0.1 else 0.1
-        a_hint[k] = hint
-        if a_att[k] < max_retries:
-            new_attempt(k, t + retry_delay(k, hint))
+    # ---------------------------------------------------------------- continuous batching clocks
+    def _advance_clock(self, r, t):
+        """Move replica ``r``'s virtual token clock to time ``t`` (inlined in :meth:`_on_decode_end`)."""
+        nr = self.running[r]
+        if nr:
+            self.V[r] += (t - self.tl[r]) / self.tp[nr]
+        self.tl[r] = t
 
-    def arrive(k, t):
-        nonlocal rr, seq
-        p = a_pri[k]
-        if timeout is not None:
-            seq += 1
-            heappush(heap, (t + timeout, seq, 4, k, 0))
-        if shared:
-            if free_total > 0:
-                m = min(running)
-                r = running.index(m)
-                if not fixed:
-                    nr = running[r]
-                    if nr:
-                        V[r] += (t - tl[r]) / tp[nr]
-                    tl[r] = t
-                outst[r] += 1
-                start(k, r, t)
-                if not fixed:
-                    resched(r, t)
-                return
-            q = queue
-            ql = qlen[0]
-        else:
-            if routing == "jsq":
-                m = min(outst)
-                try:
-                    r = outst.index(m, rr)
-                except ValueError:
-                    r = outst.index(m)
-                rr = rr + 1 if rr + 1 < R else 0
-            elif routing == "round_robin":
-                r = rr
-                rr = rr + 1 if rr + 1 < R else 0
-            elif routing == "random":
-                r = draws[k] if k < n else int(rng.integers(R))
-            else:  # p2c
-                if k < n:
-                    r1, r2 = draws[k]
-                else:
-                    r1 = int(rng.integers(R))
-                    r2 = (r1 + int(rng.integers(1, R))) % R if R > 1 else r1
-                r = r1 if outst[r1] <= outst[r2] else r2
-            if running[r] < S:
-                if not fixed:
-                    nr = running[r]
-                    if nr:
-                        V[r] += (t - tl[r]) / tp[nr]
-                    tl[r] = t
-                outst[r] += 1
-                start(k, r, t)
-                if not fixed:
-                    resched(r, t)
-                return
-            q = rqueue[r]
-            ql = qlen[r]
-        if adm is not None:
-            ahead = ql if p == P - 1 else sum(len(q[i]) for i in range(p + 1))
-            budget = budget_cls[a_cls[k]]
-            if (max_q is not None and ahead >= max_q) or (budget is not None and (ahead + 1) * per_slot > budget):
-                reject(k, t, ahead, budget)
-                return
-        q[p].append(k)
-        if shared:
-            qlen[0] += 1
-        else:
-            qlen[r] += 1
-            outst[r] += 1
-            if cancel:
-                qrep[k] = r
-
-    times = a_arr  # primaries are a_arr[0:n]; retries appended later are never read through i
-    i = 0
-    ta = times[0] if n else _INF
-    while True:
-        th = heap[0][0] if heap else _INF
-        if not fixed:
-            tn = nmin
-            if tn <= th and tn <= ta and tn < _INF:
-                # the next decode completion(s), on replica x
-                x = nidx
-                t = tn
-                nr = running[x]
-                if nr:
-                    V[x] += (t - tl[x]) / tp[nr]
-                tl[x] = t
-                h = hv[x]
-                if V[x] < h[0][0]:
-                    V[x] = h[0][0]
-                vx = V[x]
-                while h and h[0][0] <= vx:
-                    _, k = heappop(h)
-                    finish(k, x, t)
-                resched(x, t)
-                continue
-        if th <= ta and th < _INF:
-            t, _, kind, x, y = heappop(heap)
-            if kind == 0:                       # fixed-service completion
-                finish(x, y, t)
-            elif kind == 1:                     # prefill done: first token
-                nr = running[y]
-                if nr:
-                    V[y] += (t - tl[y]) / tp[nr]
-                tl[y] = t
-                a_first[x] = t
-                rem = outn[x] - 1
-                if rem <= 0:
-                    finish(x, y, t)
-                    resched(y, t)
-                else:
-                    h = hv[y]
-                    heappush(h, (V[y] + rem, x))
-                    if h[0][1] == x:
-                        resched(y, t)
-            elif kind == 3:                     # a retry arrives
-                arrive(x, t)
-            else:                               # client timeout
-                if a_first[x] != a_first[x] and not a_rej[x]:
-                    a_aband[x] = True
-                    if cancel and a_start[x] != a_start[x]:   # still queued: drop it
-                        if shared:
-                            queue[a_pri[x]].remove(x)
-                            qlen[0] -= 1
-                        else:
-                            r = qrep.pop(x)
-                            rqueue[r][a_pri[x]].remove(x)
-                            qlen[r] -= 1
-                            outst[r] -= 1
-                    if a_att[x] < max_retries:
-                        new_attempt(x, t + retry_delay(x, _NAN))
-        elif i < n:
-            arrive(i, ta)
-            i += 1
-            ta = times[i] if i < n else _INF
-            if bar is not None:
-                tick += 1
-                if tick == 8192:
-                    bar.update(tick)
-                    tick = 0
-        else:
-            break
-    if bar is not None:
-        bar.update(tick)
-        bar.close()
-
-    src = np.asarray(a_src, dtype=np.int64)
-    return dict(request_id=src, attempt=np.asarray(a_att, dtype=np.int64), src=src,
-                arrival=np.asarray(a_arr, dtype=float), start=np.asarray(a_start, dtype=float),
-                first_token=np.asarray(a_first, dtype=float), end=np.asarray(a_end, dtype=float),
-                replica=np.asarray(a_rep, dtype=np.int64), rejected=np.asarray(a_rej, dtype=bool),
-                retry_after=np.asarray(a_hint, dtype=float), abandoned=np.asarray(a_aband, dtype=bool))
+    def _reschedule(self, r, t):
+        """Recompute replica ``r``'s next decode completion and the earliest over replicas."""
+        h = self.hv[r]
+        v = t + (h[0][0] - self.V[r]) * self.tp[self.running[r]] if h else _INF
+        nxt, nmin, nidx = self.nxt, self.nmin, self.nidx
+        nxt[r] = v
+        if v < nmin or (v == nmin and r < nidx):
+            self.nmin, self.nidx = v, r
+        elif r == nidx:
+            self.nmin = m = min(nxt)
+            self.nidx = nxt.index(m)
 
 
 # --------------------------------------------------------------------------- results
@@ -1121,7 +1174,7 @@ class SimResult:
     @property
     def replica(self) -> np.ndarray:
         """Replica index of each attempt (-1 when rejected)."""
-        if self._replica is None:   # shared-queue fast path: slots assigned on first use
+        if self._replica is None:   # pooled-queue fast path: slots assigned on first use
             self._replica = _assign_slots(self.start, self.end, self.fleet.total_slots) // self.fleet.slots
         return self._replica
 
@@ -1161,22 +1214,22 @@ class SimResult:
         return df
 
     def _window(self, warmup_s):
-        w = self.warmup_s if warmup_s is None else float(warmup_s)
+        w = self.warmup_s if warmup_s is None else nonnegative(warmup_s, "warmup_s")
         if w >= self.horizon_s:
             raise ValueError(f"warmup_s={w} leaves no arrivals to measure (last arrival at {self.horizon_s:.3g} s)")
         return w, self.request_arrival >= w
 
-    def summary(self, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None,
+    def summary(self, ttft_target_s: float | None = None, tpot_target_s: float | None = None,
                 warmup_s: float | None = None, by_class: bool = False):
         """Latency percentiles, throughput, goodput and rejections after the warm-up.
 
         Parameters
         ----------
-        ttft_slo_s, tpot_slo_s : float, optional
+        ttft_target_s, tpot_target_s : float, optional
             Targets for goodput, seconds. A request is *good* when an attempt of it was served,
-            its client was still waiting, its first token came within ``ttft_slo_s`` of the
+            its client was still waiting, its first token came within ``ttft_target_s`` of the
             request's *first* arrival (retries count against it) and its TPOT was within
-            ``tpot_slo_s``. Without targets goodput equals served requests.
+            ``tpot_target_s``. Without targets goodput equals served requests.
         warmup_s : float, optional
             Override the simulation's warm-up.
         by_class : bool
@@ -1194,19 +1247,15 @@ class SimResult:
             slot-seconds of every served attempt inside the window / slot-seconds).
         """
         if by_class:
-            rows = {"all": self.summary(ttft_slo_s, tpot_slo_s, warmup_s)}
+            rows = {"all": self.summary(ttft_target_s, tpot_target_s, warmup_s)}
             names = self._wl.cls_names
             for i, name in enumerate(names):
-                rows[name] = self._summary(ttft_slo_s, tpot_slo_s, warmup_s, self.cls == i)
+                rows[name] = self._summary(ttft_target_s, tpot_target_s, warmup_s, self.cls == i)
             return pd.DataFrame(rows).T
-        return self._summary(ttft_slo_s, tpot_slo_s, warmup_s, None)
+        return self._summary(ttft_target_s, tpot_target_s, warmup_s, None)
 
-    def _summary(self, ttft_slo_s, tpot_slo_s, warmup_s, mask):
-        for name, v in (("ttft_slo_s", ttft_slo_s), ("tpot_slo_s", tpot_slo_s)):
-            if v is not None and (not math.isfinite(v) or v <= 0):
-                raise ValueError(f"{name} must be positive seconds, got {v!r}")
-        if tpot_slo_s is not None and self._wl.svc is not None:
-            raise ValueError("tpot_slo_s needs a token-based service model (ContinuousBatching); fixed service has no TPOT")
+    def _summary(self, ttft_target_s, tpot_target_s, warmup_s, mask):
+        good = self.good(ttft_target_s, tpot_target_s)     # checks the targets first
         w, m = self._window(warmup_s)
         if mask is not None:
             m = m & mask
@@ -1222,7 +1271,7 @@ class SimResult:
         def pct(x, q):
             return float(np.percentile(x, q)) if x.size else math.nan
 
-        good = served & self.good(ttft_slo_s, tpot_slo_s)
+        good &= served
         n_good = int(np.unique(self.src[good]).size)
         # rates count completions inside the window [w, last arrival]
         t1 = self.horizon_s
@@ -1250,23 +1299,24 @@ class SimResult:
             "utilisation": busy / (self.fleet.total_slots * window),
         }
 
-    def good(self, ttft_slo_s: float | None = None, tpot_slo_s: float | None = None) -> np.ndarray:
+    def good(self, ttft_target_s: float | None = None, tpot_target_s: float | None = None) -> np.ndarray:
         """Boolean per attempt: served, client still waiting, and within both targets.
 
         TTFT is measured from the request's *first* arrival, so time lost to rejections and
         retries counts against it; a one-token output meets any TPOT target.
         """
         g = self.served & ~self.abandoned
-        if ttft_slo_s is not None:
-            g &= (self.first_token - self.request_arrival) <= ttft_slo_s
-        if tpot_slo_s is not None:
+        if ttft_target_s is not None:
+            g &= (self.first_token - self.request_arrival) <= positive(ttft_target_s, "ttft_target_s")
+        if tpot_target_s is not None:
+            tpot_target_s = positive(tpot_target_s, "tpot_target_s")
             if self._wl.svc is not None:
-                raise ValueError("tpot_slo_s needs a token-based service model (ContinuousBatching); fixed service has no TPOT")
-            g &= ~(self.tpot > tpot_slo_s)
+                raise ValueError("tpot_target_s needs a token-based service model (ContinuousBatching); fixed service has no TPOT")
+            g &= ~(self.tpot > tpot_target_s)
         return g
 
-    def timeline(self, bin_s: float = 60.0, ttft_slo_s: float | None = None,
-                 tpot_slo_s: float | None = None) -> pd.DataFrame:
+    def timeline(self, bin_s: float = 60.0, ttft_target_s: float | None = None,
+                 tpot_target_s: float | None = None) -> pd.DataFrame:
         """Per-bin counts over the whole run (warm-up included), for charts of a run over time.
 
         Returns a DataFrame with ``time_s`` (bin start, seconds) and, per second of the bin:
@@ -1282,7 +1332,7 @@ class SimResult:
             x = x[np.isfinite(x)]
             return np.histogram(x, bins=edges)[0] / bin_s
 
-        good = self.good(ttft_slo_s, tpot_slo_s)
+        good = self.good(ttft_target_s, tpot_target_s)
         return pd.DataFrame({
             "time_s": edges[:-1],
             "offered_rps": rate(self.arrival[self.attempt == 0]),
@@ -1301,8 +1351,7 @@ class SimResult:
         ``waiting`` (mean number of attempts queued in the bin, counting those that later got a
         slot).
         """
-        if not math.isfinite(bin_s) or bin_s <= 0:
-            raise ValueError(f"bin_s must be positive seconds, got {bin_s!r}")
+        bin_s = positive(bin_s, "bin_s")
         served = self.served
         t_end = max(float(np.max(self.arrival)), float(np.nanmax(self.end[served])) if served.any() else 0.0)
         edges = np.arange(0.0, t_end + bin_s, bin_s)

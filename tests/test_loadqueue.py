@@ -180,14 +180,14 @@ def test_model_agrees_with_continuous_batching_simulation(rho):
     """
     from capbook.arrivals import PoissonArrivals
     from capbook.distributions import Exponential
-    from capbook.sim import ContinuousBatching, Fleet, Simulation
+    from capbook.sim import ContinuousBatching, FleetSpec, Simulation
 
     sw = load_sample_sweep()
     model = lq.from_sweep(sw, 32, replicas=2, input_tokens=1500, output_tokens=300)
     lam = rho * model.max_throughput
     sol = model.solve(lam)
     svc = ContinuousBatching(sw, input_tokens=1500, output_tokens=Exponential(300.0))
-    fleet = Fleet(replicas=2, slots=32, service=svc, routing="shared")
+    fleet = FleetSpec(replicas=2, slots=32, service=svc, routing="pooled")
     waits, p99s = [], []
     for seed in range(REPLICATIONS):
         res = Simulation(fleet, PoissonArrivals(lam), n_requests=30_000, warmup_s=1_000, seed=100 + seed).run()

@@ -1,7 +1,7 @@
 """Tests of the replay-verified plan (capbook.plan.capacity_plan's replay check, replay_plan).
 
 Oracles: arrival counts over replay durations computed here from the stacked data; a
-simulation assembled here from the public pieces (stack_busy_periods, TraceArrivals, Fleet,
+simulation assembled here from the public pieces (stack_busy_periods, TraceArrivals, FleetSpec,
 ContinuousBatching) for the fleet sizes the plan reports; the prefill time of the long prompts
 worked out from the sweep's prefill rate; the plan.csv rows scripts read.
 """
@@ -17,7 +17,7 @@ import pytest
 from capbook import plan as planmod
 from capbook.arrivals import TraceArrivals, stack_busy_periods
 from capbook.plan import SLO, capacity_plan, replay_plan
-from capbook.sim import ContinuousBatching, Fleet, Simulation
+from capbook.sim import ContinuousBatching, FleetSpec, Simulation
 from capbook.sweep import Sweep, load_sample_sweep
 from capbook.traces import read_requests
 
@@ -74,7 +74,7 @@ def _replay_by_hand(plan, log, sweep, replicas, n_requests=3000, seed=2026):
     t = data["arrival_time"].to_numpy()
     data = data.assign(arrival_time=(t - t[0]) * ((t.size - 1) / (t[-1] - t[0]) / plan.request_rate))
     warm = 0.05 * float(data["arrival_time"].iloc[-1])
-    res = Simulation(Fleet(replicas, plan.slots.S, ContinuousBatching(sweep)), TraceArrivals(data),
+    res = Simulation(FleetSpec(replicas, plan.slots.S, ContinuousBatching(sweep)), TraceArrivals(data),
                      warmup_s=warm, seed=seed).run()
     rec = res.records
     rec = rec[~rec["warmup"] & (rec["attempt"] == 0)]

@@ -22,7 +22,7 @@ from capbook.sim import (
     Admission,
     ContinuousBatching,
     FixedService,
-    Fleet,
+    FleetSpec,
     RetryPolicy,
     Simulation,
     StepTimeModel,
@@ -53,7 +53,7 @@ def within_3se(x, theory):
 
 @pytest.fixture(scope="module")
 def mmc_shared():
-    fleet = Fleet(replicas=4, slots=8, service=FixedService(Exponential(ES)), routing="shared")
+    fleet = FleetSpec(replicas=4, slots=8, service=FixedService(Exponential(ES)), routing="pooled")
     res = Simulation(fleet, PoissonArrivals(LAM), n_requests=400_000, seed=SEED).run()
     return res.wait[res.arrival >= WARMUP]
 
@@ -73,19 +73,19 @@ def test_erlang_c_wait_tail(mmc_shared, t):
 
 def test_event_engine_matches_fast_path_on_same_draws():
     # the heap recursion and the general event loop must produce identical waits
-    for routing in ("shared", "round_robin", "random"):
-        fleet = Fleet(3, 4, FixedService(Lognormal(1.0, 2.0)), routing=routing)
+    for routing in ("pooled", "strict-round-robin", "random"):
+        fleet = FleetSpec(3, 4, FixedService(Lognormal(1.0, 2.0)), routing=routing)
         fast = Simulation(fleet, PoissonArrivals(10.0), n_requests=20_000, seed=7).run()
         slow = Simulation(fleet, PoissonArrivals(10.0), n_requests=20_000, seed=7).run(engine="event")
         np.testing.assert_allclose(slow.wait, fast.wait, rtol=0, atol=1e-9)
-        if routing != "shared":     # per-replica queues: the replica is fixed at arrival
+        if routing != "pooled":     # per-replica queues: the replica is fixed at arrival
             np.testing.assert_array_equal(slow.replica, fast.replica)
 
 
 def test_fcfs_matches_hand_worked_two_server_case():
     # two servers; arrivals 0, 0, 0, 1, 5; services 4, 2, 3, 1, 1
     times = np.array([0.0, 0.0, 0.0, 1.0, 5.0])
-    fleet = Fleet(1, 2, FixedService(np.array([4.0, 2.0, 3.0, 1.0, 1.0])))
+    fleet = FleetSpec(1, 2, FixedService(np.array([4.0, 2.0, 3.0, 1.0, 1.0])))
     for engine in ("auto", "event"):
         res = Simulation(fleet, times, seed=0).run(engine=engine)
         # request 2 starts when request 1 ends (t=2); request 3 when request 0 ends (t=4)
@@ -94,7 +94,7 @@ def test_fcfs_matches_hand_worked_two_server_case():
 
 
 def _routing_waits(routing, n=400_000):
-    fleet = Fleet(4, 8, FixedService(Exponential(ES)), routing=routing)
+    fleet = FleetSpec(4, 8, FixedService(Exponential(ES)), routing=routing)
     res = Simulation(fleet, PoissonArrivals(LAM), n_requests=n, seed=SEED).run()
     keep = res.arrival >= WARMUP
     return res, keep
@@ -102,10 +102,10 @@ def _routing_waits(routing, n=400_000):
 
 def test_round_robin_and_random_are_worse_than_shared():
     means = {}
-    for routing in ("shared", "round_robin", "random", "jsq"):
+    for routing in ("pooled", "strict-round-robin", "random", "jsq"):
         res, keep = _routing_waits(routing, n=200_000 if routing != "jsq" else 100_000)
         means[routing] = batch_means(res.wait[keep])
-    (ms, ss), (mr, sr), (mx, sx) = means["shared"], means["round_robin"], means["random"]
+    (ms, ss), (mr, sr), (mx, sx) = means["pooled"], means["strict-round-robin"], means["random"]
     assert mr - ms > 3 * math.hypot(ss, sr)
     assert mx - mr > 3 * math.hypot(sx, sr)       # round-robin splits more evenly than random
     # join-shortest-queue recovers most of the pooling
@@ -136,7 +136,7 @@ def test_allen_cunneen_error_for_lognormal_service_is_measured():
     """
     rows = []
     for cs2 in (0.5, 1.0, 2.0, 4.0):
-        fleet = Fleet(1, C, FixedService(Lognormal(ES, scv=cs2)))
+        fleet = FleetSpec(1, C, FixedService(Lognormal(ES, scv=cs2)))
         res = Simulation(fleet, PoissonArrivals(LAM), n_requests=400_000, seed=SEED).run()
         mean, se = batch_means(res.wait[res.arrival >= WARMUP])
         ac = queueing.allen_cunneen_wait(C, LAM, ES, 1.0, cs2)
@@ -158,13 +158,13 @@ def test_allen_cunneen_error_for_lognormal_service_is_measured():
 def test_admission_bounds_the_wait_deterministic_service():
     # overload (ρ = 1.25) so the queue would grow without bound; budget B = 2.5 s, D = 1 s
     D, budget = 1.0, 2.5
-    fleet = Fleet(2, 4, FixedService(Deterministic(D)), admission=Admission(max_wait_s=budget))
+    fleet = FleetSpec(2, 4, FixedService(Deterministic(D)), admission=Admission(max_wait_s=budget))
     res = Simulation(fleet, PoissonArrivals(10.0), n_requests=30_000, seed=5).run()
     admitted = ~res.rejected
     assert res.rejected.mean() > 0.1
     assert np.nanmax(res.wait[admitted]) <= budget + D + 1e-9
     # and without admission control the same load waits far longer
-    free = Simulation(Fleet(2, 4, FixedService(Deterministic(D))), PoissonArrivals(10.0),
+    free = Simulation(FleetSpec(2, 4, FixedService(Deterministic(D))), PoissonArrivals(10.0),
                       n_requests=30_000, seed=5).run()
     assert free.wait.max() > 10 * (budget + D)
 
@@ -173,7 +173,7 @@ def test_admission_bounds_departures_waited_for_exponential_service():
     # an admitted request that sees `ahead` waiting starts at the (ahead+1)-th departure after it
     # arrives; admission allows (ahead+1) * E[S]/c <= budget, so at most floor(budget*c/E[S])
     budget, c = 0.5, 8
-    fleet = Fleet(1, c, FixedService(Exponential(1.0)), admission=Admission(max_wait_s=budget, service_time_s=1.0))
+    fleet = FleetSpec(1, c, FixedService(Exponential(1.0)), admission=Admission(max_wait_s=budget, service_time_s=1.0))
     res = Simulation(fleet, PoissonArrivals(10.0), n_requests=20_000, seed=9).run()
     ends = np.sort(res.end[~res.rejected])
     adm = ~res.rejected
@@ -183,7 +183,7 @@ def test_admission_bounds_departures_waited_for_exponential_service():
 
 
 def test_admission_max_queue_and_retry_after_hint():
-    fleet = Fleet(1, 2, FixedService(Exponential(1.0)), admission=Admission(max_queue=3, retry_after_s=2.0))
+    fleet = FleetSpec(1, 2, FixedService(Exponential(1.0)), admission=Admission(max_queue=3, retry_after_s=2.0))
     res = Simulation(fleet, PoissonArrivals(5.0), n_requests=5_000, seed=2).run()
     assert res.rejected.any()
     assert np.all(res.retry_after[res.rejected] == 2.0)
@@ -196,7 +196,7 @@ def test_admission_max_queue_and_retry_after_hint():
 
 
 def test_rejected_clients_honour_retry_after_with_jittered_backoff():
-    fleet = Fleet(1, 4, FixedService(Exponential(1.0)), admission=Admission(max_queue=4))
+    fleet = FleetSpec(1, 4, FixedService(Exponential(1.0)), admission=Admission(max_queue=4))
     res = Simulation(fleet, PoissonArrivals(6.0), n_requests=5_000, seed=4,
                      retry=RetryPolicy(max_retries=5, backoff="jittered", base_s=0.5)).run()
     rec = res.records.sort_values(["request_id", "attempt"])
@@ -212,12 +212,12 @@ def test_rejected_clients_honour_retry_after_with_jittered_backoff():
 def test_timeout_retries_without_backoff_collapse_goodput():
     # ρ = 0.9; clients give up after 3 s without a first token. Abandoning alone loses those
     # requests; re-sending at once adds load the fleet cannot see is redundant: a retry storm.
-    fleet = Fleet(1, 8, FixedService(Exponential(1.0)))
+    fleet = FleetSpec(1, 8, FixedService(Exponential(1.0)))
     kw = dict(n_requests=20_000, seed=4)
     quit_ = Simulation(fleet, PoissonArrivals(7.2), retry=RetryPolicy(max_retries=0, timeout_s=3.0), **kw).run()
     storm = Simulation(fleet, PoissonArrivals(7.2), retry=RetryPolicy(max_retries=3, timeout_s=3.0,
                                                                        backoff="none", base_s=0.0), **kw).run()
-    q, s = quit_.summary(ttft_slo_s=3.0, warmup_s=WARMUP), storm.summary(ttft_slo_s=3.0, warmup_s=WARMUP)
+    q, s = quit_.summary(ttft_target_s=3.0, warmup_s=WARMUP), storm.summary(ttft_target_s=3.0, warmup_s=WARMUP)
     assert s["attempts"] > 1.2 * s["requests"]
     assert s["goodput_share"] < q["goodput_share"]
     assert s["utilisation"] > q["utilisation"]
@@ -227,7 +227,7 @@ def test_timeout_retries_without_backoff_collapse_goodput():
 
 
 def test_priority_classes_serve_interactive_first():
-    fleet = Fleet(2, 8, FixedService(Exponential(1.0)), priority=("interactive", "batch"))
+    fleet = FleetSpec(2, 8, FixedService(Exponential(1.0)), priority=("interactive", "batch"))
     res = Simulation(fleet, PoissonArrivals(15.0), n_requests=30_000, seed=12,
                      classes={"interactive": 0.5, "batch": 0.5}).run()
     rec = res.records
@@ -245,7 +245,7 @@ def test_continuous_batching_hand_worked_case():
     # A: 11 output tokens (first token at 0, 10 decode tokens), B: 21 (20 decode tokens).
     # Both decode at 0.1 s/token: A ends at 1.0; B has 10 tokens left, alone at 0.05 -> 1.5.
     stream = ArrivalStream(np.array([0.0, 0.0]), np.array([0, 0]), np.array([11, 21]))
-    fleet = Fleet(1, 2, ContinuousBatching([0.05, 0.1], prefill_rate_tps=math.inf))
+    fleet = FleetSpec(1, 2, ContinuousBatching([0.05, 0.1], prefill_rate_tps=math.inf))
     res = Simulation(fleet, stream, seed=0).run()
     np.testing.assert_allclose(res.end, [1.0, 1.5])
     np.testing.assert_allclose(res.tpot, [0.1, 0.075])
@@ -255,14 +255,14 @@ def test_continuous_batching_prefill_slows_decode_of_others():
     # A (10 decode tokens) starts alone at 0; B arrives at 0.5 with 500 prompt tokens at
     # 1000 tokens/s (prefill 0.5 s), occupying a slot: A decodes at TPOT(2) from 0.5.
     stream = ArrivalStream(np.array([0.0, 0.5]), np.array([0, 500]), np.array([21, 2]))
-    fleet = Fleet(1, 2, ContinuousBatching([0.05, 0.1], prefill_rate_tps=1000.0))
+    fleet = FleetSpec(1, 2, ContinuousBatching([0.05, 0.1], prefill_rate_tps=1000.0))
     res = Simulation(fleet, stream, seed=0).run()
     np.testing.assert_allclose(res.first_token, [0.0, 1.0])
     # B's single decode token: from 1.0 at TPOT(2)=0.1 -> 1.1; A: 10 tokens by 0.5, 6 more by
     # 1.1 (0.6 s at 0.1), then 4 alone at 0.05 -> 1.3
     np.testing.assert_allclose(res.end, [1.3, 1.1])
     # TTFT 0 and 0.5 s; TPOT 1.3/20 = 0.065 and 0.1 s: only A meets a 0.08 s TPOT target
-    s = res.summary(ttft_slo_s=1.0, tpot_slo_s=0.08)
+    s = res.summary(ttft_target_s=1.0, tpot_target_s=0.08)
     assert s["goodput_share"] == 0.5
     assert s["ttft_p50_s"] == pytest.approx(0.25)
 
@@ -274,9 +274,9 @@ def test_constant_tpot_equals_fixed_service():
     inp = rng.integers(0, 2000, n)
     out = rng.integers(1, 400, n)
     tpot, rate = 0.03, 5000.0
-    cb = Fleet(2, 4, ContinuousBatching(tpot, prefill_rate_tps=rate))
+    cb = FleetSpec(2, 4, ContinuousBatching(tpot, prefill_rate_tps=rate))
     res_cb = Simulation(cb, ArrivalStream(times, inp, out), seed=0).run()
-    fixed = Fleet(2, 4, FixedService(inp / rate + (out - 1) * tpot))
+    fixed = FleetSpec(2, 4, FixedService(inp / rate + (out - 1) * tpot))
     res_fx = Simulation(fixed, times, seed=0).run(engine="event")
     np.testing.assert_allclose(res_cb.wait, res_fx.wait, atol=1e-7)
     np.testing.assert_allclose(res_cb.end, res_fx.end, atol=1e-7)
@@ -284,7 +284,7 @@ def test_constant_tpot_equals_fixed_service():
 
 def test_saturated_replica_decodes_at_tpot_of_full_batch():
     S = 4
-    fleet = Fleet(1, S, ContinuousBatching(lambda n: 0.01 * n, prefill_rate_tps=math.inf,
+    fleet = FleetSpec(1, S, ContinuousBatching(lambda n: 0.01 * n, prefill_rate_tps=math.inf,
                                            input_tokens=10, output_tokens=Exponential(50)))
     res = Simulation(fleet, PoissonArrivals(50.0), n_requests=500, seed=3).run()
     # far over capacity: from the first second until the queue empties every slot is busy
@@ -294,7 +294,7 @@ def test_saturated_replica_decodes_at_tpot_of_full_batch():
 
 
 def test_max_output_tokens_cap():
-    fleet = Fleet(1, 8, ContinuousBatching(0.02, prefill_rate_tps=1e4, input_tokens=100,
+    fleet = FleetSpec(1, 8, ContinuousBatching(0.02, prefill_rate_tps=1e4, input_tokens=100,
                                            output_tokens=Lognormal(300, 3.0), max_output_tokens=500))
     res = Simulation(fleet, PoissonArrivals(2.0), n_requests=2_000, seed=1).run()
     rec = res.records
@@ -366,7 +366,7 @@ def test_trace_replay_time_scaling_and_tokens():
     orig = (log.arrival_time - log.arrival_time.min()).dt.total_seconds().to_numpy()
     np.testing.assert_allclose(s.times, orig * (s.times[-1] / orig[-1]))
     np.testing.assert_array_equal(s.output_tokens, log.output_tokens.to_numpy())
-    fleet = Fleet(2, 8, ContinuousBatching(0.02, prefill_rate_tps=5000.0))
+    fleet = FleetSpec(2, 8, ContinuousBatching(0.02, prefill_rate_tps=5000.0))
     res = simulate(fleet, tr, seed=0)
     rec = res.records
     assert len(rec) == len(log)
@@ -390,7 +390,7 @@ def test_trace_replay_time_scaling_and_tokens():
 
 
 def test_determinism_and_seed_sensitivity():
-    fleet = Fleet(3, 4, ContinuousBatching(lambda n: 0.02 + 0.002 * n, prefill_rate_tps=4000.0,
+    fleet = FleetSpec(3, 4, ContinuousBatching(lambda n: 0.02 + 0.002 * n, prefill_rate_tps=4000.0,
                                            input_tokens=Lognormal(800, 1.0), output_tokens=Gamma(200, 2.0)),
                   routing="p2c")
     a = Simulation(fleet, PoissonArrivals(3.0), n_requests=3_000, seed=1).run().records
@@ -401,7 +401,7 @@ def test_determinism_and_seed_sensitivity():
 
 
 def test_summary_utilisation_and_slot_series_agree_with_littles_law():
-    fleet = Fleet(2, 8, FixedService(Exponential(1.0)))
+    fleet = FleetSpec(2, 8, FixedService(Exponential(1.0)))
     res = Simulation(fleet, PoissonArrivals(12.0), n_requests=50_000, seed=6).run()
     s = res.summary(warmup_s=WARMUP)
     # busy slots = λ E[S] / c on average
@@ -411,7 +411,7 @@ def test_summary_utilisation_and_slot_series_agree_with_littles_law():
     total_busy = (series.utilisation * 50.0 * 16).sum()
     assert total_busy == pytest.approx(np.sum(res.end - res.start), rel=1e-9)
     assert series.utilisation.max() <= 1.0 + 1e-12
-    tl = res.timeline(bin_s=50.0, ttft_slo_s=0.5)
+    tl = res.timeline(bin_s=50.0, ttft_target_s=0.5)
     assert tl.attempts_rps.sum() * 50.0 == pytest.approx(res.arrival.size)
     assert tl.throughput_rps.sum() * 50.0 == pytest.approx((~res.rejected).sum())
     assert tl.goodput_rps.sum() * 50.0 == pytest.approx(np.sum(res.wait <= 0.5))
@@ -424,11 +424,11 @@ def test_summary_utilisation_and_slot_series_agree_with_littles_law():
 def test_clear_errors():
     svc = FixedService(Exponential(1.0))
     with pytest.raises(ValueError, match="replicas"):
-        Fleet(0, 8, svc)
+        FleetSpec(0, 8, svc)
     with pytest.raises(ValueError, match="slots"):
-        Fleet(2, 0, svc)
+        FleetSpec(2, 0, svc)
     with pytest.raises(ValueError, match="unknown routing 'fastest'"):
-        Fleet(2, 8, svc, routing="fastest")
+        FleetSpec(2, 8, svc, routing="fastest")
     with pytest.raises(ValueError, match="no rows"):
         TraceArrivals(_trace().iloc[:0])
     with pytest.raises(ValueError, match="output_tokens"):
@@ -438,18 +438,75 @@ def test_clear_errors():
     with pytest.raises(ValueError, match="row 3"):
         TraceArrivals(bad)
     with pytest.raises(ValueError, match="seed or rng"):
-        Simulation(Fleet(1, 1, svc), PoissonArrivals(1.0), n_requests=10, seed=1, rng=np.random.default_rng())
+        Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=10, seed=1, rng=np.random.default_rng())
     with pytest.raises(ValueError, match="n_requests or duration_s"):
-        Simulation(Fleet(1, 1, svc), PoissonArrivals(1.0)).run()
+        Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0)).run()
     with pytest.raises(ValueError, match="tpot table covers concurrency 1..2"):
         ContinuousBatching([0.1, 0.2], prefill_rate_tps=1.0).tpot_table(4)
     with pytest.raises(ValueError, match="prefill_rate_tps"):
         ContinuousBatching(0.02)
-    with pytest.raises(ValueError, match="tpot_slo_s"):
-        Simulation(Fleet(1, 1, svc), PoissonArrivals(1.0), n_requests=10).run().summary(tpot_slo_s=0.1)
+    with pytest.raises(ValueError, match="tpot_target_s"):
+        Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=10).run().summary(tpot_target_s=0.1)
     with pytest.raises(ValueError, match="rate"):
         PoissonArrivals(0.0)
 
+
+def test_every_argument_refuses_text_bool_and_nan_by_name():
+    # before capbook.validation, "3" passed PoissonArrivals, Exponential, Admission and the
+    # summary targets (float("3")), True passed as 1, and NaN slipped through several checks
+    svc = FixedService(Exponential(1.0))
+    run = Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=50, seed=0).run()
+    cases = {
+        "replicas": lambda v: FleetSpec(v, 8, svc),
+        "slots": lambda v: FleetSpec(2, v, svc),
+        "distribution": lambda v: FixedService(v),
+        "rate": lambda v: PoissonArrivals(v),
+        "ca2": lambda v: RenewalArrivals(1.0, v),
+        "mean": lambda v: Exponential(v),
+        "scv": lambda v: Lognormal(1.0, scv=v),
+        "speedup": lambda v: TraceArrivals(_trace(), speedup=v),
+        "max_queue": lambda v: Admission(max_queue=v),
+        "max_wait_s": lambda v: Admission(max_wait_s=v),
+        "service_time_s": lambda v: Admission(max_queue=2, service_time_s=v),
+        "max_retries": lambda v: RetryPolicy(max_retries=v),
+        "timeout_s": lambda v: RetryPolicy(timeout_s=v),
+        "base_s": lambda v: RetryPolicy(base_s=v),
+        "prefill_rate_tps": lambda v: ContinuousBatching(0.02, prefill_rate_tps=v),
+        "max_output_tokens": lambda v: ContinuousBatching(0.02, prefill_rate_tps=1.0, max_output_tokens=v),
+        "beta0": lambda v: StepTimeModel(v, 0.0, 0.001),
+        "n_requests": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=v),
+        "duration_s": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), duration_s=v),
+        "warmup_s": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=5, warmup_s=v),
+        "ttft_target_s": lambda v: run.summary(ttft_target_s=v),
+        "bin_s": lambda v: run.slot_utilisation(bin_s=v),
+    }
+    for name, make in cases.items():
+        for bad in ("3", True, math.nan):
+            with pytest.raises(ValueError, match=f"^{name}"):
+                make(bad)
+    assert PoissonArrivals(3).rate == 3.0 and FleetSpec(2.0, 8, svc).replicas == 2
+
+
+def test_routing_names_come_from_capbook_routing():
+    svc = FixedService(Exponential(1.0))
+    canonical = {"pooled": "pooled", "load-aware": "pooled", "jsq": "jsq", "least-outstanding": "jsq",
+                 "p2c": "p2c", "random": "random", "per-replica": "random",
+                 "strict-round-robin": "strict-round-robin", "cyclic": "strict-round-robin"}
+    for name, rule in canonical.items():
+        assert FleetSpec(2, 2, svc, routing=name).routing == rule
+    assert FleetSpec(2, 2, svc).routing == "pooled"
+    with pytest.raises(ValueError, match="'round-robin' is ambiguous for a simulation"):
+        FleetSpec(2, 2, svc, routing="round-robin")
+    with pytest.raises(ValueError, match="routing='shared' is now spelled 'pooled'"):
+        FleetSpec(2, 2, svc, routing="shared")
+    with pytest.raises(ValueError, match="routing='round_robin' is now spelled 'strict-round-robin'"):
+        FleetSpec(2, 2, svc, routing="round_robin")
+    # a synonym runs the same rule on the same draws
+    a = Simulation(FleetSpec(3, 2, svc, routing="cyclic"), PoissonArrivals(5.0), n_requests=2_000, seed=3).run()
+    b = Simulation(FleetSpec(3, 2, svc, routing="strict-round-robin"), PoissonArrivals(5.0), n_requests=2_000,
+                   seed=3).run(engine="event")
+    np.testing.assert_allclose(a.wait, b.wait, atol=1e-9)
+    np.testing.assert_array_equal(a.replica, b.replica)
 
 def test_stack_busy_periods_scales_each_period_to_the_peak():
     from capbook.arrivals import stack_busy_periods
@@ -539,14 +596,14 @@ from hypothesis import given, settings, strategies as st  # noqa: E402
 
 @settings(max_examples=25, deadline=None)
 @given(replicas=st.integers(1, 4), slots=st.integers(1, 6), load=st.floats(0.3, 1.3),
-       routing=st.sampled_from(["shared", "round_robin", "random"]), seed=st.integers(0, 10_000))
+       routing=st.sampled_from(["pooled", "strict-round-robin", "random"]), seed=st.integers(0, 10_000))
 def test_property_event_engine_equals_fcfs_recursion(replicas, slots, load, routing, seed):
-    fleet = Fleet(replicas, slots, FixedService(Lognormal(1.0, scv=2.0)), routing=routing)
+    fleet = FleetSpec(replicas, slots, FixedService(Lognormal(1.0, scv=2.0)), routing=routing)
     arrivals = PoissonArrivals(load * replicas * slots)
     fast = Simulation(fleet, arrivals, n_requests=300, seed=seed).run()
     slow = Simulation(fleet, arrivals, n_requests=300, seed=seed).run(engine="event")
     np.testing.assert_allclose(slow.wait, fast.wait, atol=1e-9)
-    if routing == "shared":
+    if routing == "pooled":
         # FCFS: service starts in arrival order, and never more than c requests in service
         assert np.all(np.diff(fast.start) >= -1e-12)
         ev = np.concatenate([np.ones(300), -np.ones(300)])
@@ -563,12 +620,12 @@ def test_property_event_engine_equals_fcfs_recursion(replicas, slots, load, rout
 
 @settings(max_examples=25, deadline=None)
 @given(replicas=st.integers(1, 3), slots=st.integers(1, 5), load=st.floats(0.3, 1.5),
-       routing=st.sampled_from(["shared", "jsq", "p2c", "round_robin", "random"]),
+       routing=st.sampled_from(["pooled", "jsq", "p2c", "strict-round-robin", "random"]),
        budget=st.one_of(st.none(), st.floats(0.0, 3.0)), cancel=st.booleans(), seed=st.integers(0, 10_000))
 def test_property_continuous_batching_invariants(replicas, slots, load, routing, budget, cancel, seed):
     svc = ContinuousBatching(lambda n: 0.01 + 0.002 * n, prefill_rate_tps=5000.0,
                              input_tokens=Lognormal(1000, 1.0), output_tokens=Lognormal(100, 1.0))
-    fleet = Fleet(replicas, slots, svc, routing=routing,
+    fleet = FleetSpec(replicas, slots, svc, routing=routing,
                   admission=None if budget is None else Admission(max_wait_s=budget))
     retry = RetryPolicy(max_retries=1, timeout_s=2.0, backoff="none", base_s=0.5, cancel_on_timeout=cancel)
     res = Simulation(fleet, PoissonArrivals(load * replicas * slots / 1.3), n_requests=300, seed=seed,
@@ -593,7 +650,7 @@ def test_property_continuous_batching_invariants(replicas, slots, load, routing,
 
 
 def test_cancel_on_timeout_drops_queued_abandoned_attempts():
-    fleet = Fleet(2, 4, FixedService(Exponential(1.0)), routing="jsq")
+    fleet = FleetSpec(2, 4, FixedService(Exponential(1.0)), routing="jsq")
     kw = dict(n_requests=8_000, seed=4)
     keep = Simulation(fleet, PoissonArrivals(7.6), retry=RetryPolicy(max_retries=3, timeout_s=3.0, backoff="none",
                                                                      base_s=0.0), **kw).run()
@@ -607,6 +664,6 @@ def test_cancel_on_timeout_drops_queued_abandoned_attempts():
     started = rec[rec.abandoned & ~rec.cancelled]
     assert (started.start <= started.arrival + 3.0).all() and started.end.notna().all()
     # no slot time is spent on cancelled attempts, so more requests are good
-    assert drop.summary(ttft_slo_s=3.0)["goodput_share"] > keep.summary(ttft_slo_s=3.0)["goodput_share"]
+    assert drop.summary(ttft_target_s=3.0)["goodput_share"] > keep.summary(ttft_target_s=3.0)["goodput_share"]
     s = drop.summary()
     assert s["served"] == int((~rec.rejected & ~rec.cancelled).sum())

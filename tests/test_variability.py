@@ -31,7 +31,7 @@ import pytest
 
 from capbook import queueing as q
 from capbook.arrivals import TraceArrivals
-from capbook.sim import FixedService, Fleet, Simulation
+from capbook.sim import FixedService, FleetSpec, Simulation
 from capbook.sweep import load_sample_sweep
 from capbook.traces import read_requests
 
@@ -71,7 +71,7 @@ def replay(m, rho=RHO):
     c = REPLICAS * SLOTS
     T = m["T"]
     lam = rho * c / T.mean()
-    fleet = Fleet(REPLICAS, SLOTS, FixedService(T), routing="shared")
+    fleet = FleetSpec(REPLICAS, SLOTS, FixedService(T), routing="pooled")
     res = Simulation(fleet, TraceArrivals(m["arr"], rate=lam), seed=0).run()
     sim = float(np.mean(res.wait))
     mmc = float(q.mean_wait(c, lam, T.mean()))
