@@ -23,7 +23,7 @@ __all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
 # --------------------------------------------------------------------------------------------
 def add_trace_command(sub: argparse._SubParsersAction) -> None:
     """Register ``capbook trace``."""
-    from capbook.traces import FORMATS
+    from capbook.traces import LOG_FORMATS
 
     p = sub.add_parser(
         "trace",
@@ -34,7 +34,7 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("file", help="the request log")
-    p.add_argument("--format", default="auto", choices=FORMATS, help="source format (default: auto)")
+    p.add_argument("--format", default="auto", choices=("auto", *LOG_FORMATS), help="source format (default: auto)")
     _add_log_reading_arguments(p)
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
@@ -135,7 +135,7 @@ def _pct(x) -> str:
 def _print_summary(s: dict) -> None:
     import pandas as pd
 
-    from capbook.traces import format_duration
+    from capbook.tracestats import format_duration
 
     w = print
     w(f"file      {s['path']}")
@@ -193,13 +193,13 @@ def _print_summary(s: dict) -> None:
 # capbook plan / capbook book (the capstone; see capbook.plan and capbook.bookbuild)
 # --------------------------------------------------------------------------------------------
 def _add_data_arguments(p: argparse.ArgumentParser) -> None:
-    from capbook.traces import FORMATS
+    from capbook.traces import LOG_FORMATS
 
     g = p.add_argument_group("request log")
     g.add_argument("--requests", metavar="LOG", default=None,
                    help="request log (CSV, Parquet or JSON lines; a glob reads several files as one "
                         "log); default: the sample log")
-    g.add_argument("--format", default="auto", choices=FORMATS, help="request log format (default: auto)")
+    g.add_argument("--format", default="auto", choices=("auto", *LOG_FORMATS), help="request log format (default: auto)")
     _add_log_reading_arguments(g)
     g = p.add_argument_group("sweep")
     g.add_argument("--sweep", metavar="PATH", default=None,

@@ -793,10 +793,11 @@ def _split_rating(sweep, S: int, why: Exception):
 
 def _is_sample_log(log) -> bool:
     """True when ``log`` is the book's sample request log."""
-    from .traces import sample_requests_path
+    from .paths import data_path
+    from .traces import SAMPLE_REQUESTS
 
     try:
-        return Path(str(getattr(log, "path", ""))).resolve() == Path(sample_requests_path()).resolve()
+        return Path(str(getattr(log, "path", ""))).resolve() == data_path(*SAMPLE_REQUESTS).resolve()
     except (OSError, ValueError):
         return False
 

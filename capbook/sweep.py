@@ -37,7 +37,6 @@ __all__ = [
     "Sweep",
     "SlotChoice",
     "choose_slots",
-    "service_time",
     "token_rates_at_capacity",
     "blended_service_time",
     "blended_capacity",
@@ -614,12 +613,7 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
                       next_level=nxt, table=table)
 
 
-# -- service time, capacity ----------------------------------------------------------------------
-def service_time(sweep: Sweep, concurrency, input_tokens=None, output_tokens=None, q: int = 50):
-    """T = prefill + output tokens × TPOT(concurrency), seconds (see :meth:`Sweep.service_time`)."""
-    return sweep.service_time(concurrency, input_tokens, output_tokens, q)
-
-
+# -- tokens at capacity --------------------------------------------------------------------------
 def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, output_tokens: float,
                             q: int = 50) -> dict:
     """Output tokens/s of one replica at its capacity ``S / T`` against ``S / TPOT``.
