@@ -12,7 +12,6 @@ import math
 import os
 import sys
 import warnings
-from types import SimpleNamespace
 from typing import Callable, Sequence
 
 __all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
@@ -64,9 +63,6 @@ def run_trace(args: argparse.Namespace) -> int:
     if args.sweep is not None and args.prefill_rate is not None:
         print("capbook trace: give --sweep or --prefill-rate/--tpot, not both", file=sys.stderr)
         return 2
-    if args.prefill_rate is not None:
-        tpot = args.tpot
-        sweep, concurrency = SimpleNamespace(prefill_rate_tps=args.prefill_rate, tpot=lambda n: tpot), 1
     if args.sweep is not None:
         if args.concurrency is None:
             print("capbook trace: --sweep needs --concurrency (the slots at which to read TPOT)",
@@ -87,7 +83,8 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.no_unit_check:
                 opts["check_units"] = False
             log = read_requests(args.file, format=args.format, progress=size > 20_000_000, **opts)
-        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=args.output_cap)
+        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=args.output_cap,
+                        prefill_rate_tps=args.prefill_rate, tpot_s=args.tpot)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
     if args.json:

@@ -3,7 +3,7 @@
 A replica's capacity is two measured numbers. **S** is the most sequences it holds in flight
 while the chosen TPOT percentile stays within the target (with a margin); **T** is how long one
 request holds a slot, prefill plus output tokens times TPOT at that concurrency. Requests per
-second follow: ``S / T`` (Little's law with every slot busy).
+second follow: ``S / T`` (Little's law with every slot busy; :func:`capbook.queueing.replica_capacity`).
 
 The sweep table has one row per concurrency level (see ``data/README.md`` for units):
 
@@ -728,7 +728,7 @@ def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Se
     t_short = float(sweep.service_time(slots, short[0], short[1], q))
     t_long = float(sweep.service_time(slots, long[0], long[1], q))
     T = (1 - p) * t_short + p * t_long
-    lam = slots / T
+    lam = replica_capacity(positive(slots, "slots"), T)
     return pd.DataFrame({
         "long_share": p,
         "service_time_s": T,

@@ -271,9 +271,10 @@ class LogStats:
         Returns
         -------
         dict
-            ``cs2``, ``mean_s`` (seconds), ``requests`` used, ``source`` (``"sweep"``,
-            ``"given"`` or ``"measured"``) and, for the first two, ``prefill_rate_tps``,
-            ``tpot_s`` and ``concurrency`` (None when TPOT was given).
+            ``cs2``, ``mean_s`` (seconds), ``requests`` used, ``source`` (``"sweep"``: modelled
+            from a prefill rate and a TPOT, a sweep's or given; ``"measured"``: from end
+            times) and, for a sweep's, ``prefill_rate_tps``, ``tpot_s`` and ``concurrency``
+            (None when the numbers were given).
         """
         from .sweep import Sweep
 
@@ -291,14 +292,13 @@ class LogStats:
             concurrency = positive(concurrency, "concurrency")
             prefill = positive(sweep.prefill_rate_tps, "sweep.prefill_rate_tps")
             tpot = positive(float(sweep.tpot(concurrency)), f"sweep.tpot({concurrency:g})")
-            source = "sweep"
         elif given:
             if prefill_rate_tps is None or tpot_s is None:
                 raise ValueError("prefill_rate_tps and tpot_s: give both (input tokens per second "
                                  "and seconds per output token), or a sweep")
             prefill = positive(prefill_rate_tps, "prefill_rate_tps")
             tpot = positive(tpot_s, "tpot_s")
-            concurrency, source = None, "given"
+            concurrency = None
         if sweep is not None or given:
             a, b = 1.0 / prefill, tpot
             r = self.log.query_one(
@@ -309,7 +309,7 @@ class LogStats:
                 raise ValueError("service_cv2: the log has no served or throttled requests")
             m1 = a * ei + b * eo
             m2 = a * a * eii + b * b * eoo + 2 * a * b * eio
-            return {"cs2": m2 / m1**2 - 1.0, "mean_s": m1, "requests": int(n), "source": source,
+            return {"cs2": m2 / m1**2 - 1.0, "mean_s": m1, "requests": int(n), "source": "sweep",
                     "prefill_rate_tps": prefill, "tpot_s": tpot, "concurrency": concurrency}
         if "end_time" not in self.log.columns:
             raise ValueError(
@@ -442,18 +442,20 @@ class LogStats:
                          "peak_hour": at, "full_hours": cov["full_hours"], "caveat": caveat})
         return pd.DataFrame(rows).set_index("measure")
 
-    def summary(self, sweep: Any = None, concurrency: float | None = None,
-                output_cap: int | None = None) -> dict:
+    def summary(self, sweep: "Sweep | None" = None, concurrency: float | None = None,
+                output_cap: int | None = None, *, prefill_rate_tps: float | None = None,
+                tpot_s: float | None = None) -> dict:
         """Everything the CLI prints: size, span, rate, tokens, burstiness, Cs², peak hour.
 
-        Cs² is included when a sweep is given or the log has end times (else None); arrival
-        statistics need at least three requests (else None).
+        Cs² is included when a sweep (or ``prefill_rate_tps`` and ``tpot_s``, see
+        :meth:`service_cv2`) is given or the log has end times (else None); arrival statistics
+        need at least three requests (else None).
 
         Returns
         -------
         dict
             ``path``, ``format``, ``rows``, ``rows_read``, ``dropped``, ``report`` (list of
-            dicts, see :attr:`report`), ``notes`` (list of str, see :attr:`notes`), ``start``,
+            dicts, see :attr:`capbook.traces.RequestLog.report`), ``notes`` (list of str), ``start``,
             ``end`` (UTC timestamps), ``span_s``, ``rate_rps`` (inf for a zero span, with a
             caveat), ``status`` ({status: rows}), ``groups`` (DataFrame of model, tier, n),
             ``tokens`` (:meth:`token_stats`), ``arrivals`` (:meth:`arrival_stats` or None),
@@ -467,9 +469,10 @@ class LogStats:
         tok = self.token_stats(output_cap=output_cap)
         arr = self.arrival_stats() if self.log.rows >= 3 else None
         try:
-            svc = self.service_times(sweep, concurrency)
+            svc = self.service_times(sweep, concurrency, prefill_rate_tps=prefill_rate_tps,
+                                     tpot_s=tpot_s)
         except ValueError:
-            if sweep is not None:
+            if sweep is not None or prefill_rate_tps is not None or tpot_s is not None:
                 raise
             svc = None
         ptm = self.peak_to_mean()

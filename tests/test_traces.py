@@ -641,7 +641,8 @@ def test_service_cv2_from_sweep_numbers_against_numpy(tmp_path):
     T = keep["input_tokens"] / 5000.0 + keep["output_tokens"] * tpot
     got = log.service_cv2(prefill_rate_tps=5000.0, tpot_s=tpot)
     assert got == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
-    assert log.service_times(prefill_rate_tps=5000.0, tpot_s=tpot)["source"] == "given"
+    svc = log.service_times(prefill_rate_tps=5000.0, tpot_s=tpot)
+    assert svc["source"] == "sweep" and svc["concurrency"] is None and svc["tpot_s"] == tpot
     with pytest.raises(ValueError, match="prefill_rate_tps"):
         log.service_cv2(object(), concurrency=1)  # not a Sweep: refused, not probed
     with pytest.raises(ValueError, match="give both"):
