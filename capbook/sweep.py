@@ -28,7 +28,7 @@ import pandas as pd
 
 from .paths import data_path
 from .queueing import replica_capacity
-from .validation import array, integer, number, positive, probability
+from .validation import array, integer, number, positive
 
 __all__ = [
     "METRIC_COLUMNS",
@@ -113,6 +113,7 @@ class Sweep:
             if np.isfinite(r).any():
                 self.saturation_rps = float(np.nanmax(r))
         self._extra_notes: list[str] = []
+        self._prefill_override: float | None = None  # set_prefill_rate
         cfg = {}
         for c in CONFIG_COLUMNS:
             if c in self._table:
@@ -335,7 +336,7 @@ class Sweep:
         When the lowest level is above 1, other prompts' prefills inflate TTFT and the rate is
         underestimated; :attr:`notes` says so.
         """
-        if getattr(self, "_prefill_override", None) is not None:
+        if self._prefill_override is not None:
             return self._prefill_override
         i = 0
         return float(self._table["mean_input_tokens"].iloc[i] / self._table["ttft_p50_s"].iloc[i])
@@ -386,7 +387,7 @@ class Sweep:
                 "from a TTFT that includes other requests' interference (an underestimate)"
             )
         derived = float(t["mean_input_tokens"].iloc[0] / t["ttft_p50_s"].iloc[0])
-        if getattr(self, "_prefill_override", None) is None and derived < _SLOW_PREFILL_TPS:
+        if self._prefill_override is None and derived < _SLOW_PREFILL_TPS:
             out.append(
                 f"the lowest level's TTFT ({t['ttft_p50_s'].iloc[0]:.3g} s for "
                 f"{t['mean_input_tokens'].iloc[0]:,.0f} input tokens) implies a prefill rate of "

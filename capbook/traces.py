@@ -63,7 +63,7 @@ import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, NamedTuple, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import duckdb
 import numpy as np
@@ -953,6 +953,20 @@ class RequestLog:
     (:meth:`query`); its statistics (:meth:`hourly`, :meth:`token_stats`,
     :meth:`arrival_stats`, :meth:`service_times`, :meth:`peak_to_mean`, :meth:`summary`, ...)
     are those of :class:`capbook.tracestats.LogStats`.
+
+    Parameters
+    ----------
+    path : str
+        The source file (or glob pattern).
+    mapping : Mapping
+        Its columns, with the time unit settled.
+    con, source_sql, cols
+        The DuckDB connection the source is opened on, the SQL table function that reads it
+        and its column types (as :func:`read_requests` opens them).
+    notes : sequence of str
+        What reading it already noted (a JSON array, a time unit detected).
+    drop_invalid, sort, check_units, progress : bool
+        As in :func:`read_requests`.
 
     Attributes
     ----------
