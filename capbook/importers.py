@@ -53,6 +53,14 @@ requests in flight; ``concurrency`` is N) or **open loop** (``load_kind = "rate"
 sent requests at a rate). For open-loop points ``concurrency`` is the mean number in flight,
 as the tool measured it (``concurrency_source = "measured"``) or, when it did not, by Little's
 law, request throughput × mean request latency (``"littles_law"``).
+
+Examples
+--------
+>>> from capbook.paths import data_path
+>>> detect_sweep_format(data_path("sweeps", "illustrative_chat.csv"))
+'capbook'
+>>> float(read_sweep(data_path("sweeps", "illustrative_chat.csv")).concurrency.max())
+64.0
 """
 from __future__ import annotations
 

@@ -16,6 +16,14 @@ Rows with ``saturated`` True (open-loop points the load generator could not driv
 engine was already full; see :mod:`capbook.importers`) are not levels: they are kept apart in
 :attr:`Sweep.saturated`, and :attr:`Sweep.saturation_rps` is the highest completion rate they
 reached. A sweep of one level reads TPOT and TTFT as flat at every concurrency (with a note).
+
+Examples
+--------
+>>> sweep = load_sample_sweep("illustrative_chat")
+>>> choose_slots(sweep, tpot_target_s=0.050, q=95).S
+32
+>>> round(float(sweep.service_time(32, 1500, 300)), 2)
+12.25
 """
 from __future__ import annotations
 

@@ -51,6 +51,14 @@ rule out (no nulls in a column, no negative minimum) is skipped.
 The statistics of a log (volumes per hour, token percentiles, Ca², Cs², peak-to-mean) are in
 :mod:`capbook.tracestats`; each is also a method of :class:`RequestLog`. The formats this
 module reads are :data:`LOG_FORMATS`.
+
+Examples
+--------
+>>> log = load_sample_requests()
+>>> log.format, detect_log_format(log.path)
+('canonical', 'canonical')
+>>> log.columns[:3]
+('arrival_time', 'input_tokens', 'output_tokens')
 """
 from __future__ import annotations
 
