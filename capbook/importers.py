@@ -77,7 +77,7 @@ import pandas as pd
 
 from .formats import FileFormat
 from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
-from .validation import choice, integer, positive
+from .validation import choice, integer, is_number, positive
 
 __all__ = ["read_sweep", "read_points", "detect_sweep_format", "SWEEP_FORMATS", "LIMIT_COLUMNS",
            "TOKEN_COLUMNS"]
@@ -1473,7 +1473,8 @@ def _expand(paths) -> list[Path]:
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(float(v))
+    """A finite number in a file's field (bool and text are not numbers, as everywhere)."""
+    return is_number(v) and math.isfinite(float(v))
 
 
 def _fill_context(rows: list, max_num_seqs, cache: dict) -> None:
