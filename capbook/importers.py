@@ -684,10 +684,10 @@ class _ReadOptions(NamedTuple):
 
 def _detect_text(path: Path, text: str) -> tuple[str, _Probe]:
     s = text.lstrip()
+    first = s.splitlines()[0] if s else ""
     if s.startswith("{") or s.startswith("["):
         probe = _Probe(json=_load_json_or_jsonl(path, text))
     else:
-        first = s.splitlines()[0] if s else ""
         header = tuple(h.strip() for h in next(csv.reader([first]))) if first else ()
         probe = _Probe(header=header, text=text)
     kind = next((f.name for f in SWEEP_FORMATS.values() if f.detect(probe)), None)
@@ -699,7 +699,7 @@ def _detect_text(path: Path, text: str) -> tuple[str, _Probe]:
         keys = list(obj)[:8] if isinstance(obj, Mapping) else f"a list of {len(obj)} items"
         raise _err(path, f"JSON with top-level {keys} is not a recognised load-generator "
                          f"output (supported: {supported})")
-    raise _err(path, f"not a recognised load-generator output (first line {s.splitlines()[0][:80] if s else ''!r}; "
+    raise _err(path, f"not a recognised load-generator output (first line {first[:80]!r}; "
                      f"supported: {supported})")
 
 
