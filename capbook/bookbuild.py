@@ -236,7 +236,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         The reader's request log and sweep (default: the sample data). Validate them first
         (``capbook book`` reads both before calling this).
     requests_format : str
-        Format of the request log (see :data:`capbook.traces.FORMATS`).
+        Format of the request log (see :data:`capbook.traces.LOG_FORMATS`).
     requests_options, sweep_options : dict, optional
         Further keyword arguments of :func:`capbook.traces.read_requests` (``drop_invalid``,
         ``time_unit``, ``sort``) and :func:`capbook.importers.read_sweep` (``load``, ``where``,

@@ -20,7 +20,6 @@ import math
 import os
 import sys
 import warnings
-from types import SimpleNamespace
 from typing import Callable, Sequence
 
 __all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
@@ -66,7 +65,7 @@ def run_trace(args: argparse.Namespace) -> int:
     """Run ``capbook trace``; returns the exit code."""
     from capbook.traces import read_requests
 
-    sweep, concurrency = None, None
+    sweep = concurrency = prefill = tpot = None
     if (args.prefill_rate is None) != (args.tpot is None):
         print("capbook trace: give both --prefill-rate and --tpot (or neither)", file=sys.stderr)
         return 2
@@ -79,7 +78,6 @@ def run_trace(args: argparse.Namespace) -> int:
         if args.prefill_rate is not None:
             prefill = _number(args.prefill_rate, "--prefill-rate", "a positive number of tokens/s")
             tpot = _number(args.tpot, "--tpot", "a positive number of seconds")
-            sweep, concurrency = SimpleNamespace(prefill_rate_tps=prefill, tpot=lambda n: tpot), 1
         if args.sweep is not None:
             if args.slots is None:
                 raise ValueError("--sweep needs --slots (the concurrency at which to read TPOT)")
@@ -98,7 +96,8 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.no_unit_check:
                 opts["check_units"] = False
             log = read_requests(args.file, format=args.format, progress=size > 20_000_000, **opts)
-        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=output_cap)
+        s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=output_cap,
+                        prefill_rate_tps=prefill, tpot_s=tpot)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
     if args.json:
@@ -146,7 +145,7 @@ def _pct(x) -> str:
 def _print_summary(s: dict) -> None:
     import pandas as pd
 
-    from capbook.traces import format_duration
+    from capbook.tracestats import format_duration
 
     w = print
     w(f"file      {s['path']}")
@@ -220,10 +219,10 @@ def _log_format(text: str) -> str:
     """
     if text == "auto":
         return text
-    from capbook.traces import FORMATS
+    from capbook.traces import LOG_FORMATS
 
-    if text not in FORMATS:
-        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from {', '.join(FORMATS)})")
+    if text not in LOG_FORMATS:
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from auto, {', '.join(LOG_FORMATS)})")
     return text
 
 

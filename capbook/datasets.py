@@ -286,10 +286,11 @@ SAMPLE_REQUESTS_LABEL = "sample request log (data/requests)"
 
 def _is_sample_log(log) -> bool:
     """True when ``log`` was read from the book's sample request log."""
-    from .traces import sample_requests_path
+    from .paths import data_path
+    from .traces import SAMPLE_REQUESTS
 
     try:
-        return Path(str(getattr(log, "path", ""))).resolve() == Path(sample_requests_path()).resolve()
+        return Path(str(getattr(log, "path", ""))).resolve() == data_path(*SAMPLE_REQUESTS).resolve()
     except (OSError, ValueError):
         return False
 

@@ -53,6 +53,14 @@ requests in flight; ``concurrency`` is N) or **open loop** (``load_kind = "rate"
 sent requests at a rate). For open-loop points ``concurrency`` is the mean number in flight,
 as the tool measured it (``concurrency_source = "measured"``) or, when it did not, by Little's
 law, request throughput × mean request latency (``"littles_law"``).
+
+Examples
+--------
+>>> from capbook.paths import data_path
+>>> detect_sweep_format(data_path("sweeps", "illustrative_chat.csv"))
+'capbook'
+>>> float(read_sweep(data_path("sweeps", "illustrative_chat.csv")).concurrency.max())
+64.0
 """
 from __future__ import annotations
 
@@ -62,20 +70,17 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 import numpy as np
 import pandas as pd
 
+from .formats import FileFormat
 from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
+from .validation import choice, integer, is_number, positive
 
-__all__ = ["read_sweep", "read_points", "detect_format", "FORMATS", "LIMIT_COLUMNS", "TOKEN_COLUMNS"]
-
-#: Names of the formats :func:`detect_format` recognises.
-FORMATS = (
-    "aiperf", "genai-perf", "aiperf-csv", "vllm", "guidellm", "guidellm-csv", "llmperf",
-    "llmperf-requests", "inference-perf", "inference-benchmarker", "capbook",
-)
+__all__ = ["read_sweep", "read_points", "detect_sweep_format", "SWEEP_FORMATS", "LIMIT_COLUMNS",
+           "TOKEN_COLUMNS"]
 
 _NAN = float("nan")
 _EXTRA = ["load_kind", "concurrency_source", "request_rate_target", "failed_requests",
@@ -631,48 +636,19 @@ def _renamed(d, names: Mapping) -> dict:
 # -- detection -----------------------------------------------------------------------------------
 def _load_json_or_jsonl(path: Path, text: str):
     try:
-        return json.loads(text), False
+        return json.loads(text)
     except json.JSONDecodeError as first:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         if len(lines) > 1:
             try:
-                return [json.loads(ln) for ln in lines], True
+                return [json.loads(ln) for ln in lines]
             except json.JSONDecodeError:
                 pass
         raise _err(path, f"not valid JSON or JSON Lines ({first.msg} at line {first.lineno})") from None
 
 
-def _detect_obj(d) -> str | None:
-    if isinstance(d, list):
-        if d and all(isinstance(x, Mapping) for x in d):
-            if all(_detect_obj(x) == "vllm" for x in d):
-                return "vllm-list"
-            if "ttft_s" in d[0] and "end_to_end_latency_s" in d[0]:
-                return "llmperf-requests"
-        return None
-    if not isinstance(d, Mapping):
-        return None
-    if isinstance(d.get("benchmarks"), list):
-        return "guidellm"
-    if isinstance(d.get("results"), list) and isinstance(d.get("config"), Mapping) \
-            and "benchmark_kind" in d["config"]:
-        return "inference-benchmarker"
-    if isinstance(d.get("load_summary"), Mapping) and isinstance(d.get("successes"), Mapping):
-        if isinstance(d["successes"].get("latency"), Mapping):
-            return "inference-perf"
-        return "inference-perf-prometheus"
-    if any(k.startswith("results_ttft_s") for k in d):
-        return "llmperf"
-    ttft = d.get("time_to_first_token")
-    if isinstance(ttft, Mapping) and "unit" in ttft:
-        return "aiperf" if ("aiperf_version" in d or "schema_version" in d) else "genai-perf"
-    if ("median_ttft_ms" in d or "mean_ttft_ms" in d) and "request_throughput" in d:
-        return "vllm"
-    return None
-
-
-def detect_format(path) -> str:
-    """Name the load-generator format of one file from its content (see :data:`FORMATS`).
+def detect_sweep_format(path) -> str:
+    """Name the load-generator format of one file from its content (see :data:`SWEEP_FORMATS`).
 
     Raises
     ------
@@ -680,8 +656,7 @@ def detect_format(path) -> str:
         When the file is not one of the supported formats (the message names the file).
     """
     path = Path(path)
-    text = _read_text(path)
-    return _detect_text(path, text)[0]
+    return _detect_text(path, _read_text(path))[0]
 
 
 def _read_text(path: Path) -> str:
@@ -693,32 +668,39 @@ def _read_text(path: Path) -> str:
         raise _err(path, "not a text file") from None
 
 
-def _detect_text(path: Path, text: str):
+class _Probe(NamedTuple):
+    """What detection sees of a file: its parsed JSON (else None) or its CSV header and text."""
+
+    json: Any = None
+    header: tuple = ()
+    text: str = ""
+
+
+class _ReadOptions(NamedTuple):
+    concurrency: Any = None
+    skipped: list | None = None
+    in_folder: bool = False
+
+
+def _detect_text(path: Path, text: str) -> tuple[str, _Probe]:
     s = text.lstrip()
-    if s.startswith("{") or s.startswith("["):
-        obj, jsonl = _load_json_or_jsonl(path, text)
-        kind = _detect_obj(obj)
-        if kind is None and jsonl:
-            kinds = {_detect_obj(x) for x in obj}
-            if kinds == {"vllm"}:
-                kind = "vllm-list"
-        if kind is None:
-            keys = list(obj)[:8] if isinstance(obj, Mapping) else f"a list of {len(obj)} items"
-            raise _err(path, f"JSON with top-level {keys} is not a recognised load-generator "
-                             f"output (supported: {', '.join(FORMATS)})")
-        if kind == "vllm-list":
-            kind = "vllm"
-        return kind, obj
     first = s.splitlines()[0] if s else ""
-    header = [h.strip() for h in next(csv.reader([first]))] if first else []
-    if header[:2] == ["Metric", "avg"]:
-        return "aiperf-csv", text
-    if {"ttft_median_ms", "itl_median_ms", "concurrency_mean"} <= set(header):
-        return "guidellm-csv", text
-    if set(METRIC_COLUMNS) <= set(header):
-        return "capbook", text
+    if s.startswith("{") or s.startswith("["):
+        probe = _Probe(json=_load_json_or_jsonl(path, text))
+    else:
+        header = tuple(h.strip() for h in next(csv.reader([first]))) if first else ()
+        probe = _Probe(header=header, text=text)
+    kind = next((f.name for f in SWEEP_FORMATS.values() if f.detect(probe)), None)
+    if kind is not None:
+        return kind, probe
+    supported = ", ".join(SWEEP_FORMATS)
+    if probe.json is not None:
+        obj = probe.json
+        keys = list(obj)[:8] if isinstance(obj, Mapping) else f"a list of {len(obj)} items"
+        raise _err(path, f"JSON with top-level {keys} is not a recognised load-generator "
+                         f"output (supported: {supported})")
     raise _err(path, f"not a recognised load-generator output (first line {first[:80]!r}; "
-                     f"supported: {', '.join(FORMATS)})")
+                     f"supported: {supported})")
 
 
 # -- per-format parsers (each returns a list of row dicts) ----------------------------------------
@@ -1382,40 +1364,89 @@ def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):
     if in_folder and path.name in _SIDECAR_NAMES:
         raise _Reject(f"{path}: {_SIDECAR_NAMES[path.name]}, read for the configuration columns "
                       "(gpu, engine, tensor_parallel), not as load points")
-    text = _read_text(path)
-    kind, obj = _detect_text(path, text)
-    if kind in ("aiperf", "genai-perf"):
-        rows = _parse_profile_export(obj, path, kind)
-    elif kind == "aiperf-csv":
-        rows = _parse_aiperf_csv(obj, path, concurrency)
-    elif kind == "vllm":
-        rows = _parse_vllm(obj, path)
-    elif kind == "guidellm":
-        rows = _parse_guidellm(obj, path, skipped)
-    elif kind == "guidellm-csv":
-        rows = _parse_guidellm_csv(obj, path, skipped)
-    elif kind == "llmperf":
-        rows = _parse_llmperf(obj, path)
-    elif kind == "llmperf-requests":
-        summary = _llmperf_summary_for(path) if in_folder and concurrency is None else None
-        if summary is not None:
-            raise _Reject(f"{path}: per-request records of the run summarised in {summary} "
-                          "(read there); pass concurrency= to read this file alone")
-        rows = _parse_llmperf_requests(obj, path, concurrency)
-    elif kind == "inference-perf":
-        rows = _parse_inference_perf(obj, path)
-    elif kind == "inference-perf-prometheus":
-        raise _Reject(f"{path}: inference-perf server-side (Prometheus) metrics, not a client "
-                      "measurement; read the *_lifecycle_metrics.json files")
-    elif kind == "inference-benchmarker":
-        rows = _parse_inference_benchmarker(obj, path, skipped)
-    elif kind == "capbook":
-        rows = _parse_capbook(obj, path)
-    else:  # pragma: no cover - _detect_text only returns known kinds
-        raise _err(path, f"unsupported format {kind!r}")
+    kind, probe = _detect_text(path, _read_text(path))
+    rows = SWEEP_FORMATS[kind].read(probe, path, _ReadOptions(concurrency, skipped, in_folder))
     for r in rows:
         r["source_file"] = str(path)
     return rows
+
+
+# -- the registry --------------------------------------------------------------------------------
+def _is_map(d) -> bool:
+    return isinstance(d, Mapping)
+
+
+def _records(d) -> bool:
+    """A non-empty JSON list of objects."""
+    return isinstance(d, list) and bool(d) and all(isinstance(x, Mapping) for x in d)
+
+
+def _is_vllm(d) -> bool:
+    return _is_map(d) and ("median_ttft_ms" in d or "mean_ttft_ms" in d) and "request_throughput" in d
+
+
+def _is_profile_export(d) -> bool:
+    ttft = d.get("time_to_first_token") if _is_map(d) else None
+    return _is_map(ttft) and "unit" in ttft
+
+
+def _read_inference_perf(p: _Probe, path: Path, o: _ReadOptions) -> list:
+    if not _is_map(p.json["successes"].get("latency")):
+        raise _Reject(f"{path}: inference-perf server-side (Prometheus) metrics, not a client "
+                      "measurement; read the *_lifecycle_metrics.json files")
+    return _parse_inference_perf(p.json, path)
+
+
+def _read_llmperf_requests(p: _Probe, path: Path, o: _ReadOptions) -> list:
+    summary = _llmperf_summary_for(path) if o.in_folder and o.concurrency is None else None
+    if summary is not None:
+        raise _Reject(f"{path}: per-request records of the run summarised in {summary} "
+                      "(read there); pass concurrency= to read this file alone")
+    return _parse_llmperf_requests(p.json, path, o.concurrency)
+
+
+#: The load-generator formats :func:`read_sweep` reads, by name, in the order
+#: :func:`detect_sweep_format` tries them (``detect`` sees a file's parsed JSON or CSV header;
+#: ``read(probe, path, options)`` returns its load points as rows).
+SWEEP_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
+    FileFormat("guidellm", "GuideLLM benchmarks.json (benchmarks[].metrics)",
+               lambda p: _is_map(p.json) and isinstance(p.json.get("benchmarks"), list),
+               lambda p, path, o: _parse_guidellm(p.json, path, o.skipped)),
+    FileFormat("inference-benchmarker", "huggingface/inference-benchmarker report (results[])",
+               lambda p: _is_map(p.json) and isinstance(p.json.get("results"), list)
+               and _is_map(p.json.get("config")) and "benchmark_kind" in p.json["config"],
+               lambda p, path, o: _parse_inference_benchmarker(p.json, path, o.skipped)),
+    FileFormat("inference-perf", "inference-perf stage_N_lifecycle_metrics.json",
+               lambda p: _is_map(p.json) and _is_map(p.json.get("load_summary"))
+               and _is_map(p.json.get("successes")),
+               _read_inference_perf),
+    FileFormat("llmperf", "llmperf *_summary.json (results_ttft_s_quantiles_p50, ...)",
+               lambda p: _is_map(p.json) and any(k.startswith("results_ttft_s") for k in p.json),
+               lambda p, path, o: _parse_llmperf(p.json, path)),
+    FileFormat("aiperf", "aiperf profile_export*.json (metrics as {unit, avg, p50, ...})",
+               lambda p: _is_profile_export(p.json)
+               and ("aiperf_version" in p.json or "schema_version" in p.json),
+               lambda p, path, o: _parse_profile_export(p.json, path, "aiperf")),
+    FileFormat("genai-perf", "genai-perf profile_export*.json (metrics as {unit, avg, p50, ...})",
+               lambda p: _is_profile_export(p.json),
+               lambda p, path, o: _parse_profile_export(p.json, path, "genai-perf")),
+    FileFormat("vllm", "vLLM benchmark_serving / vllm bench serve JSON, or JSONL of them",
+               lambda p: _is_vllm(p.json) or (_records(p.json) and all(map(_is_vllm, p.json))),
+               lambda p, path, o: _parse_vllm(p.json, path)),
+    FileFormat("llmperf-requests", "llmperf *_individual_responses.json (one record per request)",
+               lambda p: _records(p.json) and "ttft_s" in p.json[0]
+               and "end_to_end_latency_s" in p.json[0],
+               _read_llmperf_requests),
+    FileFormat("aiperf-csv", "aiperf profile_export_aiperf.csv (Metric,avg,... blocks)",
+               lambda p: p.header[:2] == ("Metric", "avg"),
+               lambda p, path, o: _parse_aiperf_csv(p.text, path, o.concurrency)),
+    FileFormat("guidellm-csv", "GuideLLM per-benchmark CSV (ttft_median_ms, itl_median_ms, ...)",
+               lambda p: {"ttft_median_ms", "itl_median_ms", "concurrency_mean"} <= set(p.header),
+               lambda p, path, o: _parse_guidellm_csv(p.text, path, o.skipped)),
+    FileFormat("capbook", "a CSV already in the sweep-table layout",
+               lambda p: set(METRIC_COLUMNS) <= set(p.header),
+               lambda p, path, o: _parse_capbook(p.text, path)),
+)}
 
 
 _DATA_SUFFIXES = {".json", ".jsonl", ".csv"}
@@ -1442,7 +1473,8 @@ def _expand(paths) -> list[Path]:
 
 
 def _finite(v) -> bool:
-    return isinstance(v, (int, float, np.number)) and not isinstance(v, bool) and math.isfinite(float(v))
+    """A finite number in a file's field (bool and text are not numbers, as everywhere)."""
+    return is_number(v) and math.isfinite(float(v))
 
 
 def _fill_context(rows: list, max_num_seqs, cache: dict) -> None:
@@ -1677,11 +1709,10 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
         A file named explicitly is not a supported format or holds a failed run, or a
         recognised file lacks a field (the message names the file and the field).
     """
-    if max_num_seqs is not None:
-        if isinstance(max_num_seqs, bool) or not _finite(max_num_seqs) or max_num_seqs < 1 \
-                or float(max_num_seqs) != int(max_num_seqs):
-            raise ValueError(f"max_num_seqs={max_num_seqs!r} must be a whole number >= 1 (the "
-                             "engine's running-sequence limit, vLLM --max-num-seqs)")
+    if max_num_seqs is not None:  # the engine's running-sequence limit, vLLM --max-num-seqs
+        max_num_seqs = integer(max_num_seqs, "max_num_seqs", minimum=1)
+    if concurrency is not None:
+        concurrency = positive(concurrency, "concurrency")
     if not isinstance(path_or_paths, (str, Path)):
         path_or_paths = list(path_or_paths)
     files = _expand(path_or_paths)
@@ -1850,10 +1881,10 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         ``where=``), repeated levels (pass ``repeats='mean'``), every point saturated, or a
         problem with a file (named).
     """
-    if load not in ("auto", "concurrency", "rate", "all"):
-        raise ValueError(f"load={load!r} must be 'auto', 'concurrency', 'rate' or 'all'")
-    if repeats not in ("error", "mean"):
-        raise ValueError(f"repeats={repeats!r} must be 'error' or 'mean'")
+    choice(load, "load", ("auto", "concurrency", "rate", "all"))
+    choice(repeats, "repeats", ("error", "mean"))
+    if prefill_rate_tps is not None:
+        prefill_rate_tps = positive(prefill_rate_tps, "prefill_rate_tps")
     if not isinstance(path_or_paths, (str, Path)):
         path_or_paths = list(path_or_paths)
         if not path_or_paths:

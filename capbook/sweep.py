@@ -3,7 +3,7 @@
 A replica's capacity is two measured numbers. **S** is the most sequences it holds in flight
 while the chosen TPOT percentile stays within the target (with a margin); **T** is how long one
 request holds a slot, prefill plus output tokens times TPOT at that concurrency. Requests per
-second follow: ``S / T`` (Little's law with every slot busy).
+second follow: ``S / T`` (Little's law with every slot busy; :func:`capbook.queueing.replica_capacity`).
 
 The sweep table has one row per concurrency level (see ``data/README.md`` for units):
 
@@ -16,6 +16,14 @@ Rows with ``saturated`` True (open-loop points the load generator could not driv
 engine was already full; see :mod:`capbook.importers`) are not levels: they are kept apart in
 :attr:`Sweep.saturated`, and :attr:`Sweep.saturation_rps` is the highest completion rate they
 reached. A sweep of one level reads TPOT and TTFT as flat at every concurrency (with a note).
+
+Examples
+--------
+>>> sweep = load_sample_sweep("illustrative_chat")
+>>> choose_slots(sweep, tpot_target_s=0.050, q=95).S
+32
+>>> round(float(sweep.service_time(32, 1500, 300)), 2)
+12.25
 """
 from __future__ import annotations
 
@@ -26,6 +34,10 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .paths import data_path
+from .queueing import replica_capacity
+from .validation import array, integer, number, positive
+
 __all__ = [
     "METRIC_COLUMNS",
     "CONFIG_COLUMNS",
@@ -33,15 +45,12 @@ __all__ = [
     "Sweep",
     "SlotChoice",
     "choose_slots",
-    "service_time",
-    "capacity",
-    "token_cross_check",
+    "token_rates_at_capacity",
     "blended_service_time",
     "blended_capacity",
     "capacity_vs_long_share",
     "load_sample_sweep",
     "list_sample_sweeps",
-    "SAMPLE_DIR",
 ]
 
 #: Metric columns of a sweep table, in order.
@@ -71,14 +80,13 @@ _REQUIRED_NUMERIC = ["concurrency", "tpot_p50_s", "ttft_p50_s", "mean_input_toke
 #: :attr:`Sweep.notes`: even a small GPU prefills thousands of tokens a second.
 _SLOW_PREFILL_TPS = 1000.0
 
-#: Folder of the book's sample sweeps (``data/sweeps``).
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "data" / "sweeps"
 
-
-def _check_q(q) -> int:
+def _percentile(q, name: str = "q") -> int:
+    """``q`` as one of the percentiles a sweep table holds (:data:`QUANTILES`)."""
+    q = integer(q, name)
     if q not in QUANTILES:
-        raise ValueError(f"q={q!r} must be one of {QUANTILES} (the percentiles a sweep table holds)")
-    return int(q)
+        raise ValueError(f"{name}={q!r} must be one of {QUANTILES} (the percentiles a sweep table holds)")
+    return q
 
 
 class Sweep:
@@ -113,6 +121,7 @@ class Sweep:
             if np.isfinite(r).any():
                 self.saturation_rps = float(np.nanmax(r))
         self._extra_notes: list[str] = []
+        self._prefill_override: float | None = None  # set_prefill_rate
         cfg = {}
         for c in CONFIG_COLUMNS:
             if c in self._table:
@@ -250,7 +259,7 @@ class Sweep:
         y = self._ok.get(key)
         if y is not None:
             return y
-        q = _check_q(q)
+        q = _percentile(q)
         col = f"{metric}_p{q}_s"
         y = self._cols.get(col)
         if y is None or not np.all(np.isfinite(y)):
@@ -267,14 +276,11 @@ class Sweep:
             c = float(concurrency)
             if self._lo <= c <= self._hi and len(self._n) > 1:
                 return float(np.interp(c, self._n, y))
-        x = np.asarray(concurrency, dtype=float)
+        x = array(concurrency, "concurrency", lo=0, lo_open=True)
         if x.size and len(self._n) > 1:
-            xmin, xmax = x.min(), x.max()  # NaN propagates, so NaN fails this test
-            if self._lo <= xmin and xmax <= self._hi:
+            if self._lo <= x.min() and x.max() <= self._hi:
                 res = np.interp(x, self._n, y)
                 return res[()] if res.ndim == 0 else res
-        if np.any(~np.isfinite(x)) or np.any(x <= 0):
-            raise ValueError(f"concurrency must be finite and > 0; got {concurrency!r}")
         lo, hi = self._n[0], self._n[-1]
         if len(self._n) == 1:
             # one level: nothing says how TPOT/TTFT change with concurrency; read them as flat
@@ -338,7 +344,7 @@ class Sweep:
         When the lowest level is above 1, other prompts' prefills inflate TTFT and the rate is
         underestimated; :attr:`notes` says so.
         """
-        if getattr(self, "_prefill_override", None) is not None:
+        if self._prefill_override is not None:
             return self._prefill_override
         i = 0
         return float(self._table["mean_input_tokens"].iloc[i] / self._table["ttft_p50_s"].iloc[i])
@@ -360,9 +366,7 @@ class Sweep:
         Sweep
             This sweep (changed in place).
         """
-        from .replicas import _pos
-
-        v = _pos(tps, "prefill_rate_tps")
+        v = positive(tps, "prefill_rate_tps")
         derived = float(self._table["mean_input_tokens"].iloc[0] / self._table["ttft_p50_s"].iloc[0])
         self._prefill_override = v
         self._extra_notes.append(f"prefill rate {v:,.0f} input tokens/s ({source}) instead of the "
@@ -391,7 +395,7 @@ class Sweep:
                 "from a TTFT that includes other requests' interference (an underestimate)"
             )
         derived = float(t["mean_input_tokens"].iloc[0] / t["ttft_p50_s"].iloc[0])
-        if getattr(self, "_prefill_override", None) is None and derived < _SLOW_PREFILL_TPS:
+        if self._prefill_override is None and derived < _SLOW_PREFILL_TPS:
             out.append(
                 f"the lowest level's TTFT ({t['ttft_p50_s'].iloc[0]:.3g} s for "
                 f"{t['mean_input_tokens'].iloc[0]:,.0f} input tokens) implies a prefill rate of "
@@ -445,9 +449,7 @@ class Sweep:
 
     def prefill_time(self, input_tokens):
         """Prefill time of a prompt of ``input_tokens`` tokens, seconds (linear in length)."""
-        x = np.asarray(input_tokens, dtype=float)
-        if np.any(~np.isfinite(x)) or np.any(x < 0):
-            raise ValueError(f"input_tokens must be finite and >= 0; got {input_tokens!r}")
+        x = array(input_tokens, "input_tokens", lo=0)
         res = x / self.prefill_rate_tps
         return res[()] if res.ndim == 0 else res
 
@@ -468,14 +470,12 @@ class Sweep:
         q : {50, 95, 99}
             TPOT percentile (50 for a typical request).
         """
-        n = np.asarray(concurrency, dtype=float)
+        n = array(concurrency, "concurrency", lo=0, lo_open=True)
         if input_tokens is None:
             input_tokens = np.interp(n, self._n, self._table["mean_input_tokens"].to_numpy(float))
         if output_tokens is None:
             output_tokens = np.interp(n, self._n, self._table["mean_output_tokens"].to_numpy(float))
-        out = np.asarray(output_tokens, dtype=float)
-        if np.any(~np.isfinite(out)) or np.any(out < 0):
-            raise ValueError(f"output_tokens must be finite and >= 0; got {output_tokens!r}")
+        out = array(output_tokens, "output_tokens", lo=0)
         res = self.prefill_time(input_tokens) + out * self.tpot(n, q, extrapolate=extrapolate)
         res = np.asarray(res, dtype=float)
         return res[()] if res.ndim == 0 else res
@@ -551,20 +551,19 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
     """
     if not isinstance(sweep, Sweep):
         raise TypeError(f"sweep must be a Sweep, not {type(sweep).__name__}")
-    if not np.isfinite(tpot_target_s) or tpot_target_s <= 0:
-        raise ValueError(f"tpot_target_s={tpot_target_s!r} must be a positive number of seconds")
-    if not (0 <= margin < 1):
-        raise ValueError(f"margin={margin!r} must be in [0, 1)")
-    q = _check_q(q)
-    if ttft_target_s is not None and (not np.isfinite(ttft_target_s) or ttft_target_s <= 0):
-        raise ValueError(f"ttft_target_s={ttft_target_s!r} must be a positive number of seconds")
+    tpot_target_s = positive(tpot_target_s, "tpot_target_s")
+    margin = number(margin, "margin", lo=0, hi=1, hi_open=True)
+    q = _percentile(q)
+    if ttft_target_s is not None:
+        ttft_target_s = positive(ttft_target_s, "ttft_target_s")
     limit = tpot_target_s * (1 - margin)
     n = sweep.concurrency
     tp = np.asarray(sweep.tpot(n, q), float)
     ok = tp <= limit
     tt = None
     if ttft_target_s is not None:
-        tt = np.asarray(sweep.ttft(n, _check_q(ttft_q)), float)
+        ttft_q = _percentile(ttft_q, "ttft_q")
+        tt = np.asarray(sweep.ttft(n, ttft_q), float)
         ok_ttft = tt <= ttft_target_s
     else:
         ok_ttft = np.ones_like(ok)
@@ -581,9 +580,9 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
         return max(1, int(np.floor(level)))
 
     sat_txt = ""
-    sat = getattr(sweep, "saturated", None)
-    if sat is not None and len(sat):
-        rps = getattr(sweep, "saturation_rps", None)
+    sat = sweep.saturated
+    if len(sat):
+        rps = sweep.saturation_rps
         sat_txt = (f"; the {len(sat)} saturated point{'s' if len(sat) > 1 else ''} above it "
                    "(sweep.saturated) are not levels" + (f" (the engine completed at most {rps:.4g} req/s "
                                                          "there)" if rps is not None else ""))
@@ -623,38 +622,25 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
                       next_level=nxt, table=table)
 
 
-# -- service time, capacity ----------------------------------------------------------------------
-def service_time(sweep: Sweep, concurrency, input_tokens=None, output_tokens=None, q: int = 50):
-    """T = prefill + output tokens × TPOT(concurrency), seconds (see :meth:`Sweep.service_time`)."""
-    return sweep.service_time(concurrency, input_tokens, output_tokens, q)
+# -- tokens at capacity --------------------------------------------------------------------------
+def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, output_tokens: float,
+                            q: int = 50) -> dict:
+    """Output tokens/s of one replica at its capacity ``S / T`` against ``S / TPOT``.
 
-
-def capacity(slots, service_time_s):
-    """Requests per second one replica sustains with every slot busy: ``S / T``.
+    ``capacity × output_tokens`` is below ``S / TPOT`` (every slot always decoding) because
+    part of every T is prefill, when the slot produces no tokens: the ratio of the two is
+    ``1 − prefill / T``. (:func:`capbook.queueing.token_cross_check` checks a request rate
+    against the slots' decode rate from plain numbers.)
 
     Parameters
     ----------
-    slots : float or array_like
-        S, sequences in flight.
-    service_time_s : float or array_like
-        T, seconds a request holds a slot.
-    """
-    s = np.asarray(slots, float)
-    t = np.asarray(service_time_s, float)
-    if np.any(~np.isfinite(s)) or np.any(s < 0):
-        raise ValueError(f"slots={slots!r} must be finite and >= 0")
-    if np.any(~np.isfinite(t)) or np.any(t <= 0):
-        raise ValueError(f"service_time_s={service_time_s!r} must be finite and > 0")
-    res = s / t
-    return res[()] if res.ndim == 0 else res
-
-
-def token_cross_check(sweep: Sweep, slots: int, input_tokens: float, output_tokens: float,
-                      q: int = 50) -> dict:
-    """Compare output tokens/s from ``S / T`` with ``S / TPOT`` (every slot always decoding).
-
-    ``capacity × output_tokens`` is below ``S / TPOT`` because part of every T is prefill, when
-    the slot produces no tokens: the ratio of the two is ``1 − prefill / T``.
+    sweep : Sweep
+    slots : int
+        S, sequences in flight (> 0).
+    input_tokens, output_tokens : float
+        Mean request lengths, tokens.
+    q : {50, 95, 99}
+        TPOT percentile.
 
     Returns
     -------
@@ -662,8 +648,9 @@ def token_cross_check(sweep: Sweep, slots: int, input_tokens: float, output_toke
         ``service_time_s``, ``capacity_rps``, ``output_tps`` (capacity × output tokens),
         ``decode_only_tps`` (S / TPOT), ``prefill_share`` (prefill / T).
     """
+    slots = positive(slots, "slots")
     T = float(sweep.service_time(slots, input_tokens, output_tokens, q))
-    lam = float(capacity(slots, T))
+    lam = float(replica_capacity(slots, T))
     tpot = float(sweep.tpot(slots, q))
     return {
         "service_time_s": T,
@@ -690,8 +677,7 @@ def _mix_arrays(mix):
             share, inp, out = (np.asarray(c, float) for c in zip(*rows))
         except (TypeError, ValueError):
             raise ValueError("mix must hold (share, input_tokens, output_tokens) triples") from None
-    if np.any(~np.isfinite(share)) or np.any(share < 0):
-        raise ValueError("mix shares must be finite and >= 0")
+    share = array(share, "mix shares", lo=0)
     if not np.isclose(share.sum(), 1.0, rtol=0, atol=1e-9):
         raise ValueError(f"mix shares must sum to 1; they sum to {share.sum():.12g}")
     return share, inp, out
@@ -721,7 +707,8 @@ def blended_service_time(sweep: Sweep, mix, concurrency, q: int = 50) -> float:
 
 def blended_capacity(sweep: Sweep, mix, slots, q: int = 50) -> float:
     """Requests per second of one replica on a mix: ``S / blended T``."""
-    return float(capacity(slots, blended_service_time(sweep, mix, slots, q)))
+    slots = positive(slots, "slots")
+    return float(replica_capacity(slots, blended_service_time(sweep, mix, slots, q)))
 
 
 def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Sequence[float],
@@ -746,13 +733,11 @@ def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Se
     """
     if shares is None:
         shares = np.round(np.linspace(0, 1, 21), 10)
-    p = np.asarray(list(shares), float)
-    if np.any((p < 0) | (p > 1)):
-        raise ValueError("shares must lie in [0, 1]")
+    p = array(list(shares), "shares", lo=0, hi=1)
     t_short = float(sweep.service_time(slots, short[0], short[1], q))
     t_long = float(sweep.service_time(slots, long[0], long[1], q))
     T = (1 - p) * t_short + p * t_long
-    lam = slots / T
+    lam = replica_capacity(positive(slots, "slots"), T)
     return pd.DataFrame({
         "long_share": p,
         "service_time_s": T,
@@ -764,8 +749,9 @@ def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Se
 
 # -- sample sweeps -------------------------------------------------------------------------------
 def list_sample_sweeps() -> list[str]:
-    """Names of the book's sample sweeps (files ``data/sweeps/<name>.csv``), sorted."""
-    return sorted(p.stem for p in SAMPLE_DIR.glob("*.csv"))
+    """Names of the book's sample sweeps (files ``sweeps/<name>.csv`` in
+    :func:`capbook.paths.data_dir`, which ``CAPBOOK_DATA`` moves), sorted."""
+    return sorted(p.stem for p in data_path("sweeps").glob("*.csv"))
 
 
 def load_sample_sweep(name: str = "illustrative_chat") -> Sweep:
@@ -773,4 +759,4 @@ def load_sample_sweep(name: str = "illustrative_chat") -> Sweep:
     names = list_sample_sweeps()
     if name not in names:
         raise ValueError(f"unknown sample sweep {name!r}; available: {names}")
-    return Sweep.from_csv(SAMPLE_DIR / f"{name}.csv", name=name)
+    return Sweep.from_csv(data_path("sweeps", f"{name}.csv"), name=name)

@@ -1,4 +1,4 @@
-"""Request logs: one canonical schema, adapters for public traces, validation, statistics.
+"""Request logs: one canonical schema, the formats of public traces, reading and validation.
 
 A *request log* has one row per request that reached the gateway, served or not. Every reader
 in this module maps its source onto the canonical columns
@@ -48,13 +48,21 @@ what is wrong, never with a raw DuckDB error. Error messages spell every remedy 
 ``pass <keyword>=<value>``. For Parquet files, a check that the file's own column statistics
 rule out (no nulls in a column, no negative minimum) is skipped.
 
-Statistics over clock hours (peak-to-mean, the busiest hour) use only the hours the log covers
-entirely (from before the hour's start to after its end): a partial first or last hour would
-compare a few minutes of traffic with full hours. :meth:`RequestLog.coverage` counts them and
-carries a caveat when there is none, or fewer than 24.
+The statistics of a log (volumes per hour, token percentiles, Ca², Cs², peak-to-mean) are in
+:mod:`capbook.tracestats`; each is also a method of :class:`RequestLog`. The formats this
+module reads are :data:`LOG_FORMATS`.
+
+Examples
+--------
+>>> log = load_sample_requests()
+>>> log.format, detect_log_format(log.path)
+('canonical', 'canonical')
+>>> log.columns[:3]
+('arrival_time', 'input_tokens', 'output_tokens')
 """
 from __future__ import annotations
 
+import functools
 import glob as _glob
 import math
 import os
@@ -63,24 +71,28 @@ import threading
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, NamedTuple, Sequence
 
 import duckdb
 import numpy as np
 import pandas as pd
 
+from .formats import FileFormat
+from .paths import data_path
+from .tracestats import US_PER_H as _US_PER_H, US_PER_S as _US_PER_S, LogStats, utc as _utc
+from .validation import choice, integer
+
 __all__ = [
     "CANONICAL_COLUMNS",
-    "FORMATS",
+    "LOG_FORMATS",
     "STATUSES",
     "Mapping",
     "RequestLog",
     "ReplayArrays",
-    "format_duration",
-    "detect_format",
+    "detect_log_format",
     "load_sample_requests",
     "read_requests",
-    "sample_requests_path",
+    "SAMPLE_REQUESTS",
 ]
 
 #: The canonical columns, in order (the last three are optional).
@@ -97,8 +109,6 @@ CANONICAL_COLUMNS = (
 )
 #: Allowed values of ``status``.
 STATUSES = ("served", "throttled", "failed")
-#: Names accepted by the ``format`` argument of :func:`read_requests`.
-FORMATS = ("auto", "canonical", "azure2023", "azure2024", "burstgpt", "mooncake", "litellm")
 
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}
 _UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
@@ -106,8 +116,6 @@ _UNITS = ("s", "ms", "us", "ns")  # coarse to fine
 # Unix epoch times from 1973-03 to 2103 in each unit (for detecting the unit from magnitude)
 _EPOCH_BANDS = {"s": (1e8, 4.2e9), "ms": (1e11, 4.2e12), "us": (1e14, 4.2e15), "ns": (1e17, 4.2e18)}
 _UNIT_SAMPLE = 1000  # rows sampled to detect a numeric time column's unit
-_US_PER_S = 1_000_000
-_US_PER_H = 3_600_000_000
 _FIRST_ROWS = 5  # offending rows quoted in an error message
 
 # sanity limits of the span/rate check (see RequestLog._check_units)
@@ -232,53 +240,77 @@ class Mapping:
         return out
 
 
-_BUILTIN: dict[str, Mapping] = {
-    "canonical": Mapping(
-        arrival_time="arrival_time", input_tokens="input_tokens", output_tokens="output_tokens",
-        model="model", tier="tier", status="status", first_token_time="first_token_time",
-        end_time="end_time", tenant="tenant", request_id=("request_id", "id"),
-        optional=("model", "tier", "status", "first_token_time", "end_time", "tenant", "request_id"),
-        name="canonical",
-    ),
-    # Azure LLM inference trace 2023: TIMESTAMP has 7 fractional digits and no zone (UTC).
-    "azure2023": Mapping(
-        arrival_time="TIMESTAMP", input_tokens="ContextTokens", output_tokens="GeneratedTokens",
-        name="azure2023",
-    ),
-    # Azure 2024 week-long variant: same columns, timestamps with "+00:00" (fraction optional).
-    "azure2024": Mapping(
-        arrival_time="TIMESTAMP", input_tokens="ContextTokens", output_tokens="GeneratedTokens",
-        name="azure2024",
-    ),
-    # BurstGPT: seconds from 00:00 of the trace's first day; release 3 adds Session ID and
-    # Elapsed time (end-to-end seconds). Zero response tokens marks a failed request.
-    "burstgpt": Mapping(
-        arrival_time="Timestamp", input_tokens="Request tokens", output_tokens="Response tokens",
-        model="Model", duration="Elapsed time", time_unit="s", failed_if_zero_output=True,
-        optional=("duration",), name="burstgpt",
-    ),
-    # Mooncake FAST'25: timestamp in milliseconds from the trace start.
-    "mooncake": Mapping(
-        arrival_time="timestamp", input_tokens="input_length", output_tokens="output_length",
-        time_unit="ms", name="mooncake",
-    ),
-    # LiteLLM spend logs exported to CSV/Parquet.
-    "litellm": Mapping(
-        arrival_time="startTime", input_tokens="prompt_tokens", output_tokens="completion_tokens",
-        model=("model_group", "model"), status="status", first_token_time="completionStartTime",
-        end_time="endTime", tenant=("team_id", "user"), request_id="request_id",
-        status_values={"success": "served", "failure": "failed"},
-        optional=("status", "first_token_time", "end_time", "tenant", "request_id"), name="litellm",
-    ),
-}
+class _LogProbe(NamedTuple):
+    """What format detection sees of a log: its column names, and the first value of a column."""
 
-_SIGNATURES = [  # (format, columns that identify it), most specific first
-    ("canonical", {"arrival_time", "input_tokens", "output_tokens"}),
-    ("azure", {"TIMESTAMP", "ContextTokens", "GeneratedTokens"}),
-    ("burstgpt", {"Timestamp", "Request tokens", "Response tokens"}),
-    ("mooncake", {"timestamp", "input_length", "output_length"}),
-    ("litellm", {"startTime", "prompt_tokens", "completion_tokens"}),
-]
+    columns: frozenset
+    first: Callable[[str], str]
+
+
+def _has(*cols: str) -> Callable[[_LogProbe], bool]:
+    return lambda p: set(cols) <= p.columns
+
+
+def _zoned(text: str | None) -> bool:
+    """A date-time string that ends with a UTC offset or Z."""
+    return bool(re.search(r"(\+|-)\d\d:?\d\d$|Z$", text or ""))
+
+
+_AZURE = _has("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+
+#: The request-log formats :func:`read_requests` reads, by name, in the order
+#: :func:`detect_log_format` tries them (``format="auto"``); each one's ``read`` is the
+#: :class:`Mapping` of its columns.
+LOG_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
+    FileFormat(
+        "canonical", "capbook's canonical layout (arrival_time, input_tokens, output_tokens, ...)",
+        _has("arrival_time", "input_tokens", "output_tokens"),
+        Mapping(arrival_time="arrival_time", input_tokens="input_tokens", output_tokens="output_tokens",
+                model="model", tier="tier", status="status", first_token_time="first_token_time",
+                end_time="end_time", tenant="tenant", request_id=("request_id", "id"),
+                optional=("model", "tier", "status", "first_token_time", "end_time", "tenant",
+                          "request_id"),
+                name="canonical")),
+    # TIMESTAMP has 7 fractional digits and no zone (UTC)
+    FileFormat(
+        "azure2023", "Azure LLM inference trace 2023 (TIMESTAMP without a zone, ContextTokens, "
+        "GeneratedTokens)",
+        lambda p: _AZURE(p) and not _zoned(p.first("TIMESTAMP")),
+        Mapping(arrival_time="TIMESTAMP", input_tokens="ContextTokens",
+                output_tokens="GeneratedTokens", name="azure2023")),
+    # the week-long variant: same columns, timestamps with "+00:00" (fraction optional)
+    FileFormat(
+        "azure2024", "Azure LLM inference trace 2024 (the week-long variant: TIMESTAMP with +00:00)",
+        lambda p: _AZURE(p) and _zoned(p.first("TIMESTAMP")),
+        Mapping(arrival_time="TIMESTAMP", input_tokens="ContextTokens",
+                output_tokens="GeneratedTokens", name="azure2024")),
+    # seconds from 00:00 of the trace's first day; release 3 adds Session ID and Elapsed time
+    # (end-to-end seconds). Zero response tokens marks a failed request.
+    FileFormat(
+        "burstgpt", "BurstGPT (Timestamp in s from the first day, Request tokens, Response tokens)",
+        _has("Timestamp", "Request tokens", "Response tokens"),
+        Mapping(arrival_time="Timestamp", input_tokens="Request tokens",
+                output_tokens="Response tokens", model="Model", duration="Elapsed time",
+                time_unit="s", failed_if_zero_output=True, optional=("duration",),
+                name="burstgpt")),
+    FileFormat(
+        "mooncake", "Mooncake FAST'25 (timestamp in ms from the trace start, input_length, "
+        "output_length)",
+        _has("timestamp", "input_length", "output_length"),
+        Mapping(arrival_time="timestamp", input_tokens="input_length",
+                output_tokens="output_length", time_unit="ms", name="mooncake")),
+    FileFormat(
+        "litellm", "LiteLLM spend logs exported to CSV/Parquet (startTime, prompt_tokens, "
+        "completion_tokens, ...)",
+        _has("startTime", "prompt_tokens", "completion_tokens"),
+        Mapping(arrival_time="startTime", input_tokens="prompt_tokens",
+                output_tokens="completion_tokens", model=("model_group", "model"), status="status",
+                first_token_time="completionStartTime", end_time="endTime",
+                tenant=("team_id", "user"), request_id="request_id",
+                status_values={"success": "served", "failure": "failed"},
+                optional=("status", "first_token_time", "end_time", "tenant", "request_id"),
+                name="litellm")),
+)}
 
 
 # --------------------------------------------------------------------------------------------
@@ -528,8 +560,8 @@ def _parquet_stats(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> dict[
                    "min_text": r[5] if r[4] else None} for r in rows}
 
 
-def detect_format(path: str | os.PathLike) -> str:
-    """Name the format of a request log from its column names.
+def detect_log_format(path: str | os.PathLike) -> str:
+    """Name the format of a request log from its column names (see :data:`LOG_FORMATS`).
 
     Parameters
     ----------
@@ -539,8 +571,8 @@ def detect_format(path: str | os.PathLike) -> str:
     Returns
     -------
     str
-        One of ``canonical``, ``azure2023``, ``azure2024``, ``burstgpt``, ``mooncake``,
-        ``litellm``.
+        A key of :data:`LOG_FORMATS`: ``canonical``, ``azure2023``, ``azure2024``,
+        ``burstgpt``, ``mooncake`` or ``litellm``.
     """
     path = os.fspath(path)
     con = _connect()
@@ -553,16 +585,16 @@ def detect_format(path: str | os.PathLike) -> str:
 
 def _detect(con, path: str, sql: str, cols: dict[str, str]) -> str:
     names = set(cols)
-    for fmt, sig in _SIGNATURES:
-        if sig <= names:
-            if fmt != "azure":
-                return fmt
-            first = con.execute(
-                f"SELECT CAST({_q('TIMESTAMP')} AS VARCHAR) FROM {sql} "
-                f"WHERE {_q('TIMESTAMP')} IS NOT NULL LIMIT 1"
-            ).fetchone()
-            v = first[0] if first else ""
-            return "azure2024" if re.search(r"(\+|-)\d\d:?\d\d$|Z$", v or "") else "azure2023"
+
+    def first(col: str) -> str:
+        row = con.execute(f"SELECT CAST({_q(col)} AS VARCHAR) FROM {sql} "
+                          f"WHERE {_q(col)} IS NOT NULL LIMIT 1").fetchone()
+        return row[0] if row else ""
+
+    probe = _LogProbe(frozenset(names), first)
+    for f in LOG_FORMATS.values():
+        if f.detect(probe):
+            return f.name
     # a header of values (numbers, dates) means the file has no header row
     valuelike = [n for n in names if re.fullmatch(r"[-+0-9.eE:T /Z]+", n.strip() or "x")]
     nohead = (f" Its first line looks like data ({', '.join(sorted(valuelike)[:3])}), not a header: "
@@ -570,7 +602,7 @@ def _detect(con, path: str, sql: str, cols: dict[str, str]) -> str:
               f"least)." if len(valuelike) * 2 > len(names) else "")
     raise ValueError(
         f"{path}: cannot recognise the format from its columns {sorted(names)}; pass "
-        f"format= one of {FORMATS[1:]} or a capbook.traces.Mapping naming your columns.{nohead}"
+        f"format= one of {tuple(LOG_FORMATS)} or a capbook.traces.Mapping naming your columns.{nohead}"
     )
 
 
@@ -909,12 +941,40 @@ def _fetch_df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence | None 
     return fetch().to_pandas()
 
 
-def _utc(us: Any) -> pd.Timestamp:
-    return pd.Timestamp(int(us), unit="us", tz="UTC")
+def _statistic(name: str):
+    """A method of :class:`RequestLog` that is :class:`capbook.tracestats.LogStats`' ``name``."""
+    impl = getattr(LogStats, name)
+
+    @functools.wraps(impl)
+    def method(self, *args, **kwargs):
+        return impl(LogStats(self), *args, **kwargs)
+
+    method.__qualname__ = f"RequestLog.{name}"
+    method.__module__ = __name__
+    return method
 
 
 class RequestLog:
     """A validated request log, read through DuckDB (create it with :func:`read_requests`).
+
+    The log reads and validates its source and holds the canonical view of the rows kept
+    (:meth:`query`); its statistics (:meth:`hourly`, :meth:`token_stats`,
+    :meth:`arrival_stats`, :meth:`service_times`, :meth:`peak_to_mean`, :meth:`summary`, ...)
+    are those of :class:`capbook.tracestats.LogStats`.
+
+    Parameters
+    ----------
+    path : str
+        The source file (or glob pattern).
+    mapping : Mapping
+        Its columns, with the time unit settled.
+    con, source_sql, cols
+        The DuckDB connection the source is opened on, the SQL table function that reads it
+        and its column types (as :func:`read_requests` opens them).
+    notes : sequence of str
+        What reading it already noted (a JSON array, a time unit detected).
+    drop_invalid, sort, check_units, progress : bool
+        As in :func:`read_requests`.
 
     Attributes
     ----------
@@ -940,32 +1000,29 @@ class RequestLog:
         exact duplicates kept, a JSON array read as rows, times counted from 1970-01-01.
     columns : tuple of str
         Canonical columns present.
+    first_us, last_us : int
+        First and last arrival, microseconds since the Unix epoch.
     """
 
-    def __init__(self, *_: Any, **__: Any) -> None:  # pragma: no cover - use read_requests
-        raise TypeError("create a RequestLog with capbook.traces.read_requests(path, ...)")
-
-    # ---- construction (called by read_requests) -------------------------------------------
-    @classmethod
-    def _open(
-        cls,
+    def __init__(
+        self,
         path: str,
         mapping: Mapping,
-        fmt_name: str,
         *,
-        drop_invalid: bool,
-        sort: bool,
-        check_units: bool,
-        progress: bool,
         con: duckdb.DuckDBPyConnection,
         source_sql: str,
         cols: dict[str, str],
-        notes: list[str] | None = None,
-    ) -> "RequestLog":
-        self = object.__new__(cls)
+        notes: Sequence[str] = (),
+        drop_invalid: bool = False,
+        sort: bool = False,
+        check_units: bool = True,
+        progress: bool = False,
+    ) -> None:
+        # read_requests opens the source (``con``, its reading SQL and column types) and settles
+        # the mapping; the constructor validates every row and builds the canonical view
         self.path = path
-        self.notes = list(notes or [])
-        self.format = fmt_name
+        self.notes = list(notes)
+        self.format = mapping.name
         self.mapping = mapping
         self._con = con
         self._lock = threading.Lock()
@@ -992,7 +1049,6 @@ class RequestLog:
                 f"from the start of the trace (or of its first day), not from a calendar date, so "
                 f"dates and weekdays are not the real ones (a capbook.traces.Mapping with an epoch "
                 f"sets the real start)")
-        return self
 
     def _row_sql(self, numbered: bool = False, flags: bool = True, rowhash: bool = False,
                  ok: bool = False, ids: bool = False) -> str:
@@ -1148,11 +1204,11 @@ class RequestLog:
         )
         if self._pass1_ok:
             self.rows = n_valid
-            self._t_min, self._t_max = (int(tot[2]), int(tot[3])) if n_valid else (0, 0)
+            self.first_us, self.last_us = (int(tot[2]), int(tot[3])) if n_valid else (0, 0)
         else:
             n, lo, hi = self._con.execute("SELECT count(*), min(t), max(t) FROM req").fetchone()
             self.rows = int(n)
-            self._t_min, self._t_max = (int(lo), int(hi)) if n else (0, 0)
+            self.first_us, self.last_us = (int(lo), int(hi)) if n else (0, 0)
         self.dropped = n_all - self.rows
         if self.dropped or n_unsorted:
             lines = [f"{r['rows']} rows: {r['reason']} in {r['column']!r} -> {r['action']}"
@@ -1168,8 +1224,8 @@ class RequestLog:
         if self.rows == 0:
             raise ValueError(f"{self.path}: no valid rows left after dropping invalid rows")
         self._sorted = n_unsorted == 0
-        self.start = _utc(self._t_min)
-        self.end = _utc(self._t_max)
+        self.start = _utc(self.first_us)
+        self.end = _utc(self.last_us)
 
     def _id_sql(self) -> str:
         """SQL of the request id of a source row (text; empty means none)."""
@@ -1288,7 +1344,7 @@ class RequestLog:
         20,000 requests/s, over 1,000 requests/s for a whole log shorter than 10 minutes, or a
         whole log shorter than a minute; each with at least 1,000 requests) like the reverse. The message names the unit used and
         the one to try with ``time_unit=``."""
-        span_s = (self._t_max - self._t_min) / _US_PER_S
+        span_s = (self.last_us - self.first_us) / _US_PER_S
         unit = self.mapping.time_unit
         col = self._plan_col("arrival_time")
         read = ("date-times" if unit == "datetime"
@@ -1338,20 +1394,42 @@ class RequestLog:
     @property
     def span_s(self) -> float:
         """Seconds from the first to the last arrival."""
-        return (self._t_max - self._t_min) / _US_PER_S
+        return (self.last_us - self.first_us) / _US_PER_S
 
     @property
     def rate(self) -> float:
         """Mean arrival rate, rows / span, in requests per second (inf for a zero span)."""
         return self.rows / self.span_s if self.span_s > 0 else math.inf
 
-    def _q(self, sql: str) -> pd.DataFrame:
+    def query(self, sql: str) -> pd.DataFrame:
+        """The result of a DuckDB query over the log's validated rows, as a DataFrame.
+
+        The rows are the view ``req`` with columns ``t`` (arrival, integer microseconds since
+        the Unix epoch), ``i`` and ``o`` (input and output tokens), ``model``, ``tier``,
+        ``status``, ``first_token_time`` and ``end_time`` (microseconds, NULL when absent) and
+        ``tenant``; e.g. ``log.query("SELECT tier, avg(o) FROM req GROUP BY tier")``.
+        """
         with self._lock:
             return _fetch_df(self._con, sql)
 
-    def _one(self, sql: str) -> tuple:
+    def query_one(self, sql: str) -> tuple:
+        """The first row of a DuckDB query over the view ``req`` (see :meth:`query`)."""
         with self._lock:
             return self._con.execute(sql).fetchone()
+
+    def _validated_hourly_sql(self, by: tuple[str, ...]) -> str | None:
+        """SQL of the hourly sums per ``by`` that the validating pass already computed, when
+        they cover exactly the kept rows (no row dropped) and ``by`` is among model and tier;
+        else None. Columns ``p`` (the hour since the epoch), the ``by`` columns,
+        ``requests``, ``throttled``, ``input_tokens``, ``output_tokens``."""
+        if not self._pass1_ok or by not in (("model", "tier"), ("tier", "model"), ("model",),
+                                              ("tier",), ()):
+            return None
+        e = self._plan.exprs
+        lab = "".join(f", {e[b]} AS {b}" for b in by)
+        return (f'SELECT "__h" AS p{lab}, sum("__n") AS requests, '
+                f'sum(CASE WHEN {self._plan.throttled} THEN "__n" - "__nzero" ELSE 0 END) AS throttled, '
+                f'sum("__si") AS input_tokens, sum("__so") AS output_tokens FROM pass1 GROUP BY ALL')
 
     def to_pandas(self, max_rows: int | None = 5_000_000) -> pd.DataFrame:
         """The log as a DataFrame with the canonical columns, sorted by arrival.
@@ -1366,7 +1444,7 @@ class RequestLog:
                              f"max_rows={max_rows:,}; aggregate with hourly() or pass max_rows=None")
         order = " ORDER BY t"
         extra = "".join(f", {c}" for c in self._plan.optional_present)
-        df = self._q(f"SELECT t, i AS input_tokens, o AS output_tokens, model, tier, status{extra} "
+        df = self.query(f"SELECT t, i AS input_tokens, o AS output_tokens, model, tier, status{extra} "
                      f"FROM req{order}")
         out = pd.DataFrame({
             "arrival_time": pd.to_datetime(df["t"].to_numpy("int64"), unit="us", utc=True).as_unit("ns"),
@@ -1396,7 +1474,7 @@ class RequestLog:
             d = self._con.execute(f"SELECT t, i, o, model, tier, status FROM req{order}").fetchnumpy()
         t = np.asarray(d["t"], dtype=np.int64)
         return ReplayArrays(
-            arrival_s=(t - self._t_min) / _US_PER_S,
+            arrival_s=(t - self.first_us) / _US_PER_S,
             input_tokens=np.asarray(d["i"], dtype=np.int64),
             output_tokens=np.asarray(d["o"], dtype=np.int64),
             model=np.asarray(d["model"], dtype=object),
@@ -1405,438 +1483,17 @@ class RequestLog:
             start=self.start,
         )
 
-    # ---- aggregates --------------------------------------------------------------------------
-    def aggregate(self, period_s: float, by: Iterable[str] = ("model", "tier"), *,
-                  full_periods_only: bool = False) -> pd.DataFrame:
-        """Requests and tokens per period on a complete time index.
-
-        Parameters
-        ----------
-        period_s : float
-            Period length in seconds (3600 for hourly). Periods are aligned to the Unix epoch
-            (whole hours, whole minutes), in UTC.
-        by : iterable of str
-            Grouping columns among ``model``, ``tier``, ``status``, ``tenant``; empty for totals.
-        full_periods_only : bool
-            Keep only the periods the log covers entirely (first arrival at or before the
-            period's start, last arrival at or after its end); the partial first and last
-            periods are left out. The result has no rows when no period is covered.
-
-        Returns
-        -------
-        pandas.DataFrame
-            Columns ``period_start`` (UTC), the ``by`` columns, ``requests`` (every request,
-            throttled and failed included), ``throttled``, ``input_tokens``, ``output_tokens``.
-            Every period from the first to the last arrival appears for every group seen in
-            the log; empty periods are zeros.
-        """
-        by = tuple(by)
-        self._check_by(by)
-        if not (period_s > 0) or not math.isfinite(period_s):
-            raise ValueError(f"period_s={period_s!r}: must be a positive number of seconds")
-        p_us = int(round(period_s * _US_PER_S))
-        if p_us < 1:
-            raise ValueError(f"period_s={period_s!r}: shorter than a microsecond")
-        keys = "".join(f", {b}" for b in by)
-        if p_us == _US_PER_H and by in (("model", "tier"), ("tier", "model"), ("model",), ("tier",), ()) \
-                and self._pass1_ok:
-            e = self._plan.exprs
-            lab = "".join(f", {e[b]} AS {b}" for b in by)
-            src = (f'SELECT "__h" AS p{lab}, sum("__n") AS requests, '
-                   f'sum(CASE WHEN {self._plan.throttled} THEN "__n" - "__nzero" ELSE 0 END) AS throttled, '
-                   f'sum("__si") AS input_tokens, sum("__so") AS output_tokens FROM pass1 GROUP BY ALL')
-        else:
-            keys = "".join(f", COALESCE({b}, '(none)') AS {b}" if b == "tenant" else f", {b}"
-                           for b in by)
-            src = (f"SELECT t // {p_us} AS p{keys}, count(*) AS requests, "
-                   f"count(*) FILTER (WHERE status = 'throttled') AS throttled, "
-                   f"sum(i) AS input_tokens, sum(o) AS output_tokens FROM req GROUP BY ALL")
-        agg = self._q(src)
-        first, last = self._t_min // p_us, self._t_max // p_us
-        if full_periods_only:
-            first, last = -(-self._t_min // p_us), self._t_max // p_us - 1
-        periods = np.arange(first, last + 1, dtype=np.int64)
-        cols = ["requests", "throttled", "input_tokens", "output_tokens"]
-        if by:
-            groups = agg[list(by)].drop_duplicates().sort_values(list(by))
-            idx = pd.MultiIndex.from_arrays(
-                [np.repeat(periods, len(groups))]
-                + [np.tile(groups[b].to_numpy(), len(periods)) for b in by],
-                names=["p", *by],
-            )
-            full = agg.set_index(["p", *by])[cols].reindex(idx, fill_value=0).reset_index()
-        else:
-            full = agg.set_index("p")[cols].reindex(periods, fill_value=0).rename_axis("p").reset_index()
-        full[cols] = full[cols].fillna(0).astype("int64")
-        full.insert(0, "period_start",
-                    pd.to_datetime(full.pop("p").to_numpy("int64") * p_us, unit="us", utc=True).as_unit("ns"))
-        for b in by:
-            full[b] = full[b].astype(object)
-        return full.reset_index(drop=True)
-
-    def _check_by(self, by: tuple) -> None:
-        allowed = {"model", "tier", "status", "tenant"}
-        bad = [b for b in by if b not in allowed]
-        if bad:
-            raise ValueError(f"by={by}: unknown column(s) {bad}; use any of {sorted(allowed)}")
-        if "tenant" in by and "tenant" not in self._plan.optional_present:
-            raise ValueError("by contains 'tenant' but this log has no tenant column")
-
-    def hourly(self, by: Iterable[str] = ("model", "tier"), *,
-               full_hours_only: bool = False) -> pd.DataFrame:
-        """Hourly sums per group on a complete hourly index; see :meth:`aggregate`
-        (``full_hours_only``: only the hours the log covers entirely, see :meth:`coverage`)."""
-        return self.aggregate(3600, by, full_periods_only=full_hours_only)
-
-    def per_minute(self, by: Iterable[str] = ("model", "tier")) -> pd.DataFrame:
-        """Per-minute sums per group on a complete index; see :meth:`aggregate`."""
-        return self.aggregate(60, by)
-
-    def token_stats(self, output_cap: int | None = None, input_cap: int | None = None,
-                    by: str | Sequence[str] | None = None) -> pd.DataFrame:
-        """Distribution of input and output tokens per request.
-
-        Percentiles interpolate linearly between order statistics (numpy's default).
-
-        Parameters
-        ----------
-        output_cap, input_cap : int, optional
-            A max-tokens cap (tokens); adds ``share_above_cap``, the fraction of requests with
-            more tokens than the cap.
-        by : str or sequence of str, optional
-            Group by ``model``, ``tier``, ``status`` or ``tenant``.
-
-        Returns
-        -------
-        pandas.DataFrame
-            One row per token kind (and group): ``requests``, ``mean``, ``p50``, ``p95``,
-            ``p99``, ``max``, ``min`` in tokens, and ``share_above_cap`` when a cap is given
-            (``<NA>`` on the row of the kind without a cap).
-        """
-        for name, cap in (("output_cap", output_cap), ("input_cap", input_cap)):
-            if cap is not None and (not isinstance(cap, (int, np.integer)) or cap < 0):
-                raise ValueError(f"{name}={cap!r}: must be a non-negative integer number of tokens")
-        by = (by,) if isinstance(by, str) else tuple(by or ())
-        self._check_by(by)
-        keys = "".join(f"{b}, " for b in by)
-        parts = []
-        for kind, col, cap in (("input_tokens", "i", input_cap), ("output_tokens", "o", output_cap)):
-            capsql = f", avg(({col} > {int(cap)})::DOUBLE) AS share_above_cap" if cap is not None else ""
-            parts.append(
-                f"SELECT {keys}'{kind}' AS tokens, count(*) AS requests, avg({col}) AS mean, "
-                f"quantile_cont({col}, 0.5) AS p50, quantile_cont({col}, 0.95) AS p95, "
-                f"quantile_cont({col}, 0.99) AS p99, max({col}) AS max, min({col}) AS min{capsql} "
-                f"FROM req GROUP BY {'ALL' if by else '()'}"
-            )
-        dfs = [self._q(s) for s in parts]
-        df = pd.concat(dfs, ignore_index=True)
-        if "share_above_cap" in df:  # not applicable (no cap) for the other kind: NA, not NaN
-            df["share_above_cap"] = df["share_above_cap"].astype("Float64")
-        df = df.sort_values([*by, "tokens"]).set_index([*by, "tokens"]) if by else df.set_index("tokens")
-        for c in ("requests", "max", "min"):
-            df[c] = df[c].astype("int64")
-        return df
-
-    def _interarrival_sql(self, distinct: bool = False) -> str:
-        src = "(SELECT DISTINCT t FROM req)" if distinct else "req"
-        return f"SELECT t - lag(t) OVER (ORDER BY t) AS d FROM {src}"
-
-    def arrival_stats(self, windows: Sequence[float] = (1, 10, 60, 600, 3600)) -> dict:
-        """Burstiness of arrivals.
-
-        Parameters
-        ----------
-        windows : sequence of float
-            Window lengths in seconds for the index of dispersion of counts.
-
-        Returns
-        -------
-        dict
-            ``ca2``: squared coefficient of variation of inter-arrival times (population
-            variance / mean², 1 for Poisson); ``iat_mean_s``; ``zero_gap_share``: the share of
-            inter-arrival times equal to zero; ``distinct_times``; ``ca2_distinct``: Ca² between
-            distinct timestamps (each clump counted as one batch arrival); ``mean_batch``: mean
-            requests per distinct timestamp; ``resolution_s``: the coarsest of 1, 0.001 and
-            1e-6 s that divides every arrival time; ``idc``: {window_s: variance/mean of the
-            counts per window}, windows starting at the first arrival, empty windows included
-            (only windows no longer than half the span); ``clumped``: True when more than 5 %
-            of gaps are zero, and ``caveat``: a sentence saying why Ca² is then unreliable.
-        """
-        if len(windows) == 0:
-            raise ValueError("windows: give at least one window length in seconds")
-        for w in windows:
-            if not (isinstance(w, (int, float, np.integer, np.floating)) and w > 0 and math.isfinite(w)):
-                raise ValueError(f"windows: {w!r} is not a positive number of seconds")
-        if self.rows < 3:
-            raise ValueError(f"arrival_stats needs at least 3 requests; the log has {self.rows}")
-        r = self._one(
-            f"SELECT count(d), avg(d::DOUBLE), var_pop(d::DOUBLE), avg((d = 0)::DOUBLE) "
-            f"FROM ({self._interarrival_sql()}) WHERE d IS NOT NULL")
-        n_gaps, mean_us, var_us, zero_share = r
-        rd = self._one(
-            f"SELECT count(d), avg(d::DOUBLE), var_pop(d::DOUBLE) "
-            f"FROM ({self._interarrival_sql(True)}) WHERE d IS NOT NULL")
-        distinct = int(rd[0]) + 1
-        res = self._one(
-            f"SELECT bool_and((t - {self._t_min}) % 1000000 = 0), bool_and((t - {self._t_min}) % 1000 = 0) FROM req")
-        resolution = 1.0 if res[0] else (0.001 if res[1] else 1e-6)
-        out: dict[str, Any] = {
-            "requests": self.rows,
-            "iat_mean_s": mean_us / _US_PER_S if mean_us is not None else math.nan,
-            "ca2": var_us / mean_us**2 if mean_us else math.inf,
-            "zero_gap_share": float(zero_share),
-            "distinct_times": distinct,
-            "mean_batch": self.rows / distinct,
-            "ca2_distinct": (rd[2] / rd[1] ** 2) if (rd[0] and rd[1]) else math.nan,
-            "resolution_s": resolution,
-        }
-        idc = {}
-        span_us = self._t_max - self._t_min
-        for w in windows:
-            w_us = int(round(w * _US_PER_S))
-            nbins = span_us // w_us + 1
-            if w_us * 2 > span_us:
-                continue
-            s = self._one(f"SELECT sum(c::DOUBLE * c) FROM (SELECT count(*) AS c FROM req "
-                          f"GROUP BY (t - {self._t_min}) // {w_us})")
-            mean = self.rows / nbins
-            var = s[0] / nbins - mean**2
-            idc[float(w)] = var / mean
-        out["idc"] = idc
-        out["clumped"] = out["zero_gap_share"] > 0.05
-        out["caveat"] = (
-            f"{100 * out['zero_gap_share']:.1f} % of inter-arrival times are zero "
-            f"({distinct:,} distinct timestamps for {self.rows:,} requests): arrivals are logged in "
-            f"clumps, so Ca² mixes true batches with timestamp rounding; compare ca2_distinct and "
-            f"the index of dispersion at windows longer than the clumps."
-            if out["clumped"] else ""
-        )
-        return out
-
-    def service_times(self, sweep: Any = None, concurrency: float | None = None) -> dict:
-        """Service-time moments and where they came from; see :meth:`service_cv2`.
-
-        Returns
-        -------
-        dict
-            ``cs2``, ``mean_s`` (seconds), ``requests`` used, ``source`` (``"sweep"`` or
-            ``"measured"``) and, for a sweep, ``prefill_rate_tps`` and ``tpot_s``.
-        """
-        if sweep is not None:
-            prefill = getattr(sweep, "prefill_rate_tps", None)
-            tpot_fn = getattr(sweep, "tpot", None)
-            if prefill is None or tpot_fn is None:
-                raise ValueError("sweep: needs attributes prefill_rate_tps (tokens/s) and tpot(n) "
-                                 "(seconds per output token at concurrency n)")
-            if concurrency is None:
-                for name in ("S", "slots", "max_slots"):
-                    v = getattr(sweep, name, None)
-                    if isinstance(v, (int, float, np.integer, np.floating)):
-                        concurrency = float(v)
-                        break
-            if concurrency is None:
-                raise ValueError("concurrency: say at which concurrency to read the sweep's TPOT "
-                                 "(the sweep has no S attribute)")
-            tpot = float(tpot_fn(concurrency)) if callable(tpot_fn) else float(tpot_fn)
-            prefill = float(prefill)
-            if not (prefill > 0 and math.isfinite(prefill)):
-                raise ValueError(f"sweep.prefill_rate_tps={prefill!r}: must be positive tokens/s")
-            if not (tpot > 0 and math.isfinite(tpot)):
-                raise ValueError(f"sweep.tpot({concurrency})={tpot!r}: must be positive seconds")
-            a, b = 1.0 / prefill, tpot
-            r = self._one(
-                "SELECT count(*), avg(i::DOUBLE), avg(o::DOUBLE), avg(i::DOUBLE*i), "
-                "avg(o::DOUBLE*o), avg(i::DOUBLE*o) FROM req WHERE status <> 'failed'")
-            n, ei, eo, eii, eoo, eio = r
-            if not n:
-                raise ValueError("service_cv2: the log has no served or throttled requests")
-            m1 = a * ei + b * eo
-            m2 = a * a * eii + b * b * eoo + 2 * a * b * eio
-            return {"cs2": m2 / m1**2 - 1.0, "mean_s": m1, "requests": int(n), "source": "sweep",
-                    "prefill_rate_tps": prefill, "tpot_s": tpot, "concurrency": concurrency}
-        if "end_time" not in self._plan.optional_present:
-            raise ValueError(
-                f"service_cv2: {self.path} has no end_time (or duration) column, so service "
-                f"times cannot be measured; pass sweep= (an object with prefill_rate_tps and tpot)")
-        r = self._one(
-            "SELECT count(d), avg(d), var_pop(d), count(*) FILTER (WHERE d < 0) FROM "
-            "(SELECT (end_time - t)::DOUBLE / 1e6 AS d FROM req "
-            "WHERE status = 'served' AND end_time IS NOT NULL)")
-        n, mean, var, neg = r
-        if neg:
-            raise ValueError(f"service_cv2: {neg} served rows of {self.path} end before they arrive")
-        if not n or not mean:
-            raise ValueError("service_cv2: no served row has an end time")
-        return {"cs2": var / mean**2, "mean_s": mean, "requests": int(n), "source": "measured"}
-
-    def service_cv2(self, sweep: Any = None, concurrency: float | None = None) -> float:
-        """Squared coefficient of variation of service times, Cs².
-
-        With a sweep, each request's service time is ``input_tokens / prefill_rate_tps +
-        output_tokens * tpot(concurrency)`` (seconds; failed rows excluded, throttled rows kept
-        as demand). Without one, the measured ``end_time - arrival_time`` of served rows is used
-        (it includes any queueing in the logged system, so it overstates pure service time).
-
-        Parameters
-        ----------
-        sweep : object, optional
-            Anything with ``prefill_rate_tps`` (tokens per second) and ``tpot(n)`` (seconds per
-            output token at concurrency n), e.g. :class:`capbook.sweep.Sweep`.
-        concurrency : float, optional
-            Concurrency at which to read TPOT; defaults to the sweep's ``S`` when it has one.
-
-        Returns
-        -------
-        float
-            Cs² = Var[T] / E[T]² (population variance).
-        """
-        return float(self.service_times(sweep, concurrency)["cs2"])
-
-    def coverage(self) -> dict:
-        """Which clock hours the log covers entirely, and what that allows.
-
-        An hour (UTC, aligned to the Unix epoch) is *fully covered* when the first arrival is
-        at or before its start and the last arrival at or after its end. Partial first and
-        last hours hold only part of an hour's traffic, so hourly statistics leave them out.
-
-        Returns
-        -------
-        dict
-            ``full_hours`` (int); ``first_full_hour`` and ``last_full_hour`` (UTC start of the
-            first and last covered hour, None when there is none); ``span_s``; ``daily_shape``
-            (True with 24 full hours or more) and ``caveat``: "" with 24 full hours or more,
-            else a sentence saying what cannot be computed ("the log covers 0 full hours
-            (57.3 min): peak-to-mean over hours is not defined", or "...: shorter than a day:
-            no daily shape; ...").
-        """
-        first = -(-self._t_min // _US_PER_H)  # first hour starting at or after the first arrival
-        end = self._t_max // _US_PER_H  # hours ending at or before the last arrival end here
-        n = max(0, end - first)
-        span = format_duration(self.span_s)
-        if n == 0:
-            caveat = (f"the log covers 0 full hours ({span}): peak-to-mean over hours is not "
-                      f"defined")
-        elif n < 24:
-            caveat = (f"the log covers {n} full hour{'s' if n > 1 else ''} ({span}): shorter than a "
-                      f"day: no daily shape; " + (
-                          "the peak-to-mean of a single hour is 1 by definition" if n == 1 else
-                          f"the peak-to-mean compares those {n} hours only"))
-        else:
-            caveat = ""
-        return {"full_hours": int(n),
-                "first_full_hour": _utc(first * _US_PER_H) if n else None,
-                "last_full_hour": _utc((end - 1) * _US_PER_H) if n else None,
-                "span_s": self.span_s, "daily_shape": n >= 24, "caveat": caveat}
-
-    def peak_to_mean(self, model: str | None = None, tier: str | None = None) -> pd.DataFrame:
-        """Busiest hour against the mean hour, over the fully covered clock hours.
-
-        Only hours the log covers entirely count (see :meth:`coverage`); hours without
-        requests inside that range count as zeros.
-
-        Parameters
-        ----------
-        model, tier : str, optional
-            Restrict to one model and/or tier (e.g. ``tier="interactive"``: batch can wait).
-
-        Returns
-        -------
-        pandas.DataFrame
-            Index ``requests``, ``input_tokens``, ``output_tokens``, ``total_tokens``; columns
-            ``peak`` (per hour), ``mean`` (per full hour), ``ratio`` = peak / mean,
-            ``peak_hour`` (UTC start of the busiest hour), ``full_hours`` (the hours used) and
-            ``caveat`` (:meth:`coverage`'s sentence; "" with 24 full hours or more). With no
-            full hour, ``peak``, ``mean`` and ``ratio`` are NaN and ``peak_hour`` NaT, and
-            ``caveat`` says why; a ratio is also NaN when the mean is zero (caveat says so).
-        """
-        by = [b for b, v in (("model", model), ("tier", tier)) if v is not None]
-        h = self.hourly(by=tuple(by))
-        for b, v in (("model", model), ("tier", tier)):
-            if v is not None:
-                if v not in set(h[b]):
-                    raise ValueError(f"{b}={v!r}: not in the log (has {sorted(set(h[b]))})")
-                h = h[h[b] == v]
-        cov = self.coverage()
-        h = h.groupby("period_start", sort=True)[["requests", "input_tokens", "output_tokens"]].sum()
-        if cov["full_hours"]:
-            h = h.loc[cov["first_full_hour"]:cov["last_full_hour"]]
-        else:
-            h = h.iloc[:0]
-        h["total_tokens"] = h["input_tokens"] + h["output_tokens"]
-        rows = []
-        for c in ("requests", "input_tokens", "output_tokens", "total_tokens"):
-            s = h[c]
-            caveat = cov["caveat"]
-            if len(s) == 0:
-                peak, mean, ratio, at = math.nan, math.nan, math.nan, pd.NaT
-            else:
-                peak, mean, at = int(s.max()), float(s.mean()), s.idxmax()
-                ratio = peak / mean if mean > 0 else math.nan
-                if mean == 0:
-                    caveat = (caveat + "; " if caveat else "") + f"no {c.replace('_', ' ')} in the full hours"
-            rows.append({"measure": c, "peak": peak, "mean": mean, "ratio": ratio,
-                         "peak_hour": at, "full_hours": cov["full_hours"], "caveat": caveat})
-        return pd.DataFrame(rows).set_index("measure")
-
-    def summary(self, sweep: Any = None, concurrency: float | None = None,
-                output_cap: int | None = None) -> dict:
-        """Everything the CLI prints: size, span, rate, tokens, burstiness, Cs², peak hour.
-
-        Cs² is included when a sweep is given or the log has end times (else None); arrival
-        statistics need at least three requests (else None).
-
-        Returns
-        -------
-        dict
-            ``path``, ``format``, ``rows``, ``rows_read``, ``dropped``, ``report`` (list of
-            dicts, see :attr:`report`), ``notes`` (list of str, see :attr:`notes`), ``start``,
-            ``end`` (UTC timestamps), ``span_s``, ``rate_rps`` (inf for a zero span, with a
-            caveat), ``status`` ({status: rows}), ``groups`` (DataFrame of model, tier, n),
-            ``tokens`` (:meth:`token_stats`), ``arrivals`` (:meth:`arrival_stats` or None),
-            ``service`` (:meth:`service_times` or None), ``peak_to_mean``
-            (:meth:`peak_to_mean`: NaN values only with its ``caveat`` column set),
-            ``full_hours`` (int, fully covered clock hours), ``coverage`` (:meth:`coverage`,
-            timestamps as ISO strings) and ``caveats`` (list of str: every sentence a reader
-            of the numbers must see, e.g. no full hour, shorter than a day, a zero span,
-            fewer than three requests; empty when there is nothing to say).
-        """
-        tok = self.token_stats(output_cap=output_cap)
-        arr = self.arrival_stats() if self.rows >= 3 else None
-        try:
-            svc = self.service_times(sweep, concurrency)
-        except ValueError:
-            if sweep is not None:
-                raise
-            svc = None
-        ptm = self.peak_to_mean()
-        cov = self.coverage()
-        caveats = [cov["caveat"]] if cov["caveat"] else []
-        if self.span_s == 0:
-            caveats.append(f"all {self.rows:,} requests arrive at the same instant: no rate "
-                           f"and no inter-arrival statistics")
-        if arr is None:
-            caveats.append(f"fewer than 3 requests ({self.rows}): no arrival statistics")
-        status = self._q("SELECT status, count(*) AS n FROM req GROUP BY ALL ORDER BY status")
-        models = self._q("SELECT model, tier, count(*) AS n FROM req GROUP BY ALL ORDER BY ALL")
-        return {
-            "path": self.path, "format": self.format, "rows": self.rows, "rows_read": self.rows_read,
-            "dropped": self.dropped, "report": list(self.report), "notes": list(self.notes),
-            "start": self.start, "end": self.end, "span_s": self.span_s, "rate_rps": self.rate,
-            "status": dict(zip(status["status"], status["n"].astype(int))),
-            "groups": models, "tokens": tok, "arrivals": arr, "service": svc, "peak_to_mean": ptm,
-            "full_hours": cov["full_hours"],
-            "coverage": {k: (v.isoformat() if isinstance(v, pd.Timestamp) else v)
-                         for k, v in cov.items()},
-            "caveats": caveats,
-        }
-
-
-def format_duration(seconds: float) -> str:
-    """A span of ``seconds`` in the unit that reads best: ``"57.3 min"``, ``"10.4 h"``, ``"28.0 days"``."""
-    for limit, div, unit in ((120, 1, "s"), (7200, 60, "min"), (3 * 86400, 3600, "h")):
-        if seconds < limit:
-            return f"{seconds / div:,.1f} {unit}"
-    return f"{seconds / 86400:,.1f} days"
+    # ---- statistics (capbook.tracestats) -------------------------------------------------
+    aggregate = _statistic("aggregate")
+    hourly = _statistic("hourly")
+    per_minute = _statistic("per_minute")
+    token_stats = _statistic("token_stats")
+    arrival_stats = _statistic("arrival_stats")
+    service_times = _statistic("service_times")
+    service_cv2 = _statistic("service_cv2")
+    coverage = _statistic("coverage")
+    peak_to_mean = _statistic("peak_to_mean")
+    summary = _statistic("summary")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1905,12 +1562,14 @@ def read_requests(
         No such file.
     """
     path = os.fspath(path)
-    if mapping is None and format not in FORMATS:
-        raise ValueError(f"format={format!r}: use one of {FORMATS} or pass mapping=")
+    if mapping is None:
+        choice(format, "format", ("auto", *LOG_FORMATS))
     if mapping is not None and not isinstance(mapping, Mapping):
         raise TypeError(f"mapping must be a capbook.traces.Mapping, not {type(mapping).__name__}")
-    if time_unit is not None and time_unit not in _US_PER_UNIT:
-        raise ValueError(f"time_unit={time_unit!r}: use 's', 'ms', 'us' or 'ns' (or None to detect it)")
+    if time_unit is not None:
+        choice(time_unit, "time_unit", _UNITS)
+    if threads is not None:
+        threads = integer(threads, "threads", minimum=1)
     _files(path)  # FileNotFoundError when nothing is there
     con = _connect(threads, memory_limit)
     notes: list[str] = []
@@ -1918,28 +1577,28 @@ def read_requests(
         src, cols = _source_sql(con, path, notes)
         if mapping is None:
             fmt = _detect(con, path, src, cols) if format == "auto" else format
-            mapping = _BUILTIN[fmt]
+            mapping = LOG_FORMATS[fmt].read
         mapping, unit_notes = _resolve_time_unit(con, path, src, cols, mapping, time_unit)
-        return RequestLog._open(path, mapping, mapping.name, drop_invalid=drop_invalid, sort=sort,
-                                check_units=check_units, progress=progress, con=con,
-                                source_sql=src, cols=cols, notes=notes + unit_notes)
+        return RequestLog(path, mapping, drop_invalid=drop_invalid, sort=sort,
+                          check_units=check_units, progress=progress, con=con,
+                          source_sql=src, cols=cols, notes=notes + unit_notes)
     except duckdb.Error as exc:
         raise ValueError(_duck_error(path, _file_kind(path), exc)) from None
 
 
-def sample_requests_path() -> Path:
-    """Path of the sample request log shipped in ``data/requests/``."""
-    here = Path(__file__).resolve().parents[1] / "data" / "requests" / "sample_requests.parquet"
-    if not here.exists():
-        raise FileNotFoundError(
-            f"{here}: the sample request log is missing; regenerate it with "
-            "`python tools/make_request_log.py`")
-    return here
+#: Where the sample request log lies inside :func:`capbook.paths.data_dir`.
+SAMPLE_REQUESTS = ("requests", "sample_requests.parquet")
 
 
 def load_sample_requests(**kwargs: Any) -> RequestLog:
     """Read the generated sample request log (four weeks, two models, two tiers).
 
-    Keyword arguments go to :func:`read_requests`.
+    The file is ``requests/sample_requests.parquet`` in :func:`capbook.paths.data_dir`
+    (``CAPBOOK_DATA`` moves it). Keyword arguments go to :func:`read_requests`.
     """
-    return read_requests(sample_requests_path(), format="canonical", **kwargs)
+    path = data_path(*SAMPLE_REQUESTS)
+    if not path.exists():
+        raise FileNotFoundError(
+            f"{path}: the sample request log is missing; regenerate it with "
+            "`python tools/make_request_log.py`")
+    return read_requests(path, format="canonical", **kwargs)

@@ -226,9 +226,9 @@ def test_cli_messages_leave_paths_and_names_alone():
 
 # -- capbook predict ---------------------------------------------------------------------------
 def _sample_sweep_csv():
-    from capbook.sweep import SAMPLE_DIR
+    from capbook.paths import data_path
 
-    path = SAMPLE_DIR / "llama8b_h100_chat.csv"
+    path = data_path("sweeps", "llama8b_h100_chat.csv")
     if not path.exists():
         pytest.skip("sample sweeps not generated")
     return path

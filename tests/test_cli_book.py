@@ -16,7 +16,8 @@ import pytest
 from capbook.bookbuild import ROOT, chapter_files, data_note
 from capbook.cli import main
 from capbook.plan import capacity_plan
-from capbook.sweep import SAMPLE_DIR, load_sample_sweep
+from capbook.paths import data_path
+from capbook.sweep import load_sample_sweep
 from capbook.traces import read_requests
 
 
@@ -35,7 +36,7 @@ def _log(tmp_path, hours=2.0, rate=3.0, seed=7):
     return p
 
 
-SWEEP_CSV = SAMPLE_DIR / "illustrative_chat.csv"
+SWEEP_CSV = data_path("sweeps", "illustrative_chat.csv")
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
-from capbook.importers import detect_format, read_points, read_sweep
+from capbook.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
 from capbook.sweep import METRIC_COLUMNS, Sweep, choose_slots
 
 MS = 1e-3
@@ -44,12 +44,27 @@ VSWEEP = "vllm/er0080-vllm-benchmarking/packages/api/tests/fixtures/vllm_sweep_v
     ("inference-perf/demos/kubecon-na-2025/vllm/results/stage_3_lifecycle_metrics.json", "inference-perf"),
     (f"{GEMMA}/google_gemma-4-12B-it_2026-07-19-04-14-11.json", "inference-benchmarker"),
 ])
-def test_detect_format_from_content(sw, tmp_path, rel, fmt):
-    assert detect_format(sw / rel) == fmt
+def test_detect_sweep_format_from_content(sw, tmp_path, rel, fmt):
+    assert detect_sweep_format(sw / rel) == fmt
     # the name does not matter: a copy under a neutral name is detected the same way
     copy = tmp_path / "renamed.txt"
     shutil.copyfile(sw / rel, copy)
-    assert detect_format(copy) == fmt
+    assert detect_sweep_format(copy) == fmt
+
+
+def test_sweep_formats_registry(sw):
+    # one declarative registry: every name detect_sweep_format returns is an entry, each with a
+    # description and a detector, and an inference-perf Prometheus file is detected as
+    # inference-perf and refused by that format's reader
+    from capbook.formats import FileFormat
+
+    assert all(isinstance(f, FileFormat) and f.name == k and f.description
+               for k, f in SWEEP_FORMATS.items())
+    assert {"aiperf", "vllm", "guidellm", "llmperf", "inference-perf", "capbook"} <= set(SWEEP_FORMATS)
+    res = sw / "inference-perf/demos/kubecon-na-2025/vllm/results"
+    prom = res / "stage_0_prometheus_metrics.json"
+    if prom.exists():
+        assert detect_sweep_format(prom) == "inference-perf"
 
 
 def test_unrecognised_files_are_named(sw, tmp_path):
@@ -60,7 +75,7 @@ def test_unrecognised_files_are_named(sw, tmp_path):
     bad = tmp_path / "broken.json"
     bad.write_text("{not json")
     with pytest.raises(ValueError, match=r"broken\.json: not valid JSON"):
-        detect_format(bad)
+        detect_sweep_format(bad)
     with pytest.raises(ValueError, match="does not exist"):
         read_sweep(tmp_path / "missing.json")
 
@@ -258,7 +273,7 @@ def test_vllm_jsonl_append_result(sw, tmp_path):
     b = dict(b, max_concurrency=4)  # pretend a second level, as --append-result would collect
     p = tmp_path / "results.jsonl"
     p.write_text(json.dumps(a) + "\n" + json.dumps(b) + "\n")
-    assert detect_format(p) == "vllm"
+    assert detect_sweep_format(p) == "vllm"
     s = read_sweep(p)
     assert s.concurrency.tolist() == [2, 4]
     # bench_serve_v0.25.1.json: median_ttft_ms 55.68139649994919
@@ -559,9 +574,9 @@ def test_config_fill_and_option_errors(sw):
     assert s.config["gpu"] == "H100 PCIe" and s.config["model"] == "qwen3.6-nvfp4"
     with pytest.raises(ValueError, match="config key 'colour'"):
         read_sweep(sw / ANUD, load="concurrency", config={"colour": "red"})
-    with pytest.raises(ValueError, match="load="):
+    with pytest.raises(ValueError, match="^load must be one of 'auto', 'concurrency'"):
         read_sweep(sw / ANUD, load="closed")
-    with pytest.raises(ValueError, match="repeats="):
+    with pytest.raises(ValueError, match="^repeats must be one of 'error', 'mean'"):
         read_sweep(sw / ANUD, repeats="median")
     with pytest.raises(ValueError, match="keeps no point"):
         read_sweep(sw / ANUD, where={"model": "nope"})
@@ -669,8 +684,16 @@ def test_max_num_seqs_priority_keyword_command_manifest(tmp_path):
     assert pts.saturated.tolist() == [False, False, False, True]
     pts = read_points(tmp_path / "eng", max_num_seqs=12)  # the keyword before both
     assert set(pts.max_num_seqs) == {12} and set(pts.max_num_seqs_source) == {"max_num_seqs="}
-    with pytest.raises(ValueError, match=r"max_num_seqs=0 must be a whole number >= 1"):
+    with pytest.raises(ValueError, match=r"^max_num_seqs must be at least 1, got 0"):
         read_points(tmp_path / "eng", max_num_seqs=0)
+    for bad in ("12", True, float("nan"), 1.5):
+        with pytest.raises(ValueError, match="^max_num_seqs"):
+            read_points(tmp_path / "eng", max_num_seqs=bad)
+    for bad in ("4", True, float("nan"), 0):
+        with pytest.raises(ValueError, match="^concurrency"):
+            read_points(tmp_path / "eng", concurrency=bad)
+        with pytest.raises(ValueError, match="^prefill_rate_tps"):
+            read_sweep(tmp_path / "eng", prefill_rate_tps=bad)
 
 
 def test_without_any_engine_limit_levels_are_not_capped(tmp_path):

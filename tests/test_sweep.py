@@ -20,13 +20,13 @@ from capbook.sweep import (
     Sweep,
     blended_capacity,
     blended_service_time,
-    capacity,
     capacity_vs_long_share,
     choose_slots,
     list_sample_sweeps,
     load_sample_sweep,
-    token_cross_check,
+    token_rates_at_capacity,
 )
+from capbook.queueing import replica_capacity
 
 
 def make_table(n, tpot50, tpot95=None, tpot99=None, ttft50=None, inp=1000.0, out=200.0):
@@ -76,9 +76,9 @@ def test_illustrative_figures(illus):
     T = float(illus.service_time(32, 1500, 300))
     assert f"{T:.2f}" == "12.25"
     assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * float(illus.tpot(32)))
-    lam = float(capacity(32, T))
+    lam = float(replica_capacity(32, T))
     assert f"{lam:.2f}" == "2.61"
-    x = token_cross_check(illus, 32, 1500, 300)
+    x = token_rates_at_capacity(illus, 32, 1500, 300)
     assert f"{x['output_tps']:.0f}" == "784"
     assert f"{x['decode_only_tps']:.0f}" == "800"
     # the gap is exactly the prefill share of T
@@ -265,9 +265,9 @@ def test_service_time_defaults_and_vectorisation():
         s.prefill_time(-5)
     with pytest.raises(ValueError, match="output_tokens"):
         s.service_time(2, 100, -1)
-    assert capacity([32, 16], [12.25, 8]) == pytest.approx([32 / 12.25, 2])
-    with pytest.raises(ValueError, match="service_time_s"):
-        capacity(32, 0)
+    assert replica_capacity([32, 16], [12.25, 8]) == pytest.approx([32 / 12.25, 2])
+    with pytest.raises(ValueError, match="service_time"):
+        replica_capacity(32, 0)
 
 
 def test_blends_validate_and_match_linear_mix(illus):
@@ -373,3 +373,41 @@ def test_an_implausibly_slow_derived_prefill_is_flagged():
     slow.set_prefill_rate(12_000, "measured")
     assert not any("implausibly slow" in n for n in slow.notes)
     assert slow.prefill_time(12_000) == pytest.approx(1.0)
+
+
+def test_zero_slots_have_no_capacity_anywhere(illus):
+    # sweep's capacity used to return 0 for S = 0 where queueing.replica_capacity raised: one
+    # implementation now, and a blend or a token check at zero slots is refused the same way
+    with pytest.raises(ValueError, match="slots"):
+        replica_capacity(0, 12.25)
+    with pytest.raises(ValueError, match="slots"):
+        blended_capacity(illus, [(1.0, 1500, 300)], 0)
+    with pytest.raises(ValueError, match="slots"):
+        token_rates_at_capacity(illus, 0, 1500, 300)
+
+
+@pytest.mark.parametrize("bad", ["3", True, float("nan")])
+def test_public_functions_refuse_text_bools_and_nan(illus, bad):
+    with pytest.raises(ValueError, match="^tpot_target_s"):
+        choose_slots(illus, bad)
+    with pytest.raises(ValueError, match="^margin"):
+        choose_slots(illus, 0.05, margin=bad)
+    with pytest.raises(ValueError, match="^q"):
+        choose_slots(illus, 0.05, q=bad)
+    with pytest.raises(ValueError, match="^concurrency"):
+        illus.tpot(bad if not isinstance(bad, float) else [4, bad])
+    with pytest.raises(ValueError, match="^input_tokens"):
+        illus.prefill_time(bad)
+    with pytest.raises(ValueError, match="^prefill_rate_tps"):
+        load_sample_sweep().set_prefill_rate(bad)
+
+
+def test_sample_sweeps_honour_capbook_data(tmp_path, monkeypatch):
+    (tmp_path / "sweeps").mkdir()
+    src = load_sample_sweep().table
+    src.to_csv(tmp_path / "sweeps" / "only_mine.csv", index=False)
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path))
+    assert list_sample_sweeps() == ["only_mine"]
+    assert load_sample_sweep("only_mine").name == "only_mine"
+    with pytest.raises(ValueError, match="unknown sample sweep"):
+        load_sample_sweep()

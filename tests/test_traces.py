@@ -21,10 +21,10 @@ import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
 from capbook.traces import (
-    FORMATS,
+    LOG_FORMATS,
     Mapping,
     RequestLog,
-    detect_format,
+    detect_log_format,
     load_sample_requests,
     read_requests,
 )
@@ -86,7 +86,7 @@ def test_azure2023_matches_stdlib_reading(shared_dir, name, rows, span):
     cin = np.array([int(r["ContextTokens"]) for r in recs])
     cout = np.array([int(r["GeneratedTokens"]) for r in recs])
     log = read_requests(path)
-    assert log.format == "azure2023" and detect_format(path) == "azure2023"
+    assert log.format == "azure2023" and detect_log_format(path) == "azure2023"
     assert log.rows == len(recs) == rows  # README: 8,819 and 19,366 rows
     assert log.span_s == pytest.approx(t[-1] - t[0], abs=1e-6)
     assert log.span_s == pytest.approx(span, abs=1e-3)
@@ -217,7 +217,7 @@ def test_azure2024_timestamps_with_offset(tmp_path):
         w.writerow(["TIMESTAMP", "ContextTokens", "GeneratedTokens"])
         for k, s in enumerate(stamps):
             w.writerow([s, 100 + k, 10 + k])
-    assert detect_format(path) == "azure2024"
+    assert detect_log_format(path) == "azure2024"
     log = read_requests(path)
     expect = [dt.datetime.fromisoformat(s) for s in stamps]
     got = log.to_pandas()["arrival_time"]
@@ -340,9 +340,13 @@ def test_mapping_rejects_bad_arguments():
         Mapping(arrival_time="a", input_tokens="b", output_tokens="c", status_values={"ok": "fine"})
     with pytest.raises(ValueError, match="epoch"):
         Mapping(arrival_time="a", input_tokens="b", output_tokens="c", epoch="yesterday-ish")
-    with pytest.raises(ValueError, match="format="):
+    with pytest.raises(ValueError, match="^format must be one of 'auto', 'canonical'"):
         read_requests("x.csv", format="splunk")
-    assert FORMATS[0] == "auto"
+    # one registry: every format is a FileFormat whose reader is its column Mapping; "auto" is
+    # not a format but the instruction to detect one
+    assert "auto" not in LOG_FORMATS and list(LOG_FORMATS)[0] == "canonical"
+    assert all(f.name == k and f.description and isinstance(f.read, Mapping) and f.read.name == k
+               for k, f in LOG_FORMATS.items())
 
 
 # --------------------------------------------------------------------------------------------
@@ -626,25 +630,26 @@ def test_arrival_stats_poisson_and_idc_with_empty_windows(tmp_path):
         read_requests(p).arrival_stats(windows=(0,))
 
 
-class _FakeSweep:
-    prefill_rate_tps = 5000.0
-
-    def tpot(self, n):
-        return 0.02 + 0.0005 * n
-
-
-def test_service_cv2_from_sweep_against_numpy(tmp_path):
+def test_service_cv2_from_sweep_numbers_against_numpy(tmp_path):
+    # a sweep's two numbers given explicitly (the log no longer probes objects for them)
     df = _canonical_frame(600, seed=8)
     p = tmp_path / "svc.parquet"
     df.to_parquet(p, index=False)
     log = read_requests(p)
     keep = df[df["status"] != "failed"]
-    T = keep["input_tokens"] / 5000.0 + keep["output_tokens"] * (0.02 + 0.0005 * 32)
-    assert log.service_cv2(_FakeSweep(), concurrency=32) == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
-    with pytest.raises(ValueError, match="concurrency"):
-        log.service_cv2(_FakeSweep())
+    tpot = 0.02 + 0.0005 * 32
+    T = keep["input_tokens"] / 5000.0 + keep["output_tokens"] * tpot
+    got = log.service_cv2(prefill_rate_tps=5000.0, tpot_s=tpot)
+    assert got == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
+    svc = log.service_times(prefill_rate_tps=5000.0, tpot_s=tpot)
+    assert svc["source"] == "sweep" and svc["concurrency"] is None and svc["tpot_s"] == tpot
     with pytest.raises(ValueError, match="prefill_rate_tps"):
-        log.service_cv2(object(), concurrency=1)
+        log.service_cv2(object(), concurrency=1)  # not a Sweep: refused, not probed
+    with pytest.raises(ValueError, match="give both"):
+        log.service_cv2(tpot_s=tpot)
+    for bad in ("5000", True, float("nan"), 0):
+        with pytest.raises(ValueError, match="^prefill_rate_tps"):
+            log.service_cv2(prefill_rate_tps=bad, tpot_s=tpot)
 
 
 def test_service_cv2_with_the_real_sweep_class(tmp_path):
@@ -658,8 +663,13 @@ def test_service_cv2_with_the_real_sweep_class(tmp_path):
     df.to_parquet(p, index=False)
     keep = df[df["status"] != "failed"]
     T = keep["input_tokens"] / sw.prefill_rate_tps + keep["output_tokens"] * float(sw.tpot(16))
-    got = read_requests(p).service_cv2(sw, concurrency=16)
+    log = read_requests(p)
+    got = log.service_cv2(sw, concurrency=16)
     assert got == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
+    with pytest.raises(ValueError, match="concurrency"):
+        log.service_cv2(sw)  # at which concurrency: the sweep has no S to guess from
+    with pytest.raises(ValueError, match="not both"):
+        log.service_cv2(sw, concurrency=16, tpot_s=0.02)
 
 
 def test_peak_to_mean_and_arrays(tmp_path):
@@ -796,7 +806,7 @@ def test_relative_or_mixed_numeric_times_ask_for_the_unit(tmp_path):
                   "output_tokens": 5}).to_csv(mixed, index=False)
     with pytest.raises(ValueError, match="not Unix epoch times of one unit"):
         read_requests(mixed)
-    with pytest.raises(ValueError, match=r"time_unit='minutes': use 's', 'ms', 'us' or 'ns'"):
+    with pytest.raises(ValueError, match=r"^time_unit must be one of 's', 'ms', 'us', 'ns'; got 'minutes'"):
         read_requests(rel, time_unit="minutes")
 
 
@@ -997,3 +1007,54 @@ def test_globs_of_several_files(tmp_path):
         read_requests(tmp_path / "day*.csv")
     with pytest.raises(FileNotFoundError, match="no file matches this pattern"):
         read_requests(tmp_path / "week*.csv")
+
+
+# --------------------------------------------------------------------------------------------
+# the split: reading and validation (traces), statistics (tracestats); arguments; data paths
+# --------------------------------------------------------------------------------------------
+def test_statistics_are_logstats_of_the_log(tmp_path):
+    from capbook.tracestats import LogStats
+
+    df = _canonical_frame(400, seed=11, span_s=3 * 3600)
+    p = tmp_path / "split.parquet"
+    df.to_parquet(p, index=False)
+    log = read_requests(p)
+    assert isinstance(log, RequestLog) and log.first_us < log.last_us
+    stats = LogStats(log)
+    pd.testing.assert_frame_equal(stats.hourly(), log.hourly())
+    pd.testing.assert_frame_equal(stats.token_stats(by="tier"), log.token_stats(by="tier"))
+    assert stats.coverage() == log.coverage()
+    assert RequestLog.hourly.__doc__ == LogStats.hourly.__doc__
+    # the canonical view is queryable directly
+    n, = log.query_one("SELECT count(*) FROM req")
+    assert n == log.rows == len(df)
+    assert list(log.query("SELECT tier, count(*) AS n FROM req GROUP BY tier ORDER BY tier")["n"]) == \
+        list(df.groupby("tier").size().sort_index())
+
+
+@pytest.mark.parametrize("bad", ["3", True, float("nan")])
+def test_statistics_refuse_text_bools_and_nan(tmp_path, bad):
+    df = _canonical_frame(300, seed=12)
+    p = tmp_path / "args.parquet"
+    df.to_parquet(p, index=False)
+    log = read_requests(p)
+    with pytest.raises(ValueError, match="^period_s"):
+        log.aggregate(bad)
+    with pytest.raises(ValueError, match="^output_cap"):
+        log.token_stats(output_cap=bad)
+    with pytest.raises(ValueError, match="^windows"):
+        log.arrival_stats(windows=[bad])
+    with pytest.raises(ValueError, match="^threads"):
+        read_requests(p, threads=bad)
+
+
+def test_sample_requests_honour_capbook_data(tmp_path, monkeypatch):
+    (tmp_path / "requests").mkdir()
+    df = _canonical_frame(200, seed=13)
+    df.to_parquet(tmp_path / "requests" / "sample_requests.parquet", index=False)
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path))
+    log = load_sample_requests()
+    assert log.rows == 200 and log.path.startswith(str(tmp_path))
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="CAPBOOK_DATA"):
+        load_sample_requests()
