@@ -205,6 +205,12 @@ def array(x, name: str, *, lo: float | None = None, hi: float | None = None,
         raise _refuse(x, name, "a number or an array of numbers") from None
     if raw.dtype.kind == "b":
         raise ValueError(f"{name} must be numbers, got booleans")
+    if isinstance(x, (list, tuple)) and raw.dtype.kind in "iuf":
+        # numpy turns (1, True) into (1, 1) and (1, "2") into text: look at what was given
+        bad = next((v for v in np.ravel(np.asarray(x, dtype=object))
+                    if isinstance(v, (bool, np.bool_))), None)
+        if bad is not None:
+            raise ValueError(f"{name} must be numbers, got {bad!r} ({_kind(bad)})")
     if raw.dtype.kind not in "iuf":
         if raw.dtype.kind == "O":
             if not all(is_number(v) for v in raw.ravel()):

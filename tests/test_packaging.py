@@ -131,17 +131,14 @@ def test_the_wheel_carries_every_sample_file(wheel):
     assert not any(n.startswith(("data/", "tests/", "book/")) for n in names)
 
 
-def _loaders_beside_the_package() -> list[str]:
-    """Modules that still look for ``data/`` beside the package instead of :mod:`capbook.paths`."""
-    return sorted(p.name for p in (ROOT / "capbook").glob("*.py")
-                  if 'parents[1] / "data"' in p.read_text(encoding="utf-8"))
+def test_every_loader_finds_data_through_capbook_paths():
+    """One lookup honours CAPBOOK_DATA and the wheel's copy: no module looks beside the package."""
+    beside = sorted(p.name for p in (ROOT / "capbook").glob("*.py")
+                    if "parents[1]" in p.read_text(encoding="utf-8") and p.name != "bookbuild.py")
+    assert not beside, f"use capbook.paths.data_path in {beside}"
 
 
-# Until every loader asks capbook.paths (issue 15, done module by module on parallel branches),
-# the installed wheel cannot find its data; once none is left this test is a plain one.
 @pytest.mark.wheel
-@pytest.mark.xfail(bool(_loaders_beside_the_package()), strict=True,
-                   reason=f"loaders not yet on capbook.paths: {_loaders_beside_the_package()}")
 def test_the_installed_wheel_plans_from_its_own_data(wheel, tmp_path):
     target, cwd = tmp_path / "site", tmp_path / "elsewhere"
     cwd.mkdir()

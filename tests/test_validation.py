@@ -74,6 +74,8 @@ def test_array():
         v.array([1, -1, -2], "xs", lo=0, lo_open=True)
     with pytest.raises(ValueError, match="xs must be numbers, got booleans"):
         v.array([True, False], "xs")
+    with pytest.raises(ValueError, match=r"xs must be numbers, got True \(bool\)"):
+        v.array((1, True), "xs")
     with pytest.raises(ValueError, match=r"xs must be numbers, got '3' \(str\)"):
         v.array(np.array([1, "3"], dtype=object), "xs")
     with pytest.raises(ValueError, match="xs must be numbers, got an array of <U"):
