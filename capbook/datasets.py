@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import paths
+from .paths import data_dir  # the one lookup, re-exported for the chapters
 
 __all__ = [
     "data_dir",
@@ -57,12 +58,6 @@ _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
 
 #: The derived KubeCon NA 2025 inference-perf table, relative to :func:`data_dir`.
 KUBECON_FILE = Path("realdata") / "kubecon_inference_perf.csv"
-
-
-def data_dir() -> Path:
-    """Folder of the sample data: :func:`capbook.paths.data_dir` (``CAPBOOK_DATA``, the
-    checkout's ``data/`` or the copy installed with the package)."""
-    return paths.data_dir()
 
 
 def requests_path() -> Path | None:

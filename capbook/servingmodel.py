@@ -30,7 +30,7 @@ times follow the physics of serving:
 
 Everything is seeded (``numpy.random.Generator``); the same seed gives the same table.
 The hardware and model figures are public datasheet and model-card values, listed in
-:data:`GPUS` and :data:`MODELS` and cited in ``data/README.md``.
+:data:`GPUS` and :data:`LLMS` and cited in ``data/README.md``.
 """
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ __all__ = [
     "Workload",
     "MixedWorkload",
     "GPUS",
-    "MODELS",
+    "LLMS",
     "WORKLOADS",
     "simulate_level",
     "generate_sweep",
@@ -125,7 +125,7 @@ GPUS: dict[str, GPU] = {
 }
 
 #: Model-card figures. Cited in data/README.md.
-MODELS: dict[str, Model] = {
+LLMS: dict[str, Model] = {
     "Llama-3.1-8B": Model("Llama-3.1-8B", 8.03, 32, 8, 128),
     "Llama-3.1-70B": Model("Llama-3.1-70B", 70.6, 80, 8, 128),
     "Llama-3.2-3B": Model("Llama-3.2-3B", 3.21, 28, 8, 128),
@@ -723,7 +723,7 @@ class SweepSpec:
 
 
 def _spec_list() -> list[SweepSpec]:
-    m, g, w = MODELS, GPUS, WORKLOADS
+    m, g, w = LLMS, GPUS, WORKLOADS
     return [
         SweepSpec(
             "illustrative_chat",

@@ -12,7 +12,7 @@ import pytest
 from capbook import servingmodel as sm
 from capbook.servingmodel import (
     GPUS,
-    MODELS,
+    LLMS,
     SAMPLE_SPECS,
     WORKLOADS,
     Deployment,
@@ -35,10 +35,10 @@ def test_committed_csvs_are_regenerated_exactly(repo_root):
 
 
 def test_architecture_arithmetic():
-    m = MODELS["Llama-3.1-8B"]
+    m = LLMS["Llama-3.1-8B"]
     # 2 (K and V) x 32 layers x 8 KV heads x 128 dims x 2 bytes = 131,072 bytes per token
     assert m.kv_bytes_per_token() == 131072
-    assert MODELS["Llama-3.1-70B"].kv_bytes_per_token() == 2 * 80 * 8 * 128 * 2
+    assert LLMS["Llama-3.1-70B"].kv_bytes_per_token() == 2 * 80 * 8 * 128 * 2
     d = Deployment(m, GPUS["H100-SXM-80GB"])
     assert d.weight_bytes == pytest.approx(16.06e9)
     # (80 GB x 0.9 - 1.05 x 16.06 GB) / 131,072 B
@@ -46,7 +46,7 @@ def test_architecture_arithmetic():
 
 
 def test_decode_step_closed_form():
-    d = Deployment(MODELS["Llama-3.1-70B"], GPUS["H100-SXM-80GB"], tensor_parallel=4)
+    d = Deployment(LLMS["Llama-3.1-70B"], GPUS["H100-SXM-80GB"], tensor_parallel=4)
     bw = 3.35e12 * 0.8
     expect = 0.0025 + (141.2e9 + 10_000 * 327680) / 4 / bw + 2 * 80 * 45e-6
     assert float(d.decode_step_time(8, 10_000)) == pytest.approx(expect, rel=1e-12)
@@ -71,10 +71,10 @@ def test_calibration_against_measured_decode_latency():
       Source: ../shared/sweeps/inference-benchmarker/.../google_gemma-4-12B-it_2026-07-19-03-40-47.json,
       result "warmup", inter_token_latency_ms.p50 = 20.069.
     """
-    d70 = Deployment(MODELS["Llama-3.1-70B"], GPUS["A100-SXM-40GB"], tensor_parallel=8)
+    d70 = Deployment(LLMS["Llama-3.1-70B"], GPUS["A100-SXM-40GB"], tensor_parallel=8)
     pred = float(d70.decode_step_time(1, 213 + 107))
     assert pred == pytest.approx(0.024541, rel=0.15)
-    d12 = Deployment(MODELS["Gemma-12B"], GPUS["RTX-PRO-6000-Blackwell"])
+    d12 = Deployment(LLMS["Gemma-12B"], GPUS["RTX-PRO-6000-Blackwell"])
     pred = float(d12.decode_step_time(1, 4000 + 64))
     assert pred == pytest.approx(0.020069, rel=0.15)
 
@@ -98,7 +98,7 @@ def test_stalled_tpot_against_a_measured_rate_sweep():
 
 def test_single_stream_tpot_matches_step_time():
     """At concurrency 1 nothing interferes: mean TPOT is the mean decode step."""
-    d = Deployment(MODELS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"])
+    d = Deployment(LLMS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"])
     w = Workload("fixed", 1000, 200, spread=0.0)
     r = simulate_level(d, w, 1, 300, np.random.default_rng(3))
     # mean context during decode ~ 1000 + 1 + (200 - 2) / 2; noise mean exp(s^2/2); hiccups
@@ -138,7 +138,7 @@ def test_physics_visible_in_sample_sweeps(repo_root):
 
 
 def test_determinism_and_seed_sensitivity():
-    d = Deployment(MODELS["Llama-3.2-3B"], GPUS["L4"])
+    d = Deployment(LLMS["Llama-3.2-3B"], GPUS["L4"])
     a = generate_sweep(d, WORKLOADS["chat"], [1, 4], seed=5, requests_per_level=40)
     b = generate_sweep(d, WORKLOADS["chat"], [1, 4], seed=5, requests_per_level=40)
     c = generate_sweep(d, WORKLOADS["chat"], [1, 4], seed=6, requests_per_level=40)
@@ -162,16 +162,16 @@ def test_calibrated_illustrative_targets(repo_root):
 
 
 def test_bad_inputs():
-    m, g = MODELS["Llama-3.1-70B"], GPUS["L4"]
+    m, g = LLMS["Llama-3.1-70B"], GPUS["L4"]
     with pytest.raises(ValueError, match="does not fit"):
         Deployment(m, g)
     with pytest.raises(ValueError, match="precision"):
-        Deployment(MODELS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"], precision="fp7")
+        Deployment(LLMS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"], precision="fp7")
     with pytest.raises(ValueError, match="tensor_parallel"):
-        Deployment(MODELS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"], tensor_parallel=0)
+        Deployment(LLMS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"], tensor_parallel=0)
     with pytest.raises(ValueError, match="bw_efficiency"):
-        Deployment(MODELS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"], bw_efficiency=1.5)
-    d = Deployment(MODELS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"])
+        Deployment(LLMS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"], bw_efficiency=1.5)
+    d = Deployment(LLMS["Llama-3.1-8B"], GPUS["H100-SXM-80GB"])
     with pytest.raises(ValueError, match="concurrency"):
         simulate_level(d, WORKLOADS["chat"], 0, 10, np.random.default_rng(0))
     with pytest.raises(ValueError, match="num_requests"):
@@ -210,14 +210,14 @@ def test_blend_resweep_long_prompts_raise_tpot():
 
 
 def test_chunked_prefill_step_and_validation():
-    d = Deployment(MODELS["Llama-3.1-8B"], GPUS["A100-SXM-80GB"], chunked_prefill=2048)
+    d = Deployment(LLMS["Llama-3.1-8B"], GPUS["A100-SXM-80GB"], chunked_prefill=2048)
     # a step with no decodes is a prefill step; a step with no prompt tokens is a decode step
     assert d.mixed_step_time(0, 2000, 0.0) == pytest.approx(float(d.prefill_time(2000)))
     assert d.mixed_step_time(8, 0, 12_000.0) == pytest.approx(float(d.decode_step_time(8, 12_000.0)))
     # compute-bound when the chunk is large: time grows with the chunk
     assert d.mixed_step_time(8, 2000, 12_000.0) > d.mixed_step_time(8, 500, 12_000.0)
     with pytest.raises(ValueError, match="chunked_prefill"):
-        Deployment(MODELS["Llama-3.1-8B"], GPUS["A100-SXM-80GB"], chunked_prefill=128)
+        Deployment(LLMS["Llama-3.1-8B"], GPUS["A100-SXM-80GB"], chunked_prefill=128)
 
 
 def test_chunked_prefill_trades_ttft_for_tpot():
