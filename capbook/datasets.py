@@ -30,7 +30,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths
 from .paths import data_dir  # the one lookup, re-exported for the chapters
 
 __all__ = [

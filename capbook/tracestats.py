@@ -272,9 +272,10 @@ class LogStats:
         -------
         dict
             ``cs2``, ``mean_s`` (seconds), ``requests`` used, ``source`` (``"sweep"``: modelled
-            from a prefill rate and a TPOT, a sweep's or given; ``"measured"``: from end
-            times) and, for a sweep's, ``prefill_rate_tps``, ``tpot_s`` and ``concurrency``
-            (None when the numbers were given).
+            from the sweep's prefill rate and TPOT; ``"given rates"``: modelled from the
+            ``prefill_rate_tps`` and ``tpot_s`` passed; ``"measured"``: from end times) and,
+            when modelled, ``prefill_rate_tps``, ``tpot_s`` and ``concurrency`` (None when the
+            numbers were given).
         """
         from .sweep import Sweep
 
@@ -309,7 +310,8 @@ class LogStats:
                 raise ValueError("service_cv2: the log has no served or throttled requests")
             m1 = a * ei + b * eo
             m2 = a * a * eii + b * b * eoo + 2 * a * b * eio
-            return {"cs2": m2 / m1**2 - 1.0, "mean_s": m1, "requests": int(n), "source": "sweep",
+            return {"cs2": m2 / m1**2 - 1.0, "mean_s": m1, "requests": int(n),
+                    "source": "sweep" if sweep is not None else "given rates",
                     "prefill_rate_tps": prefill, "tpot_s": tpot, "concurrency": concurrency}
         if "end_time" not in self.log.columns:
             raise ValueError(

@@ -44,7 +44,7 @@ def test_trace_json_and_cs2_from_rates(tmp_path, capsys):
     assert main(["trace", str(p), "--json", "--prefill-rate", "4000", "--tpot", "0.03"]) == 0
     s = json.loads(capsys.readouterr().out)
     T = df["input_tokens"] / 4000 + df["output_tokens"] * 0.03
-    assert s["rows"] == 300 and s["service"]["source"] == "sweep"
+    assert s["rows"] == 300 and s["service"]["source"] == "given rates"
     assert s["service"]["cs2"] == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
     assert s["span_s"] == pytest.approx((df["arrival_time"].iloc[-1] - df["arrival_time"].iloc[0]).total_seconds())
 

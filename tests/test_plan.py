@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from capbook import datasets, queueing
+from capbook import replay as replaymod
 from capbook.forecast import synthetic_token_series
 from capbook.plan import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
 from capbook.sweep import load_sample_sweep
@@ -441,7 +442,7 @@ def test_check_serving_and_tenant_limits(sums, sweep, steps):
 
 def test_the_plan_is_its_steps(small_plan):
     p = small_plan
-    assert isinstance(p.fleet, fleetmod.FleetPlan) and isinstance(p.verification, planmod.Verification)
+    assert isinstance(p.fleet, fleetmod.FleetPlan) and isinstance(p.verification, replaymod.Verification)
     # one serving count, one stacking: the plan's stages are the fleet plan's
     assert (p.serving, p.burst, p.model_in_service) == (p.fleet.serving, p.fleet.burst, p.fleet.in_service)
     assert p.model_total == p.fleet.total and p.output_tps == p.demand.output_tps
@@ -455,7 +456,7 @@ def test_the_plan_is_its_steps(small_plan):
 
 def test_verify_plan_on_its_own(small_plan, small_log, sweep):
     models = dataclasses.replace(small_plan, verification=planmod._SKIPPED)
-    v = planmod.verify_plan(models, small_log[1], sweep, n_requests=3000)
+    v = replaymod.verify_plan(models, small_log[1], sweep, n_requests=3000)
     assert (v.status, v.met, v.replay_added) == (small_plan.verification.status, small_plan.verified,
                                                   small_plan.replay_added)
     assert v.sim == small_plan.sim and list(v.tried.columns) == ["ttft_q_s", "goodput_share", "meets"]

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import plan as planmod
+from capbook import replay as replaymod
 from capbook.arrivals import TraceArrivals, stack_busy_periods
-from capbook.plan import SLO, capacity_plan, replay_plan
+from capbook.plan import SLO, capacity_plan
+from capbook.replay import replay_plan
 from capbook.sim import ContinuousBatching, FleetSpec, Simulation
 from capbook.sweep import Sweep, load_sample_sweep
 from capbook.traces import read_requests
@@ -91,7 +92,7 @@ def _meets(plan, ttft_q, good):
 # The replay arrives at the rate it states
 # --------------------------------------------------------------------------------------------
 def _measured(plan, log, n=6000):
-    data = planmod._replay_arrivals(plan, log, n)
+    data = replaymod._replay_arrivals(plan, log, n)
     t = data["arrival_time"].to_numpy()
     return (t.size - 1) / (t[-1] - t[0])
 
@@ -234,8 +235,8 @@ def test_goodput_target_impossible_when_the_sweep_is_too_slow(tmp_path, sweep):
 
 
 def test_search_stops_at_the_cap_and_says_so(bursty, sweep, monkeypatch):
-    monkeypatch.setattr(planmod, "REPLAY_CAP_FACTOR", 1)
-    monkeypatch.setattr(planmod, "REPLAY_CAP_MAX", 4)
+    monkeypatch.setattr(replaymod, "REPLAY_CAP_FACTOR", 1)
+    monkeypatch.setattr(replaymod, "REPLAY_CAP_MAX", 4)
     p = capacity_plan(bursty, sweep, sim_requests=3000)
     assert p.verification.status == "not met" and not p.verified
     assert p.verification.cap == 4 and max(p.verification.tried.index) == 4
@@ -259,7 +260,7 @@ def test_replay_holds_the_lowest_level_below_it(tmp_path, sweep):
     from4 = Sweep(t4, name="from4")
     with pytest.raises(ValueError, match="outside the measured range"):
         from4.tpot(np.arange(1, 5))
-    svc = planmod._ReplayService(from4)
+    svc = replaymod._ReplayService(from4)
     np.testing.assert_allclose(svc.tpot([1, 2, 3, 4]), [from4.tpot(4)] * 4)
     np.testing.assert_allclose(svc.tpot([64, 80]), [from4.tpot(64)] * 2)
     t, rng = _poisson(0.5, 3600, seed=9)

@@ -642,7 +642,7 @@ def test_service_cv2_from_sweep_numbers_against_numpy(tmp_path):
     got = log.service_cv2(prefill_rate_tps=5000.0, tpot_s=tpot)
     assert got == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
     svc = log.service_times(prefill_rate_tps=5000.0, tpot_s=tpot)
-    assert svc["source"] == "sweep" and svc["concurrency"] is None and svc["tpot_s"] == tpot
+    assert svc["source"] == "given rates" and svc["concurrency"] is None and svc["tpot_s"] == tpot
     with pytest.raises(ValueError, match="prefill_rate_tps"):
         log.service_cv2(object(), concurrency=1)  # not a Sweep: refused, not probed
     with pytest.raises(ValueError, match="give both"):
@@ -653,11 +653,9 @@ def test_service_cv2_from_sweep_numbers_against_numpy(tmp_path):
 
 
 def test_service_cv2_with_the_real_sweep_class(tmp_path):
-    sweep_mod = pytest.importorskip("capbook.sweep")
-    try:
-        sw = sweep_mod.load_sample_sweep()
-    except Exception as exc:  # pragma: no cover - depends on another module's data
-        pytest.skip(f"sample sweep unavailable: {exc}")
+    from capbook.sweep import load_sample_sweep
+
+    sw = load_sample_sweep()
     df = _canonical_frame(300, seed=2)
     p = tmp_path / "svc2.parquet"
     df.to_parquet(p, index=False)
@@ -666,6 +664,8 @@ def test_service_cv2_with_the_real_sweep_class(tmp_path):
     log = read_requests(p)
     got = log.service_cv2(sw, concurrency=16)
     assert got == pytest.approx(T.var(ddof=0) / T.mean() ** 2, rel=1e-9)
+    svc = log.service_times(sw, concurrency=16)
+    assert svc["source"] == "sweep" and svc["concurrency"] == 16 and svc["tpot_s"] == float(sw.tpot(16))
     with pytest.raises(ValueError, match="concurrency"):
         log.service_cv2(sw)  # at which concurrency: the sweep has no S to guess from
     with pytest.raises(ValueError, match="not both"):

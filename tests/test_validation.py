@@ -1,7 +1,6 @@
 """The one validation module, the routing vocabulary and the data-path lookup."""
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
