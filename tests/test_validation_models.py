@@ -46,7 +46,7 @@ _MODEL = lq.LoadDependentQueue(4, flat(1.0))
 _SOLUTION = _MODEL.solve(2.0)
 _RATING = rp.ReplicaRating(9_000, 60_000)
 _SERIES = fc.hourly_series(fc.synthetic_token_series(6, seed=0))
-_DEPLOYMENT = sm.Deployment(sm.MODELS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"])
+_DEPLOYMENT = sm.Deployment(sm.LLMS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"])
 
 # (what, argument name, call with the value put in that argument, None is a valid value)
 CASES = [
@@ -119,9 +119,9 @@ CASES = [
     ("fidelity", "fit_stages", lambda v: fid.fidelity([], fit_stages=v), False),
     ("fidelity", "ttft_p99_target_s", lambda v: fid.fidelity([], ttft_p99_target_s=v), False),
     ("Deployment", "tensor_parallel",
-     lambda v: sm.Deployment(sm.MODELS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"], tensor_parallel=v), False),
+     lambda v: sm.Deployment(sm.LLMS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"], tensor_parallel=v), False),
     ("Deployment", "bw_efficiency",
-     lambda v: sm.Deployment(sm.MODELS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"], bw_efficiency=v), False),
+     lambda v: sm.Deployment(sm.LLMS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"], bw_efficiency=v), False),
     ("simulate_level", "concurrency",
      lambda v: sm.simulate_level(_DEPLOYMENT, sm.WORKLOADS["chat"], v, 10, np.random.default_rng(0)), False),
     ("stalled_tpot", "step_s", lambda v: sm.stalled_tpot(v, 0.1, 1.0), False),
@@ -208,7 +208,7 @@ def test_headroom_and_quantile_bounds_agree_across_modules():
     assert rp.replicas_for_tokens(1, 1, _RATING, headroom=1.0).headroom == 1.0
     for call in (lambda: rp.replicas_for_tokens(1, 1, _RATING, headroom=1.5),
                  lambda: rp.replicas_disaggregated(1, 1, 1, 1, headroom=1.5),
-                 lambda: sm.Deployment(sm.MODELS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"], bw_efficiency=1.5)):
+                 lambda: sm.Deployment(sm.LLMS["Llama-3.1-8B"], sm.GPUS["H100-SXM-80GB"], bw_efficiency=1.5)):
         with pytest.raises(ValueError, match=r"must lie in \(0, 1\], got 1.5"):
             call()
     # a quantile is strictly inside (0, 1) everywhere
@@ -248,7 +248,7 @@ def test_load_dependent_fleet_is_the_fewest_passing(kw):
 
 def test_one_kv_bytes_formula():
     # the engine's KV estimate and the modelled deployments use loadqueue's formula
-    m = sm.MODELS["Llama-3.1-8B"]
+    m = sm.LLMS["Llama-3.1-8B"]
     assert m.kv_bytes_per_token(2.0) == lq.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, 2.0)
     tokens = engine.kv_cache_tokens("Llama-3.1-8B", "H100 80GB")
     params_b, layers, kv_heads, head_dim = engine.model_config("Llama-3.1-8B")
