@@ -636,7 +636,7 @@ def rate_replica(sweep, demand: Demand, slo: SLO, headroom: float = 0.8) -> Repl
 
     Slots: :func:`capbook.sweep.choose_slots`; rating: :func:`capbook.replicas.rating_from_sweep`
     (or, where the sweep's input rate at S exceeds its prefill rate, the time split of
-    :func:`_split_rating`); replicas: :func:`capbook.replicas.replicas_for_tokens`.
+    ``_split_rating``); replicas: :func:`capbook.replicas.replicas_for_tokens`.
 
     Raises
     ------
