@@ -383,10 +383,16 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     _add_data_arguments(p)
+    p.add_argument("--history", metavar="CSV", default=None,
+                   help="hourly sums of a longer history than the log (period_start, model, tier, requests, "
+                        "throttled, input_tokens, output_tokens per hour) for the forecast; the log then "
+                        "supplies lengths, burstiness and the replay (default: the log's own hours; with the "
+                        "sample log, the sample gateway's 26 weeks)")
     p.add_argument("--model", default=None, help="model to plan (default: the one with most output tokens)")
     p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
     p.add_argument("--slo", default=None, metavar="SPEC",
-                   help="objectives, e.g. 'ttft=2,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse)")
+                   help="objectives, e.g. 'ttft=1,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse; "
+                        "default: p99 TTFT 1 s, p95 TPOT 50 ms, waits over 0.5 s for at most 1 %%)")
     p.add_argument("--horizon", type=float, default=4, metavar="WEEKS",
                    help="lead time of the decision in weeks: 1, 4 or 12 (default 4)")
     p.add_argument("--quantile", type=float, default=0.9, metavar="Q",
@@ -433,6 +439,21 @@ def _load_inputs(args) -> tuple:
     return log, sweep
 
 
+def _history_flag(args):
+    """The path at ``--history CSV`` once it reads as an hourly history, or None; errors name the flag."""
+    if args.history is None:
+        return None
+    from capbook.forecast import read_token_csv
+
+    if not os.path.isfile(args.history):
+        raise FileNotFoundError(f"--history {args.history}: no such file")
+    try:
+        read_token_csv(args.history)
+    except (ValueError, KeyError) as exc:
+        raise ValueError(f"--history {args.history}: {exc}") from None
+    return args.history
+
+
 def _read_sweep_flag(args):
     """The sweep at ``--sweep PATH`` read with the sweep-reading flags; raises ValueError or
     FileNotFoundError naming the flag."""
@@ -456,7 +477,7 @@ def run_plan(args: argparse.Namespace) -> int:
 
     try:
         slo = SLO.parse(args.slo) if args.slo else SLO()
-        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model)
+        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args))
         plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier,
                              slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,

@@ -35,6 +35,10 @@ from .paths import data_dir  # the one lookup, re-exported for the chapters
 __all__ = [
     "data_dir",
     "SAMPLE_SWEEP_FOR_MODEL",
+    "GATEWAY_LOG",
+    "GATEWAY_HISTORY",
+    "load_gateway",
+    "history_path",
     "PlanInputs",
     "plan_log",
     "plan_inputs",
@@ -52,11 +56,41 @@ __all__ = [
 _ENV_REQUESTS = "CAPBOOK_REQUESTS"
 _ENV_REQUESTS_FORMAT = "CAPBOOK_REQUESTS_FORMAT"
 _ENV_SWEEP = "CAPBOOK_SWEEP"
+_ENV_HISTORY = "CAPBOOK_HISTORY"
 _ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
 _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
 
 #: The derived KubeCon NA 2025 inference-perf table, relative to :func:`data_dir`.
 KUBECON_FILE = Path("realdata") / "kubecon_inference_perf.csv"
+
+
+#: The sample gateway of the running example (``tools/make_gateway.py``), relative to
+#: :func:`data_dir`: the three busiest hours as requests, and 26 weeks of hourly sums.
+GATEWAY_LOG = Path("gateway") / "peak_hours.parquet"
+GATEWAY_HISTORY = Path("gateway") / "hourly.csv"
+
+
+def history_path() -> Path | None:
+    """The reader's hourly history for the plan's forecast (``CAPBOOK_HISTORY``), or None."""
+    v = os.environ.get(_ENV_HISTORY)
+    return Path(v) if v else None
+
+
+def load_gateway():
+    """The sample gateway's request log: every request of its three busiest hours.
+
+    Its busiest hour is the running example's 40 requests/s; the hourly history beside it is
+    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.forecast.read_token_csv`). See
+    ``data/README.md``.
+
+    Returns
+    -------
+    capbook.traces.RequestLog
+    """
+    from . import traces
+    from .paths import data_path
+
+    return traces.read_requests(data_path(*GATEWAY_LOG.parts))
 
 
 def requests_path() -> Path | None:
@@ -271,38 +305,62 @@ def load_kubecon_sweeps(path=None) -> list:
 # --------------------------------------------------------------------------------------------
 # The capacity plan's inputs
 # --------------------------------------------------------------------------------------------
-#: Sample sweeps matching the models of the sample request log.
-SAMPLE_SWEEP_FOR_MODEL = {"chat-70b": "llama70b_h100_tp4_chat", "chat-8b": "llama8b_h100_chat"}
+#: Sample sweeps matching the models of the sample request logs.
+SAMPLE_SWEEP_FOR_MODEL = {"chat": "illustrative_chat", "chat-70b": "llama70b_h100_tp4_chat",
+                          "chat-8b": "llama8b_h100_chat"}
 
-#: How a plan names the sample request log.
+#: How a plan names the sample request logs.
 SAMPLE_REQUESTS_LABEL = "sample request log (data/requests)"
+SAMPLE_GATEWAY_LABEL = "sample gateway (data/gateway)"
 
 
-def _is_sample_log(log) -> bool:
-    """True when ``log`` was read from the book's sample request log."""
+def _is_file(log, rel: Path) -> bool:
+    """True when ``log`` was read from the sample file ``rel`` (relative to the data folder)."""
     from .paths import data_path
-    from .traces import SAMPLE_REQUESTS
 
     try:
-        return Path(str(getattr(log, "path", ""))).resolve() == data_path(*SAMPLE_REQUESTS).resolve()
+        return Path(str(getattr(log, "path", ""))).resolve() == data_path(*rel.parts).resolve()
     except (OSError, ValueError):
         return False
 
 
-def plan_log(log=None):
+def _is_sample_log(log) -> bool:
+    """True when ``log`` was read from the book's four-week sample request log."""
+    from .traces import SAMPLE_REQUESTS
+
+    return _is_file(log, Path(*SAMPLE_REQUESTS))
+
+
+def plan_log(log=None, history=None):
     """The request log as the plan reads it, summed once (:class:`capbook.plan.LogAggregates`).
 
     Parameters
     ----------
     log : capbook.traces.RequestLog or capbook.plan.LogAggregates, optional
-        Default: :func:`load_requests`. The sample log is labelled as such.
+        Default: ``CAPBOOK_REQUESTS`` when set, else the sample gateway (:func:`load_gateway`).
+    history : str, pathlib.Path or pandas.DataFrame, optional
+        Hourly history for the forecast (see :meth:`capbook.plan.LogAggregates.of`). Default:
+        ``CAPBOOK_HISTORY`` with the reader's log; the gateway's 26 weeks with its log.
     """
+    from .paths import data_path
     from .plan import LogAggregates
 
     if isinstance(log, LogAggregates):
-        return log
-    log = load_requests() if log is None else log
-    return LogAggregates.of(log, label=SAMPLE_REQUESTS_LABEL if _is_sample_log(log) else None)
+        return LogAggregates.of(log, history=history)
+    label = None
+    if log is None:
+        if requests_path() is not None:
+            log = load_requests()
+            history = history if history is not None else history_path()
+        else:
+            log = load_gateway()
+    if _is_file(log, GATEWAY_LOG):
+        label = SAMPLE_GATEWAY_LABEL
+        if history is None:
+            history = data_path(*GATEWAY_HISTORY.parts)
+    elif _is_sample_log(log):
+        label = SAMPLE_REQUESTS_LABEL
+    return LogAggregates.of(log, label=label, history=history)
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,11 +395,13 @@ class PlanInputs:
         return kw
 
 
-def plan_inputs(log=None, sweep=None, *, model: str | None = None) -> PlanInputs:
+def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None) -> PlanInputs:
     """The request log and sweep a capacity plan is built from, with the book's defaults.
 
-    * the log: ``log``, else :func:`load_requests` (``CAPBOOK_REQUESTS`` or the sample log);
-    * the sweep: ``sweep``, else ``CAPBOOK_SWEEP``; else, for the sample log, the sample sweep
+    * the log: ``log``, else ``CAPBOOK_REQUESTS``, else the sample gateway (:func:`plan_log`);
+    * the forecast's history: ``history``, else ``CAPBOOK_HISTORY`` with the reader's log, the
+      gateway's 26 weeks with the gateway, else the log's own hours;
+    * the sweep: ``sweep``, else ``CAPBOOK_SWEEP``; else, for a sample log, the sample sweep
       of the model (:data:`SAMPLE_SWEEP_FOR_MODEL`; the model is ``model`` or the plan's
       default, :func:`capbook.plan.select_traffic`); else the book's illustrative sweep,
       with a note that it stands in for the reader's deployment.
@@ -352,6 +412,8 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None) -> PlanInputs
     sweep : capbook.sweep.Sweep, optional
     model : str, optional
         Model to plan; passed on to the plan.
+    history : str, pathlib.Path or pandas.DataFrame, optional
+        Hourly history for the forecast (:meth:`capbook.plan.LogAggregates.of`).
 
     Returns
     -------
@@ -361,13 +423,13 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None) -> PlanInputs
     --------
     On the sample data (no ``CAPBOOK_REQUESTS`` or ``CAPBOOK_SWEEP`` set):
 
-    >>> plan_inputs(model="chat-8b").sweep_label
-    'sample sweep llama8b_h100_chat (modelled, not measured)'
+    >>> plan_inputs().sweep_label
+    'sample sweep illustrative_chat (modelled, not measured)'
     """
     from .plan import select_traffic
     from .sweep import load_sample_sweep
 
-    sums = plan_log(log)
+    sums = plan_log(log, history)
     notes: tuple = ()
     if sweep is not None:
         label = getattr(sweep, "name", None) or "sweep"
@@ -375,7 +437,7 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None) -> PlanInputs
         sweep, label = load_sweep(), str(sweep_path())
     else:
         chosen = None
-        if sums.label == SAMPLE_REQUESTS_LABEL:
+        if sums.label in (SAMPLE_REQUESTS_LABEL, SAMPLE_GATEWAY_LABEL):
             chosen = model if model is not None else select_traffic(sums, None, None).model
         if chosen in SAMPLE_SWEEP_FOR_MODEL:
             name = SAMPLE_SWEEP_FOR_MODEL[chosen]

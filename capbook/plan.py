@@ -133,7 +133,7 @@ class SLO:
         share to also stream in time).
     """
 
-    ttft_target_s: float = 2.0
+    ttft_target_s: float = 1.0
     ttft_quantile: float = 0.99
     tpot_target_s: float = 0.05
     tpot_percentile: int = 95
@@ -203,7 +203,7 @@ class SLO:
         Examples
         --------
         >>> SLO().describe()
-        'p99 TTFT ≤ 2 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
+        'p99 TTFT ≤ 1 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
         """
         return (f"p{100 * self.ttft_quantile:g} TTFT ≤ {self.ttft_target_s:g} s, p{self.tpot_percentile} TPOT ≤ "
                 f"{1000 * self.tpot_target_s:g} ms, P(wait > {self.wait_target_s:g} s) ≤ {100 * self.late_share:g} %, "
@@ -357,11 +357,14 @@ class LogAggregates:
     label : str
         How the plan names the log (default: its path).
     hourly : pandas.DataFrame
-        :meth:`capbook.traces.RequestLog.hourly`.
+        Hourly sums per model and tier that the forecast reads: the log's own
+        (:meth:`capbook.traces.RequestLog.hourly`), or the ``history`` given to :meth:`of`.
     per_minute : pandas.DataFrame
         Per-minute sums by model, tier and, when the log has one, tenant.
     has_tenants : bool
         Whether ``per_minute`` is split by tenant.
+    history_label : str or None
+        Where ``hourly`` came from when it is not the log's own (None: the log).
     """
 
     log: object
@@ -369,28 +372,76 @@ class LogAggregates:
     hourly: pd.DataFrame = field(repr=False)
     per_minute: pd.DataFrame = field(repr=False)
     has_tenants: bool
+    history_label: str | None = None
 
     @classmethod
-    def of(cls, log, label: str | None = None) -> "LogAggregates":
+    def of(cls, log, label: str | None = None, *, history=None,
+           history_label: str | None = None) -> "LogAggregates":
         """Sum ``log`` (a :class:`capbook.traces.RequestLog`; a :class:`LogAggregates` is
-        returned as it is, relabelled when ``label`` is given)."""
+        returned as it is, relabelled when ``label`` is given).
+
+        Parameters
+        ----------
+        log : capbook.traces.RequestLog or LogAggregates
+        label : str, optional
+            How the plan names the log.
+        history : str, pathlib.Path or pandas.DataFrame, optional
+            Hourly sums covering more weeks than the log (a gateway's long history beside a
+            log of its busiest hours): a CSV in the hourly layout
+            (:func:`capbook.forecast.read_token_csv`: ``period_start``, ``model``, ``tier``,
+            ``requests``, ``throttled``, ``input_tokens``, ``output_tokens`` per hour; other
+            columns such as ``tenant`` are summed over) or such a frame. The forecast then
+            reads it; the lengths, the burstiness, the busiest 60 minutes, the tenant limits and
+            the replay still come from the log.
+        history_label : str, optional
+            How the plan names the history (default: its path).
+        """
         if isinstance(log, cls):
+            if history is not None:
+                raise ValueError("history: give it with the request log, not with an already summed LogAggregates")
             return log if label is None else dataclasses.replace(log, label=label)
         if not hasattr(log, "hourly") or not hasattr(log, "per_minute"):
             raise ValueError(f"log must be a capbook.traces.RequestLog, got {type(log).__name__}")
-        hourly = log.hourly()
+        if history is None:
+            hourly = log.hourly()
+        else:
+            hourly, where = _read_history(history)
+            history_label = history_label or where
         try:
             minute, tenants = log.per_minute(by=("model", "tier", "tenant")), True
         except ValueError:
             minute, tenants = log.per_minute(by=("model", "tier")), False
         if label is None:
             label = str(getattr(log, "path", "")) or "request log"
-        return cls(log, label, hourly, minute, tenants)
+        return cls(log, label, hourly, minute, tenants, history_label)
 
     @functools.cached_property
     def frame(self) -> pd.DataFrame:
         """Every request of the log as one pandas frame (read on first use: the replay needs it)."""
         return self.log.to_pandas()
+
+
+def _read_history(history) -> tuple[pd.DataFrame, str]:
+    """The hourly history as the plan reads it (one row per hour, model and tier) and its name."""
+    from .forecast import HOURLY_COLUMNS, read_token_csv
+
+    if isinstance(history, (str, Path)):
+        if not Path(history).is_file():
+            raise FileNotFoundError(f"history {history}: no such file")
+        frame, where = read_token_csv(history), str(history)
+    elif isinstance(history, pd.DataFrame):
+        missing = [c for c in HOURLY_COLUMNS if c not in history.columns]
+        if missing:
+            raise ValueError(f"history: missing column(s) {missing}; expected {list(HOURLY_COLUMNS)}")
+        frame, where = history.copy(), "hourly history"
+        frame["period_start"] = pd.to_datetime(frame["period_start"], utc=True)
+    else:
+        raise ValueError(f"history must be a path to an hourly CSV or a pandas DataFrame, got {type(history).__name__}")
+    if frame.empty:
+        raise ValueError(f"history {where}: no rows")
+    sums = list(HOURLY_COLUMNS[3:])
+    hourly = frame.groupby(["period_start", "model", "tier"], as_index=False, sort=True)[sums].sum()
+    return hourly, where
 
 
 def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
@@ -457,6 +508,11 @@ def select_traffic(log: LogAggregates, model: str | None = None, tier: str | Non
         else:
             raise ValueError(f"tier {tier!r} is not in the request log for model {model!r}; tiers are {tiers}")
     sel = _select(hourly, model, tier)
+    if log.history_label is not None and len(sel):
+        hours = pd.DatetimeIndex(sel["period_start"])
+        notes.append(f"forecast from the hourly history {log.history_label} ({(hours.max() - hours.min()).days / 7 + 1 / 168:.0f} "
+                     f"weeks, {hours.min():%Y-%m-%d} to {hours.max():%Y-%m-%d}); lengths, burstiness, the busiest 60 "
+                     f"minutes and the replay from the request log ({log.log.span_s / 3600:.3g} h)")
     if sel["requests"].sum() == 0 or sel["output_tokens"].sum() == 0:
         raise ValueError(f"the request log has no requests with output tokens for model {model!r}"
                          + (f", tier {tier!r}" if tier else ""))
@@ -1033,7 +1089,8 @@ class CapacityPlan:
     def binding(self) -> str:
         """Which check set the serving count."""
         cands = [("rating and headroom", self.need.replicas), ("Erlang C wait", self.erlang_replicas),
-                 ("load-dependent TTFT", self.loadq_replicas or 0)]
+                 ("load-dependent TTFT", self.loadq_replicas or 0),
+                 ("the engine model's p99 TTFT", self.engine_check.replicas or 0)]
         return max(cands, key=lambda c: c[1])[0]
 
     def stages(self) -> pd.DataFrame:

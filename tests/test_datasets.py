@@ -196,16 +196,22 @@ def test_data_dir_is_the_one_lookup_of_capbook_paths(tmp_path, monkeypatch):
 
 def test_plan_inputs_pick_the_sample_sweep_of_each_sample_model():
     from capbook.plan import LogAggregates
+    from capbook.traces import load_sample_requests
 
     by_default = datasets.plan_inputs()
     assert isinstance(by_default.log, LogAggregates)
-    assert by_default.log.label == "sample request log (data/requests)"
-    # the plan's default model of the sample log is chat-70b (most output tokens)
-    assert by_default.sweep.name == datasets.SAMPLE_SWEEP_FOR_MODEL["chat-70b"] and by_default.notes == ()
-    assert by_default.sweep_label == "sample sweep llama70b_h100_tp4_chat (modelled, not measured)"
-    assert "model" not in by_default.arguments
-    small = datasets.plan_inputs(by_default.log, model="chat-8b")
-    assert small.log is by_default.log                  # the sums are not taken again
+    # by default the plan reads the running example's gateway: its log and its 26-week history
+    assert by_default.log.label == datasets.SAMPLE_GATEWAY_LABEL == "sample gateway (data/gateway)"
+    assert by_default.log.history_label.endswith("hourly.csv")
+    assert by_default.sweep.name == datasets.SAMPLE_SWEEP_FOR_MODEL["chat"] == "illustrative_chat"
+    assert by_default.sweep_label == "sample sweep illustrative_chat (modelled, not measured)"
+    assert by_default.notes == () and "model" not in by_default.arguments
+    # the four-week log of "Know your traffic" keeps its own sweeps; its default model is chat-70b
+    four = datasets.plan_inputs(load_sample_requests())
+    assert four.log.label == "sample request log (data/requests)" and four.log.history_label is None
+    assert four.sweep.name == datasets.SAMPLE_SWEEP_FOR_MODEL["chat-70b"]
+    small = datasets.plan_inputs(four.log, model="chat-8b")
+    assert small.log is four.log                        # the sums are not taken again
     assert small.sweep.name == "llama8b_h100_chat" and small.arguments["model"] == "chat-8b"
     assert set(small.arguments) == {"log", "sweep", "sweep_label", "input_notes", "model"}
 

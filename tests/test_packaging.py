@@ -159,7 +159,7 @@ def test_the_installed_wheel_plans_from_its_own_data(wheel, tmp_path):
     assert (cwd / "out" / "plan.csv").is_file() and (cwd / "out" / "plan.md").is_file()
     assert str(ROOT) not in r.stdout + r.stderr
     # and it is that copy it reads: without it, the same command fails on the file it misses
-    (target / "capbook" / "sample_data" / "requests" / "sample_requests.parquet").unlink()
+    (target / "capbook" / "sample_data" / "gateway" / "hourly.csv").unlink()
     r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--out", "out2"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
-    assert r.returncode == 2 and "sample_requests" in r.stderr, r.stdout + r.stderr
+    assert r.returncode == 2 and "hourly.csv" in r.stderr, r.stdout + r.stderr

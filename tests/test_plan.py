@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets, queueing
+from capbook import datasets, queueing, traces
 from capbook import replay as replaymod
 from capbook.forecast import synthetic_token_series
 from capbook.plan import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
@@ -270,7 +270,9 @@ def test_plan_rejects_a_non_sweep(small_log):
 def test_sample_plan_is_forecast_and_checked(monkeypatch):
     monkeypatch.delenv("CAPBOOK_REQUESTS", raising=False)
     monkeypatch.delenv("CAPBOOK_SWEEP", raising=False)
-    p = capacity_plan(**datasets.plan_inputs(model="chat-70b").arguments, sim_requests=2000)
+    four_weeks = traces.load_sample_requests()   # the small four-week log of "Know your traffic"
+    p = capacity_plan(**datasets.plan_inputs(four_weeks, model="chat-70b").arguments, sim_requests=2000)
+    assert p.source["requests"] == datasets.SAMPLE_REQUESTS_LABEL
     assert p.source["sweep"].startswith("sample sweep llama70b_h100_tp4_chat")
     assert p.peaks[1].method == "calibrated" and p.peaks[4].method == "sqrt_h"   # four weeks of history
     assert p.output_tps > p.observed_peak_output_tps    # growth and the P90 band lift the peak
