@@ -1,0 +1,210 @@
+"""Charts of the *Pooling* and *Routing* chapters: what one shared queue is worth.
+
+Both charts embed a grid that capbook computes when the page is built and let Vega-Lite
+sliders pick a slice of it in the browser, so they stay interactive on the static site.
+
+* :func:`safe_utilisation_chart`: the highest utilisation a pool of ``c`` slots can run at
+  while at most a target share of requests waits longer than ``t`` (*Pooling*).
+* :func:`late_share_chart`: the share of late requests against the number of replicas, for
+  one shared queue and for a queue per replica, at a chosen peak demand (*Routing*).
+"""
+from __future__ import annotations
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from .. import fleet
+from .. import queueing as q
+from ..validation import array, integer, nonnegative, positive, probability
+from . import slider
+
+__all__ = ["safe_utilisation_grid", "safe_utilisation_chart", "late_share_grid", "late_share_chart"]
+
+#: Pool sizes (slots) drawn by default: from one slot to a thousand, evenly on a log axis.
+POOL_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200,
+              256, 320, 400, 512, 640, 800, 1000)
+
+
+def _bisect_safe_utilisation(c, t_over_T, target, iterations=60):
+    # P(W > t) = C(c, rho c) exp(-c (1 - rho) t / T) increases with rho on (0, 1): bisection
+    # on rho converges to the unique root, every grid point at once.
+    c, t_over_T, target = np.broadcast_arrays(*(np.asarray(x, float) for x in (c, t_over_T, target)))
+    lo, hi = np.zeros(c.shape), np.ones(c.shape)
+    for _ in range(iterations):
+        mid = (lo + hi) / 2
+        meets = q.log_erlang_c(c, mid * c) - c * (1 - mid) * t_over_T <= np.log(target)
+        lo, hi = np.where(meets, mid, lo), np.where(meets, hi, mid)
+    return lo
+
+
+def safe_utilisation_grid(service_time=8.0, slots=POOL_SIZES, thresholds=None, targets_pct=None):
+    """Highest safe utilisation for every pool size, wait threshold and target share.
+
+    Parameters
+    ----------
+    service_time : float
+        Mean seconds a request holds a slot (T).
+    slots : sequence of int
+        Pool sizes ``c`` (slots behind one queue), each ≥ 1.
+    thresholds : sequence of float, optional
+        Wait thresholds ``t`` in seconds, each ≥ 0; default 0 to 4 s in steps of 0.5 s.
+    targets_pct : sequence of float, optional
+        Largest share of requests allowed to wait longer than ``t``, in percent (0 to 100,
+        exclusive); default 1 to 10 %.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per combination: ``c`` (slots), ``t`` (s), ``target`` (%) and ``safe`` (the
+        highest utilisation ρ with ``P(W > t) ≤ target``, a fraction rounded to 4 decimals).
+        Agrees with :func:`capbook.queueing.max_utilisation` to that precision.
+    """
+    ts = positive(service_time, "service_time")
+    c = array(slots, "slots", lo=1, integer=True, nonempty=True, ndim=1)
+    t = array(np.arange(0.0, 4.01, 0.5) if thresholds is None else thresholds, "thresholds", lo=0)
+    p = array(np.arange(1, 11) if targets_pct is None else targets_pct, "targets_pct", lo=0, hi=100,
+              lo_open=True, hi_open=True)
+    gc, gt, gp = np.meshgrid(c, t, p, indexing="ij")
+    safe = _bisect_safe_utilisation(gc, gt / ts, gp / 100)
+    return pd.DataFrame({"c": gc.ravel().astype(int), "t": gt.ravel(), "target": gp.ravel(),
+                         "safe": np.round(safe.ravel(), 4)})
+
+
+def safe_utilisation_chart(service_time=8.0, slots=POOL_SIZES, thresholds=None, targets_pct=None,
+                           t=2.0, target_pct=5.0, rule=0.70):
+    """Safe utilisation against pool size, with sliders for the wait threshold and target.
+
+    Parameters
+    ----------
+    service_time, slots, thresholds, targets_pct
+        As in :func:`safe_utilisation_grid` (seconds, slots, seconds, percent).
+    t : float
+        Initial wait threshold on the slider, seconds (one of ``thresholds``).
+    target_pct : float
+        Initial target share on the slider, percent (one of ``targets_pct``).
+    rule : float
+        Utilisation drawn as a dashed "run at …" line, a fraction in (0, 1).
+
+    Returns
+    -------
+    altair.LayerChart
+        A line of ``safe`` against ``c`` (log axis) filtered by the sliders ``wait_t`` and
+        ``target_pct``, with the safe arrival rate ``safe × c / T`` (requests per second) in
+        the tooltip.
+    """
+    grid = safe_utilisation_grid(service_time, slots, thresholds, targets_pct)
+    t0 = nonnegative(t, "t")
+    p0 = positive(target_pct, "target_pct")
+    r = probability(rule, "rule")
+    for value, column, name in ((t0, "t", "t"), (p0, "target", "target_pct")):
+        if not np.isclose(grid[column], value).any():
+            raise ValueError(f"{name} must be one of the grid's values {sorted(set(grid[column]))}, got {value}")
+    t_values, p_values = np.unique(grid["t"]), np.unique(grid["target"])
+    t_step = float(np.min(np.diff(t_values))) if len(t_values) > 1 else 1.0
+    p_step = float(np.min(np.diff(p_values))) if len(p_values) > 1 else 1.0
+    t_p = slider("wait_t", t0, float(t_values[0]), float(t_values[-1]), t_step,
+                 f"wait threshold t (s), T = {service_time:g} s")
+    p_p = slider("target_pct", p0, float(p_values[0]), float(p_values[-1]), p_step,
+                 "target share waiting over t (%)")
+    curve = alt.Chart(grid).transform_filter(
+        "datum.t == wait_t && datum.target == target_pct"
+    ).transform_calculate(rate=f"datum.safe * datum.c / {float(service_time)}").mark_line(point=True).encode(
+        x=alt.X("c:Q", title="slots in the pool, c (log scale)", scale=alt.Scale(type="log")),
+        y=alt.Y("safe:Q", title="highest utilisation meeting the SLO", axis=alt.Axis(format="%"),
+                scale=alt.Scale(domain=[0, 1])),
+        tooltip=[alt.Tooltip("c:Q", title="slots"),
+                 alt.Tooltip("safe:Q", title="safe utilisation", format=".1%"),
+                 alt.Tooltip("rate:Q", title="safe rate (req/s)", format=".2f")],
+    )
+    line = alt.Chart(pd.DataFrame({"y": [r], "label": [f"“run at {100 * r:.0f} %”"]}))
+    line = line.mark_rule(strokeDash=[4, 4]).encode(y="y:Q") + line.mark_text(
+        align="left", x=5, dy=-7).encode(y="y:Q", text="label:N")
+    return (curve + line).add_params(t_p, p_p).properties(title="Safe utilisation grows with pool size")
+
+
+def late_share_grid(slots, service_time, t, demands, target=0.01, floor=1e-6):
+    """Share of late requests against fleet size, pooled and with a queue per replica.
+
+    Parameters
+    ----------
+    slots : int
+        Slots per replica (S).
+    service_time : float
+        Mean seconds a request holds a slot (T).
+    t : float
+        Wait threshold, seconds.
+    demands : sequence of float
+        Peak demands to tabulate, requests per second (each > 0).
+    target : float
+        Late-share budget, a fraction in (0, 1); the replica axis runs to twice the
+        per-replica-queue answer for it.
+    floor : float
+        Shares below this are dropped (they leave a log-scale chart).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Rows ``demand`` (req/s), ``replicas``, ``routing`` ("one shared queue" or "a queue per
+        replica") and ``late`` = :func:`capbook.fleet.late_share` (``"pooled"`` or
+        ``"round-robin"``), for replica counts from two below the Little's-law floor to twice
+        the per-replica-queue answer for ``target``.
+    """
+    s = integer(slots, "slots", minimum=1)
+    ts = positive(service_time, "service_time")
+    tt = nonnegative(t, "t")
+    lams = array(demands, "demands", lo=0, lo_open=True, nonempty=True, ndim=1)
+    p = probability(target, "target")
+    fl = probability(floor, "floor")
+    rows = []
+    for lam in lams:
+        n_max = max(2, int(2 * q.replicas_isolated(lam, s, ts, tt, p)))
+        n = np.arange(max(1, int(np.ceil(lam * ts / s)) - 2), n_max + 1)
+        for routing, label in (("pooled", "one shared queue"), ("round-robin", "a queue per replica")):
+            late = np.asarray(fleet.late_share(n, s, lam, ts, tt, routing), dtype=float)
+            rows.append(pd.DataFrame({"demand": lam, "replicas": n, "routing": label, "late": late}))
+    grid = pd.concat(rows, ignore_index=True)
+    return grid[grid["late"] >= fl].reset_index(drop=True)
+
+
+def late_share_chart(slots, service_time, t, target, demands, demand=None):
+    """Late share against replicas for both queue models, with a peak-demand slider.
+
+    Parameters
+    ----------
+    slots, service_time, t, demands
+        As in :func:`late_share_grid` (slots, seconds, seconds, requests per second); the
+        demands must be evenly spaced, since the slider steps between them.
+    target : float
+        Late-share budget drawn as a dashed line, a fraction in (0, 1).
+    demand : float, optional
+        Initial demand on the slider, requests per second (one of ``demands``; default the
+        first).
+
+    Returns
+    -------
+    altair.LayerChart
+        Lines of ``late`` (log axis) against ``replicas``, coloured by routing and filtered by
+        the slider parameter ``demand``, plus the budget rule.
+    """
+    grid = late_share_grid(slots, service_time, t, demands, target)
+    p = probability(target, "target")
+    lams = np.unique(np.asarray(demands, float))
+    steps = np.diff(lams)
+    if len(lams) > 1 and not np.allclose(steps, steps[0]):
+        raise ValueError("demands must be evenly spaced for the slider")
+    d0 = float(lams[0] if demand is None else positive(demand, "demand"))
+    if not np.isclose(lams, d0).any():
+        raise ValueError(f"demand must be one of demands, got {d0}")
+    d_p = slider("demand", d0, float(lams[0]), float(lams[-1]), float(steps[0]) if len(lams) > 1 else 1.0,
+                 "peak demand (req/s)")
+    lines = alt.Chart(grid).mark_line(point=True).encode(
+        x=alt.X("replicas:Q", title="replicas"),
+        y=alt.Y("late:Q", title=f"share of requests waiting > {float(t):g} s",
+                scale=alt.Scale(type="log", domain=[1e-6, 1]), axis=alt.Axis(format="~%")),
+        color=alt.Color("routing:N", title=None),
+        tooltip=["routing:N", "replicas:Q", alt.Tooltip("late:Q", title=f"P(wait > {float(t):g} s)", format=".3%")],
+    ).transform_filter("datum.demand == demand")
+    budget = alt.Chart(pd.DataFrame({"y": [p]})).mark_rule(strokeDash=[5, 4]).encode(y="y:Q")
+    return (lines + budget).add_params(d_p).properties(
+        title="Late requests against fleet size: one shared queue vs a queue per replica")
