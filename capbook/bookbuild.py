@@ -88,10 +88,12 @@ def _environ(env: dict):
                 os.environ[k] = v
 
 
-def _data_env(requests, requests_format, sweep, requests_options=None, sweep_options=None) -> dict:
+def _data_env(requests, requests_format, sweep, requests_options=None, sweep_options=None,
+              history=None) -> dict:
     import json
 
     return {
+        "CAPBOOK_HISTORY": str(Path(history).resolve()) if history else None,
         "CAPBOOK_REQUESTS": str(Path(requests).resolve()) if requests else None,
         "CAPBOOK_REQUESTS_FORMAT": requests_format if requests and requests_format not in (None, "auto") else None,
         "CAPBOOK_REQUESTS_OPTIONS": json.dumps(requests_options) if requests and requests_options else None,
@@ -131,6 +133,8 @@ def data_note(source: dict, when: str) -> str:
         f"- sweep: `{source['sweep']}`" + _options_text(source.get("sweep_options")),
         "",
     ]
+    if source.get("history"):
+        lines.insert(-1, f"- hourly history: `{source['history']}`")
     if source["sample"]:
         lines.append("These are the book's sample data, so every figure matches the published book.")
     else:
@@ -224,7 +228,7 @@ def _first_error(exc: BaseException) -> str:
 def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None, timeout: int = 300,
                keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None,
                jobs: int = 2, requests_options: dict | None = None,
-               sweep_options: dict | None = None) -> int:
+               sweep_options: dict | None = None, history=None) -> int:
     """Execute every chapter on the given data and build the site into ``out``.
 
     Parameters
@@ -237,6 +241,9 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         (``capbook book`` reads both before calling this).
     requests_format : str
         Format of the request log (see :data:`capbook.traces.LOG_FORMATS`).
+    history : str or Path, optional
+        Hourly history of the reader's log for the capstone's forecast (``CAPBOOK_HISTORY``;
+        see :meth:`capbook.plan.LogAggregates.of`).
     requests_options, sweep_options : dict, optional
         Further keyword arguments of :func:`capbook.traces.read_requests` (``drop_invalid``,
         ``time_unit``, ``sort``) and :func:`capbook.importers.read_sweep` (``load``, ``where``,
@@ -275,10 +282,10 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         if any(out.iterdir()) and not (out / _MARKER).is_file():
             raise ValueError(f"--out {out} exists and is not empty (and is not an earlier capbook book "
                              "build); choose a new folder")
-    for p, name in ((requests, "requests"), (sweep, "sweep")):
+    for p, name in ((requests, "requests"), (sweep, "sweep"), (history, "history")):
         if p is not None and not Path(p).exists():
             raise FileNotFoundError(f"--{name} {p}: no such file")
-    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options)
+    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options, history)
     with _environ(env_vars):
         source = datasets.data_source()
     env = os.environ.copy()

@@ -47,6 +47,9 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output-cap", default=None, metavar="TOKENS",
                    help="report the share of requests above this max-tokens cap")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--hourly", metavar="CSV", default=None,
+                   help="also write the log's hourly sums per model, tier (and tenant) to CSV: the "
+                        "history `capbook plan --history` reads")
     g = p.add_argument_group("service times (Cs2 from token counts): a sweep, or two rates")
     g.add_argument("--sweep", default=None, metavar="PATH",
                    help="a sweep (any format capbook.importers reads), read with the flags below; "
@@ -100,11 +103,30 @@ def run_trace(args: argparse.Namespace) -> int:
                         prefill_rate_tps=prefill, tpot_s=tpot)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
+    if args.hourly is not None:
+        try:
+            rows = _write_hourly(log, args.hourly)
+        except (ValueError, OSError) as exc:
+            return _fail("trace", ValueError(f"--hourly {args.hourly}: {exc}"))
+        print(f"capbook trace: wrote {rows:,} hourly rows to {args.hourly}", file=sys.stderr)
     if args.json:
         print(json.dumps(_jsonable(s), indent=2))
         return 0
     _print_summary(s)
     return 0
+
+
+def _write_hourly(log, path) -> int:
+    """Write ``log``'s hourly sums (per model, tier and tenant when it has one) as the CSV that
+    :func:`capbook.forecast.read_token_csv` and ``capbook plan --history`` read; returns rows."""
+    try:
+        hourly = log.hourly(by=("model", "tier", "tenant"))
+    except ValueError:
+        hourly = log.hourly()
+    hourly = hourly[hourly["requests"] > 0].copy()
+    hourly["period_start"] = hourly["period_start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
+    hourly.to_csv(path, index=False, lineterminator="\n")
+    return len(hourly)
 
 
 def _jsonable(s: dict) -> dict:
@@ -240,6 +262,14 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
                    help="sweep of your deployment: a load generator's result file or folder (any "
                         "format capbook reads), or a capbook sweep CSV; default: a sample sweep")
     _add_sweep_reading_arguments(g)
+
+
+def _add_history_argument(p) -> None:
+    p.add_argument("--history", metavar="CSV", default=None,
+                   help="with --requests: hourly sums of a longer history than the log (period_start, model, "
+                        "tier, requests, throttled, input_tokens, output_tokens per hour) for the forecast; "
+                        "the log then supplies lengths, burstiness and the replay (default: the log's own "
+                        "hours; without --requests, the sample gateway's 26 weeks)")
 
 
 def _add_log_reading_arguments(g) -> None:
@@ -383,11 +413,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     _add_data_arguments(p)
-    p.add_argument("--history", metavar="CSV", default=None,
-                   help="hourly sums of a longer history than the log (period_start, model, tier, requests, "
-                        "throttled, input_tokens, output_tokens per hour) for the forecast; the log then "
-                        "supplies lengths, burstiness and the replay (default: the log's own hours; with the "
-                        "sample log, the sample gateway's 26 weeks)")
+    _add_history_argument(p)
     p.add_argument("--model", default=None, help="model to plan (default: the one with most output tokens)")
     p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
     p.add_argument("--slo", default=None, metavar="SPEC",
@@ -444,6 +470,9 @@ def _history_flag(args):
     if args.history is None:
         return None
     from capbook.forecast import read_token_csv
+
+    if args.requests is None:
+        raise ValueError("--history applies to --requests LOG (the history of that log); give the log too")
 
     if not os.path.isfile(args.history):
         raise FileNotFoundError(f"--history {args.history}: no such file")
@@ -506,6 +535,7 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     _add_data_arguments(p)
+    _add_history_argument(p)
     p.add_argument("--out", default="capbook-book", metavar="DIR",
                    help="folder for the built site (default ./capbook-book); index.html inside")
     p.add_argument("--timeout", default="300", metavar="SECONDS",
@@ -526,7 +556,7 @@ def run_book(args: argparse.Namespace) -> int:
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
                                     sweep=args.sweep, timeout=timeout, keep_notebooks=args.keep,
                                     jobs=jobs, requests_options=_requests_options(args),
-                                    sweep_options=_sweep_options(args))
+                                    sweep_options=_sweep_options(args), history=_history_flag(args))
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
 

@@ -114,6 +114,7 @@ def data_source() -> dict:
     """Describe the data the book is running on (shown on the first page of a built site)."""
     return {
         "requests": str(requests_path()) if requests_path() else SAMPLE_REQUESTS_LABEL,
+        "history": str(history_path()) if requests_path() and history_path() else None,
         "sweep": str(sweep_path()) if sweep_path() else "sample sweeps (data/sweeps)",
         "sample": using_sample_data(),
         "requests_options": requests_options() if requests_path() else {},

@@ -160,3 +160,39 @@ def test_reader_history_from_the_environment(tmp_path, monkeypatch):
     sums = datasets.plan_log()
     assert sums.label == str(mine) and sums.history_label == str(HISTORY)
     assert sums.hourly["period_start"].nunique() == 26 * HOURS_PER_WEEK
+
+
+def test_history_without_a_log_is_refused_by_name(tmp_path, capsys):
+    for cmd in (["plan", "--no-sim"], ["book"]):
+        assert cli_main([*cmd, "--history", str(HISTORY), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err
+        assert "--history applies to --requests LOG" in err and "Traceback" not in err
+
+
+def test_book_passes_the_history_to_the_chapters(monkeypatch):
+    from capbook import bookbuild
+
+    env = bookbuild._data_env(str(LOG), "auto", None, history=str(HISTORY))
+    assert env["CAPBOOK_HISTORY"] == str(HISTORY.resolve()) and env["CAPBOOK_REQUESTS"] == str(LOG.resolve())
+    for k, v in env.items():
+        if v is None:
+            monkeypatch.delenv(k, raising=False)
+        else:
+            monkeypatch.setenv(k, v)
+    source = datasets.data_source()
+    assert source["history"] == str(HISTORY.resolve())
+    note = bookbuild.data_note(source, "2026-12-01 18:00 UTC")
+    assert f"- hourly history: `{HISTORY.resolve()}`" in note
+
+
+def test_trace_hourly_writes_the_history_plan_reads(tmp_path, capsys, history):
+    out = tmp_path / "hourly.csv"
+    assert cli_main(["trace", str(LOG), "--hourly", str(out)]) == 0
+    assert "hourly rows" in capsys.readouterr().err
+    mine = read_token_csv(out)
+    key = ["period_start", "model", "tier", "tenant"]
+    want = history.merge(mine[key], on=key).sort_values(key).reset_index(drop=True)
+    got = mine.sort_values(key).reset_index(drop=True)[list(want.columns)]
+    pd.testing.assert_frame_equal(got, want, check_dtype=False)   # the log's hours, tenant by tenant
+    assert cli_main(["trace", str(LOG), "--hourly", str(tmp_path / "no" / "such" / "dir.csv")]) == 2
+    assert "--hourly" in capsys.readouterr().err
