@@ -113,3 +113,19 @@ def test_coverage_chart_rows_and_slider():
     assert left["layer"][0]["encoding"]["x"]["scale"]["domain"] == [1, 3]
     with pytest.raises(ValueError, match="pinball"):
         fchart.coverage_chart(grid.drop(columns="pinball"))
+
+
+def test_time_zone_chart_rows_are_the_regions_and_their_sum():
+    shape = fc.weekly_profile()
+    regions = pd.DataFrame({"east": np.roll(shape, -7), "west": np.roll(shape, 6)})
+    regions["global"] = regions.sum(axis=1)
+    spec = fchart.time_zone_chart(regions).to_dict()
+    (rows,) = _datasets(spec)
+    got = pd.DataFrame(rows).pivot(index="hour of week", columns="series", values="share (%)")
+    np.testing.assert_allclose(got[["east", "west", "global"]].to_numpy(), 100 * regions.to_numpy(), atol=1e-4)
+    assert spec["encoding"]["color"]["scale"]["domain"] == ["east", "west", "global"]
+    assert "global" in str(spec["encoding"]["strokeWidth"])
+    with pytest.raises(ValueError, match="168"):
+        fchart.time_zone_chart(regions.iloc[:24])
+    with pytest.raises(ValueError, match="global"):
+        fchart.time_zone_chart(regions.drop(columns="global"))

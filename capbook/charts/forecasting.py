@@ -15,7 +15,7 @@ import pandas as pd
 from ..validation import array, integer
 from . import HEIGHT, PALETTE, slider
 
-__all__ = ["weekly_shape_chart", "forecast_band_chart", "forecast_explorer_chart", "coverage_chart"]
+__all__ = ["weekly_shape_chart", "time_zone_chart", "forecast_band_chart", "forecast_explorer_chart", "coverage_chart"]
 
 _DAYS = np.array(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"])
 _METHODS = ["calibrated", "sqrt_h"]
@@ -63,6 +63,40 @@ def weekly_shape_chart(shape, first_day: int = 0) -> alt.Chart:
         x=alt.X("hour of week:Q", scale=alt.Scale(domain=[0, 168]), axis=alt.Axis(values=list(range(0, 169, 24)))),
         y=alt.Y("share of the week (%):Q"),
         tooltip=["day", "hour of week", alt.Tooltip("share of the week (%):Q", format=".3f")],
+    ).properties(height=220)
+
+
+def time_zone_chart(regions, total: str = "global") -> alt.Chart:
+    """Weekly shapes of regions in different time zones and of their sum.
+
+    Parameters
+    ----------
+    regions : pandas.DataFrame
+        168 rows (hours of the week), one column per region with that region's tokens per hour
+        as a share of one region's week (fractions), plus the column ``total`` (their sum).
+    total : str
+        Name of the column that holds the sum of the regions.
+
+    Returns
+    -------
+    altair.Chart
+        One row per hour and column: ``hour of week``, ``series`` (the column name) and
+        ``share (%)`` (percent of one region's weekly tokens); the sum is drawn as a thicker line.
+    """
+    regions = _frame(regions, "regions", [total])
+    if len(regions) != 168 or regions.shape[1] < 2:
+        raise ValueError("regions must have 168 hourly rows and at least one region besides the total")
+    long = regions.reset_index(drop=True).rename_axis("hour of week").reset_index().melt(
+        "hour of week", var_name="series", value_name="share (%)")
+    long["share (%)"] = np.round(100 * long["share (%)"].to_numpy(float), 4)
+    order = [c for c in regions.columns if c != total] + [total]
+    return alt.Chart(long, title="Regional peaks fall in different hours").mark_line().encode(
+        x=alt.X("hour of week:Q", scale=alt.Scale(domain=[0, 168]), axis=alt.Axis(values=list(range(0, 169, 24)))),
+        y=alt.Y("share (%):Q", title="tokens per hour (% of one region's week)"),
+        color=alt.Color("series:N", title=None, sort=order,
+                        scale=alt.Scale(domain=order, range=[*PALETTE[1:len(order)], PALETTE[0]])),
+        strokeWidth=alt.condition(f"datum.series == '{total}'", alt.value(3), alt.value(1.2)),
+        tooltip=["series", "hour of week", alt.Tooltip("share (%):Q", format=".3f")],
     ).properties(height=220)
 
 
