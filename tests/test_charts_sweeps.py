@@ -12,6 +12,7 @@ import pytest
 
 from capbook.charts.sweeps import (
     latency_curves_chart,
+    long_share_chart,
     percentile_frame,
     slider_frame,
     slots_slider_chart,
@@ -122,3 +123,36 @@ def test_slots_slider_chart_params_are_bound_and_S_is_computed_in_the_browser():
         slots_slider_chart(sweeps, initial="zzz")
     with pytest.raises(ValueError, match="percentile"):
         slots_slider_chart(sweeps, percentile="p90")
+
+
+def _js(expr: str, **env) -> float:
+    """Evaluate one of the chart's arithmetic Vega expressions in Python (same operators)."""
+    return eval(expr.replace("datum.", ""), {}, env)  # noqa: S307 - test-only, our own strings
+
+
+def test_long_share_chart_computes_the_linear_mix_in_the_browser():
+    from capbook.sweep import capacity_vs_long_share
+
+    sw = small_sweep()
+    resweep = pd.DataFrame({"long_share": [0.0, 0.5], "resweep_rps": [1.0, 0.5], "S_resweep": [4, 2]})
+    chart = long_share_chart(sw, 4, resweep, short=(1000, 100), long=(4000, 50))
+    spec = chart.to_dict()
+    p = params_of(spec)
+    assert p["long_in"]["value"] == 4000 and p["long_in"]["bind"]["input"] == "range"
+    assert p["long_out"]["value"] == 50 and p["long_out"]["bind"]["input"] == "range"
+    calc = spec["layer"][0]["transform"][0]
+    assert calc["calculate"] and calc["as"] == "T"
+    exprs = {t["as"]: t["calculate"] for t in spec["layer"][0]["transform"] if "calculate" in t}
+    ref = capacity_vs_long_share(sw, 4, (1000, 100), (4000, 50), shares=[0.0, 0.3, 1.0])
+    for share, want, ceiling in zip(ref.long_share, ref.capacity_rps,
+                                    sw.prefill_rate_tps / ((1 - ref.long_share) * 1000 + ref.long_share * 4000)):
+        T = _js(exprs["T"], long_share=share, long_in=4000, long_out=50)
+        assert _js(exprs["blended"], T=T) == pytest.approx(want, rel=1e-12)
+        assert _js(exprs["ceiling"], long_share=share, long_in=4000) == pytest.approx(ceiling, rel=1e-12)
+    data = datasets_of(chart)
+    pts = next(d for d in data if "resweep_rps" in d)
+    assert pts.resweep_rps.tolist() == [1.0, 0.5] and pts.label.iloc[0] == "re-swept model (4,000 / 50)"
+    grid = next(d for d in data if list(d.columns) == ["long_share"])
+    assert grid.long_share.iloc[0] == 0 and grid.long_share.iloc[-1] == 1 and len(grid) == 41
+    # without re-sweep points the chart is the two lines alone
+    assert "layer" not in long_share_chart(sw, 4).to_dict()

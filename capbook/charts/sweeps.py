@@ -1,4 +1,5 @@
-"""Charts of a concurrency sweep (chapter *From a sweep to slots and service time*).
+"""Charts of a concurrency sweep (chapters *From a sweep to slots and service time* and *Mixed
+workloads*).
 
 Each function returns an Altair chart built on data computed here from
 :class:`capbook.sweep.Sweep` objects, so a chapter cell makes one call per chart. The
@@ -19,7 +20,7 @@ from ..sweep import QUANTILES, Sweep
 from ..validation import choice, number
 
 __all__ = ["percentile_frame", "latency_curves_chart", "tpot_limit_chart", "slider_frame",
-           "slots_slider_chart"]
+           "slots_slider_chart", "long_share_chart"]
 
 #: Colours of the pass/fail status in :func:`slots_slider_chart`.
 _STATUS = {"within limit": PALETTE[2], "beyond S": PALETTE[1]}
@@ -205,3 +206,63 @@ def slots_slider_chart(sweeps: Mapping[str, Sweep], q="mean", *, initial: str | 
     return (line + pts + rule + label).add_params(
         sweep_param, pct_param, target_param, margin_param
     ).properties(title="Choosing S: the highest level whose TPOT stays within the limit", height=height)
+
+
+def long_share_chart(sweep: Sweep, slots, resweep: pd.DataFrame | None = None,
+                     short=(1500, 300), long=(8000, 200), *, q=50, height: int = 300) -> alt.LayerChart:
+    """Capacity of one replica against the share of long prompts: blended estimate and ceiling.
+
+    Two lines are computed in the browser from the long class's lengths, which the reader sets
+    with two sliders (Vega-Lite parameters ``long_in`` and ``long_out``):
+
+    * the blended estimate ``S / ((1 − p) T_short + p T_long)``, with each ``T`` from the
+      sweep's prefill rate and its TPOT at ``slots`` (as :func:`capbook.sweep.capacity_vs_long_share`);
+    * the prefill ceiling ``prefill rate / ((1 − p) in_short + p in_long)``.
+
+    Parameters
+    ----------
+    sweep : Sweep
+    slots : int
+        S, slots used by both classes.
+    resweep : pandas.DataFrame, optional
+        Points from a re-swept model, columns ``long_share``, ``resweep_rps`` (requests per
+        second) and ``S_resweep``; drawn as black points for the initial lengths.
+    short, long : (input_tokens, output_tokens)
+        The two request classes, tokens; ``long`` gives the sliders' initial values.
+    q : {50, 95, 99} or "mean"
+        TPOT statistic of the service times.
+    height : int
+        Chart height, pixels.
+    """
+    sweep = _sweep(sweep)
+    slots = number(slots, "slots", lo=0, lo_open=True)
+    t_short = float(sweep.service_time(slots, short[0], short[1], q))
+    tpot = float(sweep.tpot(slots, q))
+    rate = float(sweep.prefill_rate_tps)
+    grid = pd.DataFrame({"long_share": np.round(np.linspace(0, 1, 41), 4)})
+    long_in = slider("long_in", long[0], 1000, 32000, 500, "long prompt (input tokens)")
+    long_out = slider("long_out", long[1], 50, 2000, 50, "long request (output tokens)")
+    lines = alt.Chart(grid).transform_calculate(
+        T=f"(1 - datum.long_share) * {t_short!r} + datum.long_share * (long_in / {rate!r} + long_out * {tpot!r})",
+        blended=f"{slots!r} / datum.T",
+        ceiling=f"{rate!r} / ((1 - datum.long_share) * {float(short[0])!r} + datum.long_share * long_in)",
+    ).transform_fold(["blended", "ceiling"], as_=["estimate", "rps"]).transform_calculate(
+        estimate="datum.estimate == 'blended' ? 'blended T (chat TPOT)' : 'prefill ceiling'"
+    ).mark_line().encode(
+        x=alt.X("long_share:Q", title="share of long-prompt requests", axis=alt.Axis(format="%")),
+        y=alt.Y("rps:Q", title="requests per second per replica",
+                scale=alt.Scale(domain=[0, 1.75 * slots / t_short], clamp=True)),
+        color=alt.Color("estimate:N", title="estimate"),
+        strokeDash=alt.StrokeDash("estimate:N", title="estimate"),
+        tooltip=[alt.Tooltip("long_share:Q", format=".0%"), "estimate:N", alt.Tooltip("rps:Q", format=".2f")],
+    )
+    chart = lines
+    if resweep is not None:
+        pts = resweep[["long_share", "resweep_rps", "S_resweep"]].assign(
+            label=f"re-swept model ({long[0]:,} / {long[1]:,})")
+        chart = lines + alt.Chart(pts).mark_point(size=90, filled=True, color=PALETTE[7]).encode(
+            x="long_share:Q", y="resweep_rps:Q", shape=alt.Shape("label:N", title="modelled re-sweep"),
+            tooltip=[alt.Tooltip("long_share:Q", format=".0%"), "S_resweep:Q",
+                     alt.Tooltip("resweep_rps:Q", format=".2f")])
+    return chart.add_params(long_in, long_out).properties(
+        title="Capacity vs share of long prompts: the blend overstates, the re-sweep tells", height=height)
