@@ -89,6 +89,20 @@ def _percentile(q, name: str = "q") -> int:
     return q
 
 
+def _statistic(q, name: str = "q"):
+    """``q`` as a percentile of :data:`QUANTILES` or the string ``"mean"``."""
+    if isinstance(q, str):
+        if q.strip().lower() == "mean":
+            return "mean"
+        raise ValueError(f"{name}={q!r} must be 'mean' or one of {QUANTILES}")
+    return _percentile(q, name)
+
+
+def _stat_column(metric: str, q) -> str:
+    """Sweep-table column of ``metric`` (``"ttft"``/``"tpot"``) at statistic ``q``."""
+    return f"{metric}_mean_s" if q == "mean" else f"{metric}_p{q}_s"
+
+
 class Sweep:
     """A concurrency sweep of one configuration: one row per concurrency level.
 
@@ -146,6 +160,9 @@ class Sweep:
         self._n = t["concurrency"].to_numpy(float)
         self._cols = {c: t[c].to_numpy(float) for c in t.columns
                       if c.startswith(("ttft_p", "tpot_p")) and c.endswith("_s")}
+        for c in ("ttft_mean_s", "tpot_mean_s"):  # optional: the mean (q="mean"), when reported
+            if c in t:
+                self._cols[c] = pd.to_numeric(t[c], errors="coerce").to_numpy(float)
         self._lo, self._hi = float(self._n[0]), float(self._n[-1])
         self._ok: dict = {}  # (metric, q) -> validated column, for the fast path
 
@@ -248,9 +265,10 @@ class Sweep:
         return (f"Sweep(name={self.name!r}, model={c['model']!r}, gpu={c['gpu']!r}, "
                 f"tp={c['tensor_parallel']!r}, levels={[float(f'{x:.3g}') if x % 1 else int(x) for x in self._n]})")
 
-    def has(self, metric: str, q: int) -> bool:
-        """Whether the sweep holds ``metric`` (``"ttft"`` or ``"tpot"``) at percentile ``q``."""
-        col = f"{metric}_p{q}_s"
+    def has(self, metric: str, q) -> bool:
+        """Whether the sweep holds ``metric`` (``"ttft"`` or ``"tpot"``) at percentile ``q``
+        (or its mean, ``q="mean"``) at every level."""
+        col = _stat_column(metric, q)
         return col in self._cols and bool(np.all(np.isfinite(self._cols[col])))
 
     # -- interpolation -----------------------------------------------------------------------
@@ -259,9 +277,14 @@ class Sweep:
         y = self._ok.get(key)
         if y is not None:
             return y
-        q = _percentile(q)
-        col = f"{metric}_p{q}_s"
+        q = _statistic(q)
+        col = _stat_column(metric, q)
         y = self._cols.get(col)
+        if (y is None or not np.all(np.isfinite(y))) and q == "mean":
+            raise ValueError(
+                f"sweep {self.name!r} has no {col} column (or it is empty at some level): the "
+                f"source did not report the mean {metric.upper()}; pass q=50 for the median instead"
+            )
         if y is None or not np.all(np.isfinite(y)):
             raise ValueError(
                 f"sweep {self.name!r} has no {col} values (the source did not report the "
@@ -318,8 +341,10 @@ class Sweep:
         ----------
         concurrency : float or array_like
             Sequences in flight (> 0).
-        q : {50, 95, 99}
-            Percentile across requests.
+        q : {50, 95, 99} or "mean"
+            Percentile across requests, or ``"mean"`` for the mean across requests (the
+            ``tpot_mean_s`` column; a ValueError when the sweep lacks it). The mean is what
+            Little's law needs for a mean holding time.
         extrapolate : bool
             Extend the first and last segments linearly outside the measured range
             (clipped at 0) instead of raising.
@@ -467,8 +492,10 @@ class Sweep:
         input_tokens, output_tokens : float or array_like, optional
             Request lengths, tokens. Default: the sweep's mean lengths at that level
             (interpolated).
-        q : {50, 95, 99}
-            TPOT percentile (50 for a typical request).
+        q : {50, 95, 99} or "mean"
+            TPOT statistic: a percentile (50 for a typical request) or ``"mean"``, the mean
+            TPOT (column ``tpot_mean_s``), which makes ``T`` the mean holding time that
+            Little's law uses. A sweep without that column raises a ValueError naming it.
         """
         n = array(concurrency, "concurrency", lo=0, lo_open=True)
         if input_tokens is None:
@@ -639,8 +666,8 @@ def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, outpu
         S, sequences in flight (> 0).
     input_tokens, output_tokens : float
         Mean request lengths, tokens.
-    q : {50, 95, 99}
-        TPOT percentile.
+    q : {50, 95, 99} or "mean"
+        TPOT statistic (as in :meth:`Sweep.service_time`).
 
     Returns
     -------

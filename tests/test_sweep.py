@@ -411,3 +411,41 @@ def test_sample_sweeps_honour_capbook_data(tmp_path, monkeypatch):
     assert load_sample_sweep("only_mine").name == "only_mine"
     with pytest.raises(ValueError, match="unknown sample sweep"):
         load_sample_sweep()
+
+
+# -- the mean TPOT (q="mean"): what Little's law needs for a mean holding time ---------------
+def test_mean_tpot_interpolates_the_tpot_mean_column(illus):
+    t = illus.table
+    n, col = t["concurrency"].to_numpy(float), t["tpot_mean_s"].to_numpy(float)
+    assert illus.has("tpot", "mean") and illus.has("ttft", "mean")
+    for c in (1, 20, 32, 40.5, 64):
+        assert illus.tpot(c, q="mean") == pytest.approx(float(np.interp(c, n, col)), rel=1e-12)
+    np.testing.assert_allclose(illus.tpot([3, 32, 50], q="mean"), np.interp([3, 32, 50], n, col))
+    # the mean and median TPOT at S differ by far less than a millisecond on the sample sweep
+    assert abs(illus.tpot(32, q="mean") - illus.tpot(32)) < 1e-4
+
+
+def test_mean_service_time_uses_the_mean_tpot(illus):
+    T = float(illus.service_time(32, 1500, 300, q="mean"))
+    assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * illus.tpot(32, q="mean"), rel=1e-12)
+    # the median stays the default (other modules depend on it)
+    assert float(illus.service_time(32, 1500, 300)) == pytest.approx(
+        float(illus.prefill_time(1500)) + 300 * illus.tpot(32, q=50), rel=1e-12)
+    x = token_rates_at_capacity(illus, 32, 1500, 300, q="mean")
+    assert x["service_time_s"] == pytest.approx(T)
+    assert float(blended_service_time(illus, [(1.0, 1500, 300)], 32, q="mean")) == pytest.approx(T)
+
+
+def test_mean_tpot_missing_column_names_it_and_suggests_q50():
+    sw = Sweep.from_frame(make_table([1, 2, 4], [0.01, 0.012, 0.015]), name="nomean")
+    assert not sw.has("tpot", "mean")
+    with pytest.raises(ValueError, match=r"tpot_mean_s.*q=50"):
+        sw.tpot(2, q="mean")
+    with pytest.raises(ValueError, match=r"tpot_mean_s.*q=50"):
+        sw.service_time(2, 1000, 200, q="mean")
+    # a column with a missing value at some level is refused the same way
+    df = make_table([1, 2, 4], [0.01, 0.012, 0.015]).assign(tpot_mean_s=[0.01, np.nan, 0.015])
+    with pytest.raises(ValueError, match="tpot_mean_s"):
+        Sweep.from_frame(df).tpot(2, q="mean")
+    with pytest.raises(ValueError, match="'median' must be 'mean' or one of"):
+        sw.tpot(2, q="median")

@@ -1,0 +1,160 @@
+"""Charts of a gateway's request log (chapter *Know your traffic*).
+
+Each function takes the tables that :class:`capbook.traces.RequestLog` returns (or the numbers
+computed from them) and returns an Altair chart, so a chapter cell makes one call per chart.
+:func:`capacity_line_chart` binds its control to a Vega-Lite parameter and counts the hours
+above the line in the browser, so it keeps working on the static site.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from . import PALETTE, WIDTH, slider
+from ..validation import array, integer, number
+
+__all__ = ["log_histogram", "token_histogram_chart", "dispersion_chart", "hourly_tokens_chart",
+           "capacity_line_chart"]
+
+
+def _frame(df, name: str, columns) -> pd.DataFrame:
+    if not isinstance(df, pd.DataFrame):
+        raise TypeError(f"{name} must be a pandas DataFrame, not {type(df).__name__}")
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing}; needs {list(columns)}")
+    return df
+
+
+def log_histogram(frame: pd.DataFrame, column: str = "output_tokens", by: str = "tier",
+                  bins: int = 40) -> pd.DataFrame:
+    """Share of each group's requests in logarithmically spaced bins of ``column``.
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        One row per request (``RequestLog.to_pandas()``).
+    column : str
+        The count to bin, e.g. ``"output_tokens"`` (tokens).
+    by : str
+        Grouping column; shares are of the group's requests.
+    bins : int
+        Number of log-spaced edges from 1 to ``max + 1`` before rounding to whole tokens
+        (duplicate edges are merged).
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``<by>, lo, hi`` (bin edges, tokens; ``hi`` excluded), ``mid`` (geometric middle) and
+        ``share`` (of the group's requests). Counts below 1 (zero tokens) fall in no bin.
+    """
+    frame = _frame(frame, "frame", [column, by])
+    bins = integer(bins, "bins", minimum=2)
+    values = array(frame[column].to_numpy(float), column, lo=0)
+    edges = np.unique(np.round(np.logspace(0, np.log10(values.max() + 1), bins)))
+    rows = []
+    for key, g in frame.groupby(by):
+        counts, _ = np.histogram(g[column].to_numpy(float), bins=edges)
+        rows.append(pd.DataFrame({by: key, "lo": edges[:-1], "hi": edges[1:],
+                                  "mid": np.sqrt(edges[:-1] * edges[1:]),
+                                  "share": counts / max(len(g), 1)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def token_histogram_chart(frame: pd.DataFrame, column: str = "output_tokens", by: str = "tier",
+                          bins: int = 40) -> alt.Chart:
+    """Log-binned distribution of ``column`` per ``by`` group (see :func:`log_histogram`)."""
+    hist = log_histogram(frame, column, by, bins)
+    what = column.replace("_", " ")
+    return alt.Chart(hist).mark_line(point=True, interpolate="monotone").encode(
+        x=alt.X("mid:Q", scale=alt.Scale(type="log"), title=f"{what} per request (log-spaced bins)"),
+        y=alt.Y("share:Q", title=f"share of the {by}'s requests in the bin", axis=alt.Axis(format="%")),
+        color=alt.Color(f"{by}:N", title=by),
+        tooltip=[f"{by}:N", alt.Tooltip("lo:Q", title="from"), alt.Tooltip("hi:Q", title="to (excl.)"),
+                 alt.Tooltip("share:Q", format=".2%")],
+    ).properties(title=f"{what.capitalize()} per request, by {by}")
+
+
+def dispersion_chart(idc: Mapping[float, float]) -> alt.LayerChart:
+    """Index of dispersion of counts against the window length, with Poisson's 1 dashed.
+
+    Parameters
+    ----------
+    idc : mapping of float to float
+        Window length (seconds) to index of dispersion (variance / mean of the counts), as in
+        ``RequestLog.arrival_stats()["idc"]``.
+    """
+    if not isinstance(idc, Mapping) or not idc:
+        raise ValueError("idc must be a non-empty mapping of window length (s) to dispersion")
+    df = pd.DataFrame({"window_s": array(list(idc), "idc windows", lo=0, lo_open=True),
+                       "idc": array(list(idc.values()), "idc values", lo=0, lo_open=True)})
+    poisson = pd.DataFrame({"window_s": [df.window_s.min(), df.window_s.max()], "idc": [1.0, 1.0]})
+    line = alt.Chart(df).mark_line(point=True).encode(
+        x=alt.X("window_s:Q", scale=alt.Scale(type="log"), title="window length (s, log scale)"),
+        y=alt.Y("idc:Q", scale=alt.Scale(type="log", domain=[0.5, 2 * float(df.idc.max())]),
+                title="index of dispersion of counts (log scale)"),
+        tooltip=[alt.Tooltip("window_s:Q", title="window (s)"), alt.Tooltip("idc:Q", format=".2f")],
+    )
+    ref = alt.Chart(poisson).mark_line(strokeDash=[4, 4], color="#888").encode(x="window_s:Q", y="idc:Q")
+    return (line + ref).properties(title="Burstiness grows with the window: the dashed line is Poisson")
+
+
+def hourly_tokens_chart(hourly: pd.DataFrame) -> alt.Chart:
+    """Tokens per hour (input + output), one line per model and tier.
+
+    Parameters
+    ----------
+    hourly : pandas.DataFrame
+        ``RequestLog.hourly()``: ``period_start, model, tier, input_tokens, output_tokens``.
+    """
+    hourly = _frame(hourly, "hourly", ["period_start", "model", "tier", "input_tokens", "output_tokens"])
+    df = pd.DataFrame({"period_start": hourly["period_start"],
+                       "series": hourly["model"].astype(str) + " · " + hourly["tier"].astype(str),
+                       "total_tokens": hourly["input_tokens"] + hourly["output_tokens"]})
+    return alt.Chart(df).mark_line(strokeWidth=1.2).encode(
+        x=alt.X("period_start:T", title="hour (UTC)"),
+        y=alt.Y("total_tokens:Q", title="tokens per hour (input + output)"),
+        color=alt.Color("series:N", title="model · tier"),
+        tooltip=["series", alt.Tooltip("period_start:T", format="%a %d %b %H:00"),
+                 alt.Tooltip("total_tokens:Q", format=",")],
+    ).properties(title="Hourly tokens per model and tier", width=WIDTH)
+
+
+def capacity_line_chart(series: pd.DataFrame, start: float | None = None,
+                        label: str = "tokens per hour (millions)") -> alt.LayerChart:
+    """Hourly tokens against a capacity line the reader drags; the label counts hours above it.
+
+    Parameters
+    ----------
+    series : pandas.DataFrame
+        ``period_start`` and ``mtok`` (tokens in that hour, millions), one row per hour.
+    start : float, optional
+        Initial capacity line, million tokens per hour (default: the mean hour).
+    label : str
+        Title of the y axis (say which traffic it is).
+    """
+    series = _frame(series, "series", ["period_start", "mtok"])[["period_start", "mtok"]]
+    top = float(series["mtok"].max())
+    start = float(series["mtok"].mean()) if start is None else number(start, "start", lo=0)
+    cap = slider("cap_mtok", round(start, 2), 0.1, max(round(1.2 * top, 1), 0.2), 0.05,
+                 "capacity (million tokens per hour)")
+    base = alt.Chart(series).transform_calculate(
+        over="datum.mtok > cap_mtok ? 'above capacity' : 'within capacity'")
+    points = base.mark_circle(size=14).encode(
+        x=alt.X("period_start:T", title="hour (UTC)"),
+        y=alt.Y("mtok:Q", title=label),
+        color=alt.Color("over:N", title="", scale=alt.Scale(domain=["within capacity", "above capacity"],
+                                                           range=[PALETTE[0], PALETTE[1]])),
+        tooltip=[alt.Tooltip("period_start:T", format="%a %d %b %H:00"), alt.Tooltip("mtok:Q", format=".2f")],
+    )
+    rule = alt.Chart(pd.DataFrame({"x": [0]})).transform_calculate(y="cap_mtok").mark_rule(
+        strokeDash=[6, 3]).encode(y="y:Q")
+    count = base.transform_calculate(o="datum.mtok > cap_mtok ? 1 : 0").transform_aggregate(
+        above="sum(o)", hours="count()").transform_calculate(
+        text="format(datum.above / datum.hours, '.1%') + ' of hours above capacity'").mark_text(
+        align="left", x=8, y=12, fontSize=13).encode(text="text:N")
+    return (points + rule + count).add_params(cap).properties(
+        title="How many hours exceed a capacity line?", width=WIDTH)
