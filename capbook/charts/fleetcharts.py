@@ -5,7 +5,6 @@ Every chart is built from data computed with capbook; the sliders of :func:`plan
 and :func:`admission_budgets` are Vega-Lite parameters, so they keep working on the static
 site (the browser recomputes the chart from the embedded rows).
 
->>> import pandas as pd
 >>> page_plan_total(17, 40, ramp_per_min=0.5, lag_min=8, zones=1)
 20
 """
