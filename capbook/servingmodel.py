@@ -704,9 +704,10 @@ def stalled_tpot(step_s, prefill_s, arrival_rps):
 #: Concurrency levels of the sample sweeps.
 LEVELS = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128)
 
-#: Targets the illustrative sweep is calibrated to (see :func:`calibrate`): p50 TPOT of 40 ms
-#: at concurrency 32 and a derived prefill rate of 5,996 tokens/s.
-ILLUSTRATIVE_TARGETS = {"tpot_p50_s_at": (32, 0.040), "prefill_rate_tps": 5996.0}
+#: Targets the illustrative sweep is calibrated to (see :func:`calibrate`): a mean TPOT of
+#: 40 ms at concurrency 32 (the mean, as Little's law uses it) and a derived prefill rate of
+#: 5,996 tokens/s.
+ILLUSTRATIVE_TARGETS = {"tpot_mean_s_at": (32, 0.040), "prefill_rate_tps": 5996.0}
 
 
 @dataclass(frozen=True)
@@ -730,7 +731,7 @@ def _spec_list() -> list[SweepSpec]:
             Deployment(m["Llama-3.1-8B"], g["A100-SXM-80GB"]),
             w["chat"], LEVELS[:9], 11,
             "The book's illustrative replica: an 8B-class model on one A100-80GB-class GPU, "
-            "chat mix of 1,500 input / 300 output tokens, calibrated so that p50 TPOT is "
+            "chat mix of 1,500 input / 300 output tokens, calibrated so that the mean TPOT is "
             "40 ms at concurrency 32 and prefill runs at about 6,000 tokens/s.",
             calibrate=True,
         ),
@@ -804,8 +805,8 @@ def calibrate(spec: SweepSpec) -> tuple[float, float]:
     """Solve the prefill and decode scales that make a sweep hit :data:`ILLUSTRATIVE_TARGETS`.
 
     The prefill scale sets ``mean_input_tokens / ttft_p50_s`` at concurrency 1 (where no other
-    request interferes) to the target prefill rate; then the decode scale sets p50 TPOT at the
-    target concurrency. Both solves reuse the random streams of the final sweep, so the
+    request interferes) to the target prefill rate; then the decode scale sets the mean TPOT at
+    the target concurrency. Both solves reuse the random streams of the final sweep, so the
     calibrated sweep hits the targets exactly (to 1e-13 relative).
 
     Returns
@@ -814,7 +815,7 @@ def calibrate(spec: SweepSpec) -> tuple[float, float]:
     """
     levels = list(spec.levels)
     children = np.random.SeedSequence(spec.seed).spawn(len(levels))
-    n_at, tpot_target = ILLUSTRATIVE_TARGETS["tpot_p50_s_at"]
+    n_at, tpot_target = ILLUSTRATIVE_TARGETS["tpot_mean_s_at"]
     rate_target = ILLUSTRATIVE_TARGETS["prefill_rate_tps"]
     i1, i_at = levels.index(1), levels.index(n_at)
 
@@ -829,7 +830,7 @@ def calibrate(spec: SweepSpec) -> tuple[float, float]:
         return r["ttft_p50_s"] / r["mean_input_tokens"]
 
     ps = _solve(ttft1, 1.0, 1.0 / rate_target, "prefill_scale")
-    ds = _solve(lambda d: level(i_at, ps, d)["tpot_p50_s"], 1.0, tpot_target, "decode_scale")
+    ds = _solve(lambda d: level(i_at, ps, d)["tpot_mean_s"], 1.0, tpot_target, "decode_scale")
     return ps, ds
 
 

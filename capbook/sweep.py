@@ -478,7 +478,14 @@ class Sweep:
         res = x / self.prefill_rate_tps
         return res[()] if res.ndim == 0 else res
 
-    def service_time(self, concurrency, input_tokens=None, output_tokens=None, q: int = 50,
+    @property
+    def holding_statistic(self):
+        """The TPOT statistic :meth:`service_time` uses by default: ``"mean"`` when the sweep
+        reports the mean TPOT at every level (Little's law needs the mean holding time), else
+        ``50`` (the median stands in for it)."""
+        return "mean" if self.has("tpot", "mean") else 50
+
+    def service_time(self, concurrency, input_tokens=None, output_tokens=None, q: int | str | None = None,
                      *, extrapolate: bool = False):
         """Time a request holds a slot at ``concurrency``, seconds.
 
@@ -492,12 +499,16 @@ class Sweep:
         input_tokens, output_tokens : float or array_like, optional
             Request lengths, tokens. Default: the sweep's mean lengths at that level
             (interpolated).
-        q : {50, 95, 99} or "mean"
-            TPOT statistic: a percentile (50 for a typical request) or ``"mean"``, the mean
-            TPOT (column ``tpot_mean_s``), which makes ``T`` the mean holding time that
-            Little's law uses. A sweep without that column raises a ValueError naming it.
+        q : {50, 95, 99}, "mean" or None
+            TPOT statistic: ``"mean"``, the mean TPOT (column ``tpot_mean_s``), which makes
+            ``T`` the mean holding time that Little's law uses; or a percentile. ``None`` (the
+            default): the mean when the sweep reports it at every level, else the median (most
+            load generators report the two within a fraction of a percent at a fixed
+            concurrency). ``"mean"`` on a sweep without the column raises a ValueError naming it.
         """
         n = array(concurrency, "concurrency", lo=0, lo_open=True)
+        if q is None:
+            q = self.holding_statistic
         if input_tokens is None:
             input_tokens = np.interp(n, self._n, self._table["mean_input_tokens"].to_numpy(float))
         if output_tokens is None:
@@ -651,7 +662,7 @@ def choose_slots(sweep: Sweep, tpot_target_s: float, q: int = 95, margin: float 
 
 # -- tokens at capacity --------------------------------------------------------------------------
 def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, output_tokens: float,
-                            q: int = 50) -> dict:
+                            q: int | str | None = None) -> dict:
     """Output tokens/s of one replica at its capacity ``S / T`` against ``S / TPOT``.
 
     ``capacity × output_tokens`` is below ``S / TPOT`` (every slot always decoding) because
@@ -676,6 +687,7 @@ def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, outpu
         ``decode_only_tps`` (S / TPOT), ``prefill_share`` (prefill / T).
     """
     slots = positive(slots, "slots")
+    q = sweep.holding_statistic if q is None else q
     T = float(sweep.service_time(slots, input_tokens, output_tokens, q))
     lam = float(replica_capacity(slots, T))
     tpot = float(sweep.tpot(slots, q))
@@ -710,7 +722,7 @@ def _mix_arrays(mix):
     return share, inp, out
 
 
-def blended_service_time(sweep: Sweep, mix, concurrency, q: int = 50) -> float:
+def blended_service_time(sweep: Sweep, mix, concurrency, q: int | str | None = None) -> float:
     """Share-weighted mean service time of a workload mix at ``concurrency``, seconds.
 
     Each class's T uses its own prefill (its input length at the sweep's prefill rate) and the
@@ -732,14 +744,14 @@ def blended_service_time(sweep: Sweep, mix, concurrency, q: int = 50) -> float:
     return float(np.sum(share * np.asarray(T, float)))
 
 
-def blended_capacity(sweep: Sweep, mix, slots, q: int = 50) -> float:
+def blended_capacity(sweep: Sweep, mix, slots, q: int | str | None = None) -> float:
     """Requests per second of one replica on a mix: ``S / blended T``."""
     slots = positive(slots, "slots")
     return float(replica_capacity(slots, blended_service_time(sweep, mix, slots, q)))
 
 
 def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Sequence[float],
-                           shares: Iterable[float] | None = None, q: int = 50) -> pd.DataFrame:
+                           shares: Iterable[float] | None = None, q: int | str | None = None) -> pd.DataFrame:
     """Capacity of one replica as the share of long requests grows (linear-mix estimate).
 
     Parameters
