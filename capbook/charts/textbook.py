@@ -23,7 +23,7 @@ import pandas as pd
 
 from capbook import queueing as q
 from capbook.charts import PALETTE, slider
-from capbook.validation import array, integer, nonnegative, number, positive
+from capbook.validation import array, integer, nonnegative, positive
 
 __all__ = ["KV_EXPRESSIONS", "p99_ttft_curves", "p99_ttft_chart", "kv_slots_chart", "prefill_chart",
            "saturation_chart", "error_points", "error_chart"]
@@ -123,9 +123,9 @@ def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
     Parameters
     ----------
     free_gib : float
-        Start value of the free-memory slider, GiB (10 to 600).
+        Start value of the free-memory slider, GiB (the slider spans 10 to 600 GiB or more).
     slots_tpot : int
-        Start value of the slider for S from the TPOT target, sequences (8 to 256).
+        Start value of the slider for S from the TPOT target, sequences (8 to 256 or more).
     layers, kv_heads : int
         Start values of the model-shape sliders.
 
@@ -134,10 +134,10 @@ def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
     altair.Chart
         Two lines on log axes: slots from memory (grey) and the slots you get (blue).
     """
-    f = number(free_gib, "free_gib", lo=10, hi=600)
-    s = integer(slots_tpot, "slots_tpot", minimum=8, maximum=256)
-    ly = integer(layers, "layers", minimum=16, maximum=128)
-    kh = integer(kv_heads, "kv_heads", minimum=1, maximum=64)
+    f = positive(free_gib, "free_gib")
+    s = integer(slots_tpot, "slots_tpot", minimum=1)
+    ly = integer(layers, "layers", minimum=1)
+    kh = integer(kv_heads, "kv_heads", minimum=1)
     ctx = pd.DataFrame({"context": np.unique(np.round(np.geomspace(500, 131_072, 120)).astype(int))})
     return alt.Chart(ctx).transform_calculate(**KV_EXPRESSIONS).transform_fold(
         ["memory_slots", "slots"], as_=["what", "value"]
@@ -148,8 +148,10 @@ def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
                                                               range=["#bbbbbb", PALETTE[0]])),
         tooltip=[alt.Tooltip("context:Q", format=","), "what:N", alt.Tooltip("value:Q", format=",")],
     ).add_params(
-        slider("free_gib", round(f), 10, 600, 1, "free KV memory (GiB)"), slider("layers", ly, 16, 128, 1, "layers"),
-        slider("kv_heads", kh, 1, 64, 1, "KV heads"), slider("s_tpot", s, 8, 256, 8, "slots from TPOT target"),
+        slider("free_gib", round(f), min(10, round(f)), max(600, round(f)), 1, "free KV memory (GiB)"),
+        slider("layers", ly, min(16, ly), max(128, ly), 1, "layers"),
+        slider("kv_heads", kh, 1, max(64, kh), 1, "KV heads"),
+        slider("s_tpot", s, min(8, s), max(256, s), 8, "slots from TPOT target"),
     ).properties(title=alt.TitleParams("Slots from KV-cache memory (grey) and the slots you get (blue)",
                                        subtitle="head dim 128, bf16"))
 
