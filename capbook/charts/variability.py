@@ -1,6 +1,6 @@
 """The chart of the chapter *Variability makes queues worse*: Allen–Cunneen against load.
 
-The chart stays interactive on the static site: its two sliders ($C_a^2$ and the log-normal
+The chart stays interactive on the static site: its two sliders (Ca² and the log-normal
 shape σ of the service times) are Vega-Lite parameters, and the Allen–Cunneen curve is computed
 in the browser from the M/M/c waits embedded in the page.
 
