@@ -351,7 +351,7 @@ class LoadDependentQueue:
 
 def from_sweep(sweep, slots: int, replicas: int = 1, waiting_room: int | None = None,
                input_tokens: float | None = None, output_tokens: float | None = None,
-               q: int = 50, check: bool = True) -> LoadDependentQueue:
+               q: int | str | None = None, check: bool = True) -> LoadDependentQueue:
     """Build the load-dependent model of one replica (or a pooled fleet) from a sweep.
 
     Parameters
@@ -366,8 +366,9 @@ def from_sweep(sweep, slots: int, replicas: int = 1, waiting_room: int | None = 
         Queue limit K (None: unbounded).
     input_tokens, output_tokens : float, optional
         Request lengths (tokens); default: the sweep's mean lengths.
-    q : int
-        TPOT percentile for the service time (50: a typical request).
+    q : {50, 95, 99}, "mean" or None
+        TPOT statistic of the service time (as in :meth:`capbook.sweep.Sweep.service_time`;
+        None: the mean where the sweep reports it, else the median).
     check : bool
         Refuse sweeps that cannot support the model (fewer than three levels, or throughput
         n / T(n) falling as n grows within 1..slots).
@@ -389,6 +390,7 @@ def from_sweep(sweep, slots: int, replicas: int = 1, waiting_room: int | None = 
     out = float(tab["mean_output_tokens"].mean()) if output_tokens is None else positive(output_tokens, "output_tokens")
     pf = inp / sweep.prefill_rate_tps
     lo = levels.min()
+    q = sweep.holding_statistic if q is None else q
 
     def tpot(n):
         return sweep.tpot(np.clip(n, lo, None), q)

@@ -71,11 +71,11 @@ def test_illustrative_slots(illus):
 
 def test_illustrative_figures(illus):
     assert round(float(illus.tpot(32)), 3) == 0.040
-    assert 1 / float(illus.tpot(32)) == pytest.approx(25.0, abs=1e-6)
+    assert 1 / float(illus.tpot(32, q="mean")) == pytest.approx(25.0, abs=1e-6)   # calibrated on the mean
     assert f"{float(illus.prefill_time(1500)):.2f}" == "0.25"
     T = float(illus.service_time(32, 1500, 300))
     assert f"{T:.2f}" == "12.25"
-    assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * float(illus.tpot(32)))
+    assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * float(illus.tpot(32, q="mean")))
     lam = float(replica_capacity(32, T))
     assert f"{lam:.2f}" == "2.61"
     x = token_rates_at_capacity(illus, 32, 1500, 300)
@@ -428,9 +428,16 @@ def test_mean_tpot_interpolates_the_tpot_mean_column(illus):
 def test_mean_service_time_uses_the_mean_tpot(illus):
     T = float(illus.service_time(32, 1500, 300, q="mean"))
     assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * illus.tpot(32, q="mean"), rel=1e-12)
-    # the median stays the default (other modules depend on it)
-    assert float(illus.service_time(32, 1500, 300)) == pytest.approx(
+    # the mean is the default where the sweep reports it (Little's law needs the mean holding time) ...
+    assert illus.holding_statistic == "mean"
+    assert float(illus.service_time(32, 1500, 300)) == T
+    assert float(illus.service_time(32, 1500, 300, q=50)) == pytest.approx(
         float(illus.prefill_time(1500)) + 300 * illus.tpot(32, q=50), rel=1e-12)
+    assert float(illus.service_time(32, 1500, 300, q=50)) != T
+    # ... and the median stands in for it where the sweep does not
+    nomean = Sweep.from_frame(make_table([1, 2, 4], [0.01, 0.012, 0.015]), name="nomean")
+    assert nomean.holding_statistic == 50
+    assert float(nomean.service_time(2, 100, 10)) == float(nomean.service_time(2, 100, 10, q=50))
     x = token_rates_at_capacity(illus, 32, 1500, 300, q="mean")
     assert x["service_time_s"] == pytest.approx(T)
     assert float(blended_service_time(illus, [(1.0, 1500, 300)], 32, q="mean")) == pytest.approx(T)

@@ -106,16 +106,16 @@ def tpot_limit_chart(sweep: Sweep, limit_ms: float, height: int = 200) -> alt.La
     return (lines + rule).properties(height=height)
 
 
-def slider_frame(sweeps: Mapping[str, Sweep], q="mean") -> pd.DataFrame:
+def slider_frame(sweeps: Mapping[str, Sweep], q=None) -> pd.DataFrame:
     """Per sweep, level and TPOT percentile: the TPOT, T and capacity at that level.
 
     Parameters
     ----------
     sweeps : mapping of str to Sweep
         The sweeps to offer, by name.
-    q : {50, 95, 99} or "mean"
+    q : {50, 95, 99}, "mean" or None
         TPOT statistic for the service time ``T`` (``"mean"`` for Little's law; the sweep must
-        have ``tpot_mean_s``).
+        have ``tpot_mean_s``). None: each sweep's :attr:`~capbook.sweep.Sweep.holding_statistic`.
 
     Returns
     -------
@@ -141,7 +141,7 @@ def slider_frame(sweeps: Mapping[str, Sweep], q="mean") -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True)
 
 
-def slots_slider_chart(sweeps: Mapping[str, Sweep], q="mean", *, initial: str | None = None,
+def slots_slider_chart(sweeps: Mapping[str, Sweep], q=None, *, initial: str | None = None,
                        target_ms: float = 50, margin_pct: float = 10, percentile: str = "p95",
                        height: int = 300) -> alt.LayerChart:
     """Choosing S in the browser: pick a sweep, a percentile, a TPOT target and a margin.
@@ -155,7 +155,7 @@ def slots_slider_chart(sweeps: Mapping[str, Sweep], q="mean", *, initial: str | 
     ----------
     sweeps : mapping of str to Sweep
         The sweeps offered in the drop-down, by name.
-    q : {50, 95, 99} or "mean"
+    q : {50, 95, 99}, "mean" or None
         TPOT statistic of the service time ``T`` shown in the label.
     initial : str, optional
         The sweep shown first (default: the first of ``sweeps``).
@@ -209,7 +209,7 @@ def slots_slider_chart(sweeps: Mapping[str, Sweep], q="mean", *, initial: str | 
 
 
 def long_share_chart(sweep: Sweep, slots, resweep: pd.DataFrame | None = None,
-                     short=(1500, 300), long=(8000, 200), *, q=50, height: int = 300) -> alt.LayerChart:
+                     short=(1500, 300), long=(8000, 200), *, q=None, height: int = 300) -> alt.LayerChart:
     """Capacity of one replica against the share of long prompts: blended estimate and ceiling.
 
     Two lines are computed in the browser from the long class's lengths, which the reader sets
@@ -229,13 +229,15 @@ def long_share_chart(sweep: Sweep, slots, resweep: pd.DataFrame | None = None,
         second) and ``S_resweep``; drawn as black points for the initial lengths.
     short, long : (input_tokens, output_tokens)
         The two request classes, tokens; ``long`` gives the sliders' initial values.
-    q : {50, 95, 99} or "mean"
-        TPOT statistic of the service times.
+    q : {50, 95, 99}, "mean" or None
+        TPOT statistic of the service times (None: the sweep's
+        :attr:`~capbook.sweep.Sweep.holding_statistic`).
     height : int
         Chart height, pixels.
     """
     sweep = _sweep(sweep)
     slots = number(slots, "slots", lo=0, lo_open=True)
+    q = sweep.holding_statistic if q is None else q
     t_short = float(sweep.service_time(slots, short[0], short[1], q))
     tpot = float(sweep.tpot(slots, q))
     rate = float(sweep.prefill_rate_tps)
