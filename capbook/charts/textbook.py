@@ -229,7 +229,7 @@ def error_points(fid: pd.DataFrame, quantities: dict, names: dict, targets: dict
     quantities, names : dict
         Quantity and model codes → the labels shown.
     targets : dict
-        Quantity code → the target |error| (a fraction).
+        Quantity code → the target for the absolute error (a fraction).
 
     Returns
     -------
