@@ -102,3 +102,46 @@ def test_ttft_tail_chart_refuses_bad_input():
         rc.ttft_tail_chart({"a": []}, 1.0, 0.01)
     with pytest.raises(ValueError, match="samples"):
         rc.tail_share_table([0.1, 0.2], [0.0])
+
+
+def test_minute_rate_table_counts_whole_bins_like_numpy():
+    rng = np.random.default_rng(5)
+    arrivals = {"recorded": np.sort(rng.uniform(0, 605, 2000)), "poisson": np.sort(rng.uniform(0, 605, 1900))}
+    table = rc.minute_rate_table(arrivals, 605.0)
+    assert set(table.columns) == {"replay", "minute", "rate"} and len(table) == 2 * 10   # the 5 s left over are dropped
+    for label, t in arrivals.items():
+        got = table[table.replay == label]["rate"].to_numpy()
+        np.testing.assert_allclose(got, np.histogram(t, bins=np.arange(11) * 60.0)[0] / 60.0)
+    assert table[table.replay == "recorded"]["minute"].tolist() == list(range(10))
+
+
+def test_minute_rate_chart_embeds_the_rates_and_the_labelled_ceilings():
+    arrivals = {"recorded": [1.0, 2.0, 61.0, 62.0, 63.0], "poisson": [10.0, 70.0]}
+    chart = rc.minute_rate_chart(arrivals, {"16 replicas": 0.04, "17 replicas": 0.045}, 120.0, title="t")
+    spec = chart.to_dict()
+    frames = list(_data(spec).values())
+    lines = next(f for f in frames if "replay" in f.columns)
+    pd.testing.assert_frame_equal(lines.reset_index(drop=True), rc.minute_rate_table(arrivals, 120.0),
+                                  check_dtype=False)
+    assert lines[lines.replay == "recorded"]["rate"].tolist() == [2 / 60, 3 / 60]
+    rules = next(f for f in frames if "ceiling" in f.columns)
+    assert rules["ceiling"].tolist() == ["16 replicas", "17 replicas"] and rules["rate"].tolist() == [0.04, 0.045]
+    enc = spec["layer"][0]["encoding"]
+    assert enc["x"]["field"] == "minute" and enc["y"]["field"] == "rate" and enc["color"]["sort"] == ["recorded", "poisson"]
+    assert spec["layer"][0]["mark"]["interpolate"] == "step-after"
+    assert spec["layer"][2]["encoding"]["text"]["field"] == "ceiling"
+
+
+def test_minute_rate_chart_refuses_bad_input():
+    with pytest.raises(ValueError, match="ceilings"):
+        rc.minute_rate_chart({"a": [1.0]}, {}, 60.0)
+    with pytest.raises(ValueError, match="ceilings"):
+        rc.minute_rate_chart({"a": [1.0]}, {"x": -1.0}, 60.0)
+    with pytest.raises(ValueError, match="duration_s"):
+        rc.minute_rate_table({"a": [1.0]}, 0.0)
+    with pytest.raises(ValueError, match="bin_s"):
+        rc.minute_rate_table({"a": [1.0]}, 30.0, 60.0)
+    with pytest.raises(ValueError, match="arrivals"):
+        rc.minute_rate_table({"a": [-1.0]}, 60.0)
+    with pytest.raises(ValueError, match="arrivals"):
+        rc.minute_rate_table([1.0], 60.0)

@@ -5,6 +5,9 @@ waited longer than ``t`` for a slot; a slider moves ``t`` and radio buttons pick
 Both are Vega-Lite parameters that filter data embedded in the page, so the chart stays
 interactive on the static site. :func:`ttft_tail_chart` draws the share of requests whose
 first token came later than ``x`` seconds, one line per replay, against the TTFT target.
+:func:`minute_rate_chart` draws the arrival rate of each minute of a replay against the rate a
+fleet completes requests at full batch: the minutes above a fleet's ceiling are where its queue
+grows.
 
 Examples
 --------
@@ -25,7 +28,8 @@ import pandas as pd
 from capbook.charts import PALETTE, WIDTH, slider
 from capbook.validation import array, integer, nonnegative, positive, probability
 
-__all__ = ["wait_share_table", "wait_share_chart", "tail_share_table", "ttft_tail_chart"]
+__all__ = ["wait_share_table", "wait_share_chart", "tail_share_table", "ttft_tail_chart", "minute_rate_table",
+           "minute_rate_chart"]
 
 
 def _tail_share(values, name: str, grid) -> np.ndarray:
@@ -201,3 +205,82 @@ def ttft_tail_chart(ttfts: Mapping, target_s: float, share: float, *, x_max: flo
     target = alt.Chart(pd.DataFrame({"x": [tgt]})).mark_rule(strokeDash=[4, 4]).encode(x="x:Q")
     allowed = alt.Chart(pd.DataFrame({"share": [p]})).mark_rule(strokeDash=[4, 4]).encode(y="share:Q")
     return (lines + target + allowed).properties(width=WIDTH, title=title)
+
+
+def minute_rate_table(arrivals: Mapping, duration_s: float, bin_s: float = 60.0) -> pd.DataFrame:
+    """Arrival rate in each whole bin of ``bin_s`` seconds, one series per labelled replay.
+
+    Parameters
+    ----------
+    arrivals : mapping of str to array_like
+        ``label -> arrival times`` of a replay, seconds from its start (≥ 0).
+    duration_s : float
+        Length of the replays, seconds (> 0); only the whole bins in ``[0, duration_s)`` are counted.
+    bin_s : float
+        Bin length, seconds (> 0; 60 = minutes), at most ``duration_s``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Columns ``replay`` (the label), ``minute`` (start of the bin, minutes from the start of the
+        replay) and ``rate`` (arrivals in the bin divided by ``bin_s``, requests per second).
+    """
+    if not isinstance(arrivals, Mapping) or not arrivals:
+        raise ValueError("arrivals must be a non-empty mapping label -> arrival times in seconds")
+    span, width = positive(duration_s, "duration_s"), positive(bin_s, "bin_s")
+    n_bins = int(span // width)
+    if n_bins < 1:
+        raise ValueError(f"bin_s={width} is longer than duration_s={span}: no whole bin to count")
+    edges = np.arange(n_bins + 1) * width
+    rows = []
+    for label, t in arrivals.items():
+        counts, _ = np.histogram(array(t, f"arrivals[{label!r}]", lo=0).ravel(), bins=edges)
+        rows.append(pd.DataFrame({"replay": str(label), "minute": np.round(edges[:-1] / 60.0, 6),
+                                  "rate": counts / width}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def minute_rate_chart(arrivals: Mapping, ceilings: Mapping, duration_s: float, *, bin_s: float = 60.0,
+                      title: str = "") -> alt.LayerChart:
+    """Step lines of the arrival rate per bin, one per replay, under labelled horizontal ceilings.
+
+    A ceiling is typically the rate a fleet completes requests at full batch (replicas × slots ÷
+    holding time): in a bin above it the fleet's queue grows, and it drains only in bins below.
+
+    Parameters
+    ----------
+    arrivals : mapping of str to array_like
+        ``label -> arrival times`` (seconds from the start, ≥ 0), as for :func:`minute_rate_table`.
+    ceilings : mapping of str to float
+        ``label -> rate``, requests per second (> 0), each drawn as a dashed rule with its label.
+    duration_s : float
+        Length of the replays, seconds (> 0).
+    bin_s : float
+        Bin length, seconds (> 0).
+    title : str
+        Chart title.
+
+    Returns
+    -------
+    altair.LayerChart
+    """
+    if not isinstance(ceilings, Mapping) or not ceilings:
+        raise ValueError("ceilings must be a non-empty mapping label -> requests per second")
+    rules = pd.DataFrame({"ceiling": [str(k) for k in ceilings],
+                          "rate": [positive(v, f"ceilings[{k!r}]") for k, v in ceilings.items()]})
+    table = minute_rate_table(arrivals, duration_s, bin_s)
+    order = list(dict.fromkeys(table["replay"]))
+    lo = min(table["rate"].min(), rules["rate"].min())
+    hi = max(table["rate"].max(), rules["rate"].max())
+    pad = 0.05 * (hi - lo) if hi > lo else 1.0
+    y = alt.Y("rate:Q", title="arrivals (requests/s)", scale=alt.Scale(domain=[max(0.0, lo - pad), hi + pad]))
+    lines = alt.Chart(table).mark_line(interpolate="step-after").encode(
+        x=alt.X("minute:Q", title=f"time in the replay (min; bins of {bin_s:g} s)"),
+        y=y,
+        color=alt.Color("replay:N", sort=order, title=None, scale=alt.Scale(range=PALETTE)),
+        tooltip=["replay:N", alt.Tooltip("minute:Q", title="minute"), alt.Tooltip("rate:Q", format=".2f")],
+    )
+    rule = alt.Chart(rules).mark_rule(strokeDash=[4, 4], color="#555").encode(y="rate:Q")
+    text = alt.Chart(rules).mark_text(align="left", dx=4, dy=-6, color="#555").encode(
+        x=alt.value(0), y="rate:Q", text="ceiling:N")
+    return (lines + rule + text).properties(width=WIDTH, title=title)
