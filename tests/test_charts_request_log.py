@@ -16,6 +16,8 @@ from capbook.charts.request_log import (
     hourly_tokens_chart,
     log_histogram,
     token_histogram_chart,
+    weekly_shape,
+    weekly_shape_chart,
 )
 
 
@@ -72,6 +74,9 @@ def test_hourly_tokens_chart_sums_input_and_output_per_series():
     d = datasets_of(hourly_tokens_chart(hourly))[0]
     assert d.series.tolist() == ["m · i", "m · i", "m · b", "m · b"]
     assert d.total_tokens.tolist() == [11, 22, 33, 44]
+    # rows per tenant of the same hour and series are summed into one point
+    two = pd.concat([hourly, hourly.assign(input_tokens=1, output_tokens=0)], ignore_index=True)
+    assert datasets_of(hourly_tokens_chart(two))[0].total_tokens.tolist() == [12, 23, 34, 45]
     with pytest.raises(ValueError, match="lacks column"):
         hourly_tokens_chart(hourly.drop(columns="tier"))
 
@@ -90,3 +95,49 @@ def test_capacity_line_chart_slider_counts_hours_in_the_browser():
     d = next(d for d in datasets_of(chart) if "mtok" in d)
     assert d.mtok.tolist() == [1.0, 2.0, 3.0, 6.0]
     assert capacity_line_chart(s, start=2.5).to_dict()["params"][0]["value"] == 2.5
+
+
+def test_dispersion_chart_draws_one_line_per_group():
+    idc = {"web": {1.0: 1.1, 10.0: 1.5}, "etl": {1.0: 0.0, 10.0: 0.0}, "agents": {1.0: 5.5, 10.0: 11.0}}
+    chart = dispersion_chart(idc)
+    measured = next(d for d in datasets_of(chart) if "group" in d)
+    # the steady etl stream (dispersion 0) cannot sit on a log axis and is left off
+    assert measured.group.tolist() == ["web", "web", "agents", "agents"]
+    assert measured.idc.tolist() == [1.1, 1.5, 5.5, 11.0]
+    layer = chart.to_dict()["layer"][0]
+    assert layer["encoding"]["color"]["field"] == "group"
+    assert layer["encoding"]["y"]["scale"]["domain"] == [0.5, 22.0]
+    with pytest.raises(ValueError, match="positive"):
+        dispersion_chart({"etl": {1.0: 0.0}})
+    with pytest.raises(ValueError, match="non-empty"):
+        dispersion_chart({"web": {}})
+
+
+def hours(weeks=2):
+    t = pd.date_range("2026-01-05", periods=168 * weeks, freq="h", tz="UTC")   # a Monday
+    rows = []
+    for tier, scale in (("interactive", 10), ("batch", 1)):
+        for tenant in ("a", "b"):
+            rows.append(pd.DataFrame({"period_start": t, "tier": tier, "tenant": tenant,
+                                      "total_tokens": scale * (np.arange(len(t)) % 168 + np.arange(len(t)) // 168)}))
+    return pd.concat(rows, ignore_index=True)
+
+
+def test_weekly_shape_averages_each_hour_of_the_week_over_the_weeks():
+    w = weekly_shape(hours())
+    inter = w[w.tier == "interactive"].set_index("hour_of_week")
+    assert len(inter) == 168 and (inter.weeks == 2).all()
+    # two tenants summed (x2), week 0 and week 1 (+1) averaged: 2 * (h + 0.5)
+    np.testing.assert_allclose(inter["mean"], 2 * (np.arange(168) + 0.5) * 10)
+    assert inter.loc[0, "day"] == "Mon" and inter.loc[167, "day"] == "Sun" and inter.loc[30, "hour"] == 6
+    with pytest.raises(ValueError, match="lacks column"):
+        weekly_shape(hours().drop(columns="tier"))
+
+
+def test_weekly_shape_chart_embeds_the_shape_with_day_ticks():
+    chart = weekly_shape_chart(hours())
+    d = datasets_of(chart)[0]
+    pd.testing.assert_frame_equal(d[["tier", "hour_of_week", "mean"]],
+                                  weekly_shape(hours())[["tier", "hour_of_week", "mean"]], check_dtype=False)
+    enc = chart.to_dict()["encoding"]
+    assert enc["x"]["axis"]["values"] == [0, 24, 48, 72, 96, 120, 144] and enc["color"]["field"] == "tier"

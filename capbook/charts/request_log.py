@@ -17,7 +17,9 @@ from . import PALETTE, WIDTH, slider
 from ..validation import array, integer, number
 
 __all__ = ["log_histogram", "token_histogram_chart", "dispersion_chart", "hourly_tokens_chart",
-           "capacity_line_chart"]
+           "weekly_shape", "weekly_shape_chart", "capacity_line_chart"]
+
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
 def _frame(df, name: str, columns) -> pd.DataFrame:
@@ -78,26 +80,46 @@ def token_histogram_chart(frame: pd.DataFrame, column: str = "output_tokens", by
     ).properties(title=f"{what.capitalize()} per request, by {by}")
 
 
-def dispersion_chart(idc: Mapping[float, float]) -> alt.LayerChart:
+def _idc_frame(idc: Mapping, name: str) -> pd.DataFrame:
+    if not isinstance(idc, Mapping) or not idc:
+        raise ValueError(f"{name} must be a non-empty mapping of window length (s) to dispersion")
+    return pd.DataFrame({"window_s": array(list(idc), f"{name} windows", lo=0, lo_open=True),
+                         "idc": array(list(idc.values()), f"{name} values", lo=0)})
+
+
+def dispersion_chart(idc: Mapping) -> alt.LayerChart:
     """Index of dispersion of counts against the window length, with Poisson's 1 dashed.
 
     Parameters
     ----------
-    idc : mapping of float to float
+    idc : mapping
         Window length (seconds) to index of dispersion (variance / mean of the counts), as in
-        ``RequestLog.arrival_stats()["idc"]``.
+        ``RequestLog.arrival_stats()["idc"]``; or a mapping of group name (a tenant, a tier) to
+        such a mapping, drawn as one line per group. Values of 0 (a perfectly steady stream)
+        are left off the log scale.
     """
     if not isinstance(idc, Mapping) or not idc:
         raise ValueError("idc must be a non-empty mapping of window length (s) to dispersion")
-    df = pd.DataFrame({"window_s": array(list(idc), "idc windows", lo=0, lo_open=True),
-                       "idc": array(list(idc.values()), "idc values", lo=0, lo_open=True)})
+    grouped = all(isinstance(v, Mapping) for v in idc.values())
+    if grouped:
+        df = pd.concat([_idc_frame(v, f"idc[{k!r}]").assign(group=str(k)) for k, v in idc.items()],
+                       ignore_index=True)
+    else:
+        df = _idc_frame(idc, "idc").assign(group="all")
+    df = df[df["idc"] > 0]
+    if df.empty:
+        raise ValueError("idc has no positive dispersion to draw on a log scale")
     poisson = pd.DataFrame({"window_s": [df.window_s.min(), df.window_s.max()], "idc": [1.0, 1.0]})
-    line = alt.Chart(df).mark_line(point=True).encode(
+    enc = dict(
         x=alt.X("window_s:Q", scale=alt.Scale(type="log"), title="window length (s, log scale)"),
-        y=alt.Y("idc:Q", scale=alt.Scale(type="log", domain=[0.5, 2 * float(df.idc.max())]),
+        y=alt.Y("idc:Q", scale=alt.Scale(type="log", domain=[min(0.5, float(df.idc.min())), 2 * float(df.idc.max())]),
                 title="index of dispersion of counts (log scale)"),
-        tooltip=[alt.Tooltip("window_s:Q", title="window (s)"), alt.Tooltip("idc:Q", format=".2f")],
+        tooltip=(["group:N"] if grouped else []) + [alt.Tooltip("window_s:Q", title="window (s)"),
+                                                    alt.Tooltip("idc:Q", format=".2f")],
     )
+    if grouped:
+        enc["color"] = alt.Color("group:N", title="")
+    line = alt.Chart(df).mark_line(point=True).encode(**enc)
     ref = alt.Chart(poisson).mark_line(strokeDash=[4, 4], color="#888").encode(x="window_s:Q", y="idc:Q")
     return (line + ref).properties(title="Burstiness grows with the window: the dashed line is Poisson")
 
@@ -108,9 +130,13 @@ def hourly_tokens_chart(hourly: pd.DataFrame) -> alt.Chart:
     Parameters
     ----------
     hourly : pandas.DataFrame
-        ``RequestLog.hourly()``: ``period_start, model, tier, input_tokens, output_tokens``.
+        ``RequestLog.hourly()`` or a gateway's history: ``period_start, model, tier,
+        input_tokens, output_tokens`` (tokens per hour; rows of one hour, model and tier, e.g.
+        per tenant, are summed).
     """
     hourly = _frame(hourly, "hourly", ["period_start", "model", "tier", "input_tokens", "output_tokens"])
+    hourly = hourly.groupby(["period_start", "model", "tier"], as_index=False, sort=False)[
+        ["input_tokens", "output_tokens"]].sum()    # several rows of one hour (tenants) become one
     df = pd.DataFrame({"period_start": hourly["period_start"],
                        "series": hourly["model"].astype(str) + " · " + hourly["tier"].astype(str),
                        "total_tokens": hourly["input_tokens"] + hourly["output_tokens"]})
@@ -121,6 +147,58 @@ def hourly_tokens_chart(hourly: pd.DataFrame) -> alt.Chart:
         tooltip=["series", alt.Tooltip("period_start:T", format="%a %d %b %H:00"),
                  alt.Tooltip("total_tokens:Q", format=",")],
     ).properties(title="Hourly tokens per model and tier", width=WIDTH)
+
+
+def weekly_shape(hourly: pd.DataFrame, value: str = "total_tokens") -> pd.DataFrame:
+    """The mean hour of the week per tier: ``value`` averaged by weekday and hour (UTC).
+
+    Parameters
+    ----------
+    hourly : pandas.DataFrame
+        Hourly sums with ``period_start`` (UTC), ``tier`` and ``value``; several rows of one
+        hour and tier (tenants, models) are summed first.
+    value : str
+        The column to average, e.g. ``"total_tokens"`` (tokens per hour) or ``"requests"``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``tier, hour_of_week`` (0 = Monday 00:00 UTC … 167 = Sunday 23:00), ``day``, ``hour``,
+        ``mean`` (``value`` per hour, averaged over the weeks) and ``weeks`` (hours averaged).
+    """
+    hourly = _frame(hourly, "hourly", ["period_start", "tier", value])
+    per = hourly.groupby(["period_start", "tier"], as_index=False)[value].sum()
+    t = pd.to_datetime(per["period_start"], utc=True)
+    per["hour_of_week"] = t.dt.day_of_week * 24 + t.dt.hour
+    out = per.groupby(["tier", "hour_of_week"], as_index=False)[value].agg(["mean", "count"])
+    out = out.rename(columns={"count": "weeks"})
+    out["day"] = [_DAYS[h // 24] for h in out["hour_of_week"]]
+    out["hour"] = out["hour_of_week"] % 24
+    return out[["tier", "hour_of_week", "day", "hour", "mean", "weeks"]]
+
+
+def weekly_shape_chart(hourly: pd.DataFrame, value: str = "total_tokens") -> alt.Chart:
+    """The mean week (:func:`weekly_shape`): one line per tier, Monday 00:00 to Sunday 23:00 UTC.
+
+    Parameters
+    ----------
+    hourly : pandas.DataFrame
+        Hourly sums with ``period_start``, ``tier`` and ``value`` (e.g. a gateway's history).
+    value : str
+        The column to average (default tokens per hour, input + output).
+    """
+    shape = weekly_shape(hourly, value)
+    what = value.replace("_", " ")
+    return alt.Chart(shape).mark_line(strokeWidth=1.5).encode(
+        x=alt.X("hour_of_week:Q", title="hour of the week (UTC; ticks at each day's midnight)",
+                scale=alt.Scale(domain=[0, 168]),
+                axis=alt.Axis(values=list(range(0, 168, 24)), labelExpr=
+                              "['Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'][floor(datum.value / 24)]")),
+        y=alt.Y("mean:Q", title=f"{what} per hour, mean over the weeks"),
+        color=alt.Color("tier:N", title="tier"),
+        tooltip=["tier:N", "day:N", alt.Tooltip("hour:Q", title="hour (UTC)"),
+                 alt.Tooltip("mean:Q", format=",.0f"), alt.Tooltip("weeks:Q", title="hours averaged")],
+    ).properties(title="The average week, per tier", width=WIDTH)
 
 
 def capacity_line_chart(series: pd.DataFrame, start: float | None = None,
