@@ -35,6 +35,27 @@ def _layer_params(spec: dict) -> dict:
 # ---------------------------------------------------------------- variability
 
 
+def test_dispersion_chart_rows_are_the_table():
+    table = pd.DataFrame({0.1: [1.06, 0.99], 2.0: [1.93, 0.97], 60.0: [2.61, 0.79]},
+                         index=["interactive", "without the agents"])
+    spec = var.dispersion_chart(table).to_dict()
+    rows = [r for d in _datasets(spec) for r in d if "stream" in r]
+    assert len(rows) == 6
+    got = {(r["stream"], r["window_s"]): r["idc"] for r in rows}
+    for stream in table.index:
+        for w in table.columns:
+            assert got[(stream, w)] == pytest.approx(table.loc[stream, w])
+    layers = spec["layer"]
+    assert layers[0]["encoding"]["x"]["scale"]["type"] == "log"
+    assert [r["idc"] for d in _datasets(spec) for r in d if "stream" not in r] == [1.0]   # the Poisson rule
+
+
+@pytest.mark.parametrize("bad", [pd.DataFrame(), pd.DataFrame({-1.0: [1.0]}), pd.DataFrame({1.0: [np.nan]})])
+def test_dispersion_chart_rejects_bad_tables(bad):
+    with pytest.raises(ValueError):
+        var.dispersion_chart(bad)
+
+
 def test_allen_cunneen_grid_is_the_mmc_wait():
     grid = var.allen_cunneen_grid(32, 12.25, lo=0.6, hi=0.9, step=0.1)
     np.testing.assert_allclose(grid["utilisation"], [0.6, 0.7, 0.8, 0.9])

@@ -18,10 +18,10 @@ import numpy as np
 import pandas as pd
 
 from capbook import queueing as q
-from capbook.charts import slider
+from capbook.charts import HEIGHT, WIDTH, slider
 from capbook.validation import integer, number, positive
 
-__all__ = ["AC_EXPRESSIONS", "allen_cunneen_grid", "allen_cunneen_chart"]
+__all__ = ["AC_EXPRESSIONS", "allen_cunneen_grid", "allen_cunneen_chart", "dispersion_chart"]
 
 #: Vega expressions of the chart (parameters ``ca2`` and ``sigma``; ``datum.w_mmc`` embedded).
 AC_EXPRESSIONS = {
@@ -97,3 +97,39 @@ def allen_cunneen_chart(slots, service_time_s, ca2=1.0, sigma=1.0) -> alt.Chart:
         slider("ca2", a, 0.0, 10.0, 0.1, "Ca²"), slider("sigma", s, 0.0, 1.6, 0.05, "log-normal σ of service")
     ).properties(title=f"Variability multiplies the wait at every load ({int(slots)} slots, "
                        f"T = {float(service_time_s):g} s)")
+
+
+def dispersion_chart(table, title="Bursts show in the counts, at windows as long as a burst") -> alt.Chart:
+    """Index of dispersion of counts against the window length, one line per arrival stream.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        One row per stream (the index names it), one column per window length in seconds; each
+        value is the variance over the mean of the arrivals counted in windows of that length.
+    title : str
+        Chart title.
+
+    Returns
+    -------
+    altair.Chart
+        Lines with points of the index against the window (log scale, seconds), and a rule at 1,
+        the value of a Poisson stream at every window.
+    """
+    if not isinstance(table, pd.DataFrame) or table.empty:
+        raise ValueError("table must be a non-empty DataFrame: one row per stream, one column per window (s)")
+    windows = np.array([positive(w, "table columns (window, s)") for w in table.columns], dtype=float)
+    values = table.to_numpy(dtype=float)
+    if not np.all(np.isfinite(values)) or np.any(values < 0):
+        raise ValueError("table values (index of dispersion) must be finite and non-negative")
+    rows = pd.DataFrame({"stream": np.repeat([str(i) for i in table.index], len(windows)),
+                         "window_s": np.tile(windows, len(table)), "idc": values.ravel()})
+    lines = alt.Chart(rows).mark_line(point=True).encode(
+        x=alt.X("window_s:Q", title="window (s)", scale=alt.Scale(type="log")),
+        y=alt.Y("idc:Q", title="variance / mean of the count"),
+        color=alt.Color("stream:N", title=None, sort=[str(i) for i in table.index]),
+        tooltip=[alt.Tooltip("stream:N"), alt.Tooltip("window_s:Q", title="window (s)"),
+                 alt.Tooltip("idc:Q", title="index of dispersion", format=".2f")],
+    )
+    poisson = alt.Chart(pd.DataFrame({"idc": [1.0]})).mark_rule(strokeDash=[4, 4], color="gray").encode(y="idc:Q")
+    return (lines + poisson).properties(title=title, width=WIDTH, height=HEIGHT)
