@@ -355,13 +355,14 @@ def plan_log(log=None, history=None):
             history = history if history is not None else history_path()
         else:
             log = load_gateway()
+    history_label = None
     if _is_file(log, GATEWAY_LOG):
         label = SAMPLE_GATEWAY_LABEL
         if history is None:
-            history = data_path(*GATEWAY_HISTORY.parts)
+            history, history_label = data_path(*GATEWAY_HISTORY.parts), f"data/{GATEWAY_HISTORY.as_posix()}"
     elif _is_sample_log(log):
         label = SAMPLE_REQUESTS_LABEL
-    return LogAggregates.of(log, label=label, history=history)
+    return LogAggregates.of(log, label=label, history=history, history_label=history_label)
 
 
 @dataclass(frozen=True, eq=False)

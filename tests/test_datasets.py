@@ -202,7 +202,7 @@ def test_plan_inputs_pick_the_sample_sweep_of_each_sample_model():
     assert isinstance(by_default.log, LogAggregates)
     # by default the plan reads the running example's gateway: its log and its 26-week history
     assert by_default.log.label == datasets.SAMPLE_GATEWAY_LABEL == "sample gateway (data/gateway)"
-    assert by_default.log.history_label.endswith("hourly.csv")
+    assert by_default.log.history_label == "data/gateway/hourly.csv"   # named, not a machine path
     assert by_default.sweep.name == datasets.SAMPLE_SWEEP_FOR_MODEL["chat"] == "illustrative_chat"
     assert by_default.sweep_label == "sample sweep illustrative_chat (modelled, not measured)"
     assert by_default.notes == () and "model" not in by_default.arguments
