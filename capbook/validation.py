@@ -49,6 +49,7 @@ __all__ = [
     "integer",
     "array",
     "choice",
+    "table",
     "fewest",
 ]
 
@@ -241,6 +242,19 @@ def choice(x, name: str, options: Iterable[str]) -> str:
     if not isinstance(x, str) or x not in opts:
         raise ValueError(f"{name} must be one of {', '.join(repr(o) for o in opts)}; got {x!r}")
     return x
+
+
+def table(df, name: str, columns: Iterable[str] = ()):
+    """A pandas DataFrame holding ``columns``; the message names the argument and what is missing."""
+    import pandas as pd
+
+    if not isinstance(df, pd.DataFrame):
+        raise ValueError(f"{name} must be a pandas DataFrame, got {type(df).__name__}")
+    need = list(columns)
+    missing = [c for c in need if c not in df.columns]
+    if missing:
+        raise ValueError(f"{name} lacks column(s) {missing}; needs {need}")
+    return df
 
 
 def fewest(ok: Callable[[int], bool], start: int, *, what: str = "replicas",

@@ -139,3 +139,16 @@ def test_data_dir_honours_capbook_data(tmp_path, monkeypatch):
     monkeypatch.setenv(paths.ENV_DATA, str(tmp_path / "missing"))
     with pytest.raises(FileNotFoundError, match="CAPBOOK_DATA=.*no such folder"):
         paths.data_dir()
+
+
+def test_table_names_the_argument_and_the_missing_columns():
+    import pandas as pd
+
+    from capbook.validation import table
+
+    df = pd.DataFrame({"a": [1], "b": [2]})
+    assert table(df, "df", ["a"]) is df and table(df, "df") is df
+    with pytest.raises(ValueError, match=r"^df must be a pandas DataFrame, got dict"):
+        table({"a": [1]}, "df", ["a"])
+    with pytest.raises(ValueError, match=r"^df lacks column\(s\) \['c'\]; needs \['a', 'c'\]"):
+        table(df, "df", ["a", "c"])

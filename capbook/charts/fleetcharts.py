@@ -19,7 +19,7 @@ import pandas as pd
 from capbook import fleet as _fleet
 from capbook import queueing as _q
 from capbook.charts import HEIGHT, PALETTE, WIDTH, slider
-from capbook.validation import integer, nonnegative, positive, probability
+from capbook.validation import integer, nonnegative, positive, probability, table
 
 __all__ = [
     "STAGES",
@@ -257,10 +257,7 @@ def hockey_stick(replicas, slots, service_time, t, levels=None, utilisation=None
 
 
 def _measures(df: pd.DataFrame, ids: list[str]) -> pd.DataFrame:
-    need = set(ids) | {"throughput_rps", "goodput_rps"}
-    missing = sorted(need - set(df.columns))
-    if missing:
-        raise ValueError(f"the summary table lacks column(s) {missing}")
+    table(df, "runs", [*ids, "throughput_rps", "goodput_rps"])
     out = df.melt(id_vars=ids, value_vars=["throughput_rps", "goodput_rps"], var_name="measure", value_name="rps")
     out["measure"] = out["measure"].map({"throughput_rps": "throughput", "goodput_rps": "goodput"})
     return out
@@ -310,8 +307,7 @@ def admission_budgets(runs: pd.DataFrame, budget=0.5):
         Grey lines without admission control; coloured lines for the rows whose
         ``budget_log2`` equals the slider parameter ``budget_log2``.
     """
-    if "budget_s" not in runs.columns:
-        raise ValueError("the summary table lacks column 'budget_s'")
+    table(runs, "runs", ["budget_s"])
     b = runs["budget_s"].to_numpy(dtype=float)
     have = b[np.isfinite(b)]
     if have.size == 0 or np.any(have <= 0):
@@ -349,10 +345,7 @@ def retry_timeline(timelines: pd.DataFrame, until_min=45, title="A spike and thr
     altair.Chart
         Data rows ``minute``, ``clients``, ``measure`` and ``rps``.
     """
-    need = {"minute", "clients", "attempts_rps", "goodput_rps"}
-    missing = sorted(need - set(timelines.columns))
-    if missing:
-        raise ValueError(f"timelines lacks column(s) {missing}")
+    table(timelines, "timelines", ["minute", "clients", "attempts_rps", "goodput_rps"])
     tl = timelines[timelines.minute < positive(until_min, "until_min")]
     long = tl.melt(id_vars=["minute", "clients"], value_vars=["attempts_rps", "goodput_rps"],
                    var_name="measure", value_name="rps")

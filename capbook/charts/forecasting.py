@@ -12,7 +12,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..validation import array, integer
+from ..validation import array, integer, table as _table
 from . import HEIGHT, PALETTE, slider
 
 __all__ = ["weekly_shape_chart", "time_zone_chart", "forecast_band_chart", "forecast_explorer_chart", "coverage_chart"]
@@ -23,13 +23,6 @@ _METHOD_COLOUR = alt.Color("method:N", title="method",
                            scale=alt.Scale(domain=_METHODS, range=[PALETTE[0], PALETTE[1]]))
 
 
-def _frame(df, name: str, columns) -> pd.DataFrame:
-    if not isinstance(df, pd.DataFrame):
-        raise ValueError(f"{name} must be a pandas DataFrame")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{name} lacks the column(s) {missing}")
-    return df
 
 
 def _series(s, name: str) -> pd.Series:
@@ -83,7 +76,7 @@ def time_zone_chart(regions, total: str = "global") -> alt.Chart:
         One row per hour and column: ``hour of week``, ``series`` (the column name) and
         ``share (%)`` (percent of one region's weekly tokens); the sum is drawn as a thicker line.
     """
-    regions = _frame(regions, "regions", [total])
+    regions = _table(regions, "regions", [total])
     if len(regions) != 168 or regions.shape[1] < 2:
         raise ValueError("regions must have 168 hourly rows and at least one region besides the total")
     long = regions.reset_index(drop=True).rename_axis("hour of week").reset_index().melt(
@@ -121,7 +114,7 @@ def forecast_band_chart(history, actual, frame, *, lo: str = "p10", hi: str = "p
         a line layer with ``line`` in ``history``, ``actual (held out)``, ``point forecast``.
     """
     history, actual = _series(history, "history"), _series(actual, "actual")
-    frame = _frame(frame, "frame", ["point", lo, hi])
+    frame = _table(frame, "frame", ["point", lo, hi])
 
     def rows(s, line):  # millions of tokens, rounded to keep the page small
         return pd.DataFrame({"time": s.index, "tokens": np.round(s.to_numpy() / 1e6, 2), "line": line})
@@ -164,8 +157,8 @@ def forecast_explorer_chart(hourly, offsets) -> alt.VConcatChart:
     altair.VConcatChart
         Lines (actual, calibrated, sqrt_h) over coverage and pinball-loss bars per horizon.
     """
-    hourly = _frame(hourly, "hourly", ["g", "s", "i", "a", "p"])
-    offsets = _frame(offsets, "offsets", ["key", "off_cal", "off_sqrt"])
+    hourly = _table(hourly, "hourly", ["g", "s", "i", "a", "p"])
+    offsets = _table(offsets, "offsets", ["key", "off_cal", "off_sqrt"])
     params = [slider("growth", 3.5, 0, 7, 3.5, "weekly growth (%)"), slider("noise", 8, 4, 12, 4, "noise (%)"),
               slider("horizon", 4, 1, 4, 1, "horizon (weeks)"), slider("quant", 90, 50, 95, 5, "quantile (%)")]
     base = (
@@ -223,7 +216,7 @@ def coverage_chart(grid) -> alt.HConcatChart:
     altair.HConcatChart
         Coverage (with the chosen quantile as a dashed rule) beside pinball loss.
     """
-    grid = _frame(grid, "grid", ["method", "quantile", "horizon", "coverage", "pinball"])
+    grid = _table(grid, "grid", ["method", "quantile", "horizon", "coverage", "pinball"])
     quant = slider("quant", 90, 50, 95, 5, "quantile (%)")
     sel = alt.Chart(grid).add_params(quant).transform_filter("datum.quantile == quant")
     x = alt.X("horizon:Q", title="horizon (weeks)", scale=alt.Scale(domain=[1, int(grid["horizon"].max())]))

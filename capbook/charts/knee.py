@@ -21,6 +21,7 @@ import pandas as pd
 
 from capbook import queueing as q
 from capbook.charts import PALETTE, slider
+from capbook import validation
 from capbook.validation import array, integer, nonnegative, number, positive, probability
 
 __all__ = ["qps_by_output_chart", "erlang_c_table", "table_safe_utilisation", "knee_explorer_chart"]
@@ -191,8 +192,7 @@ def knee_explorer_chart(table, slots=8, service_time=8.0, wait_t=2.0, target_pct
     -------
     altair.VConcatChart
     """
-    if not isinstance(table, pd.DataFrame) or not {"c", "rho", "C"} <= set(table.columns):
-        raise ValueError("table must be a DataFrame from erlang_c_table (columns c, rho, C)")
+    validation.table(table, "table (from erlang_c_table)", ["c", "rho", "C"])
     lo, hi = int(table.c.min()), int(table.c.max())
     s = integer(slots, "slots", minimum=lo, maximum=hi)
     params = (

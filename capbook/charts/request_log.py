@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from . import PALETTE, WIDTH, slider
-from ..validation import array, integer, number
+from ..validation import array, integer, number, table as _table
 
 __all__ = ["log_histogram", "token_histogram_chart", "dispersion_chart", "hourly_tokens_chart",
            "weekly_shape", "weekly_shape_chart", "capacity_line_chart"]
@@ -22,13 +22,6 @@ __all__ = ["log_histogram", "token_histogram_chart", "dispersion_chart", "hourly
 _DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
 
-def _frame(df, name: str, columns) -> pd.DataFrame:
-    if not isinstance(df, pd.DataFrame):
-        raise TypeError(f"{name} must be a pandas DataFrame, not {type(df).__name__}")
-    missing = [c for c in columns if c not in df.columns]
-    if missing:
-        raise ValueError(f"{name} lacks column(s) {missing}; needs {list(columns)}")
-    return df
 
 
 def log_histogram(frame: pd.DataFrame, column: str = "output_tokens", by: str = "tier",
@@ -53,7 +46,7 @@ def log_histogram(frame: pd.DataFrame, column: str = "output_tokens", by: str = 
         ``<by>, lo, hi`` (bin edges, tokens; ``hi`` excluded), ``mid`` (geometric middle) and
         ``share`` (of the group's requests). Counts below 1 (zero tokens) fall in no bin.
     """
-    frame = _frame(frame, "frame", [column, by])
+    frame = _table(frame, "frame", [column, by])
     bins = integer(bins, "bins", minimum=2)
     values = array(frame[column].to_numpy(float), column, lo=0)
     edges = np.unique(np.round(np.logspace(0, np.log10(values.max() + 1), bins)))
@@ -134,7 +127,7 @@ def hourly_tokens_chart(hourly: pd.DataFrame) -> alt.Chart:
         input_tokens, output_tokens`` (tokens per hour; rows of one hour, model and tier, e.g.
         per tenant, are summed).
     """
-    hourly = _frame(hourly, "hourly", ["period_start", "model", "tier", "input_tokens", "output_tokens"])
+    hourly = _table(hourly, "hourly", ["period_start", "model", "tier", "input_tokens", "output_tokens"])
     hourly = hourly.groupby(["period_start", "model", "tier"], as_index=False, sort=False)[
         ["input_tokens", "output_tokens"]].sum()    # several rows of one hour (tenants) become one
     df = pd.DataFrame({"period_start": hourly["period_start"],
@@ -166,7 +159,7 @@ def weekly_shape(hourly: pd.DataFrame, value: str = "total_tokens") -> pd.DataFr
         ``tier, hour_of_week`` (0 = Monday 00:00 UTC … 167 = Sunday 23:00), ``day``, ``hour``,
         ``mean`` (``value`` per hour, averaged over the weeks) and ``weeks`` (hours averaged).
     """
-    hourly = _frame(hourly, "hourly", ["period_start", "tier", value])
+    hourly = _table(hourly, "hourly", ["period_start", "tier", value])
     per = hourly.groupby(["period_start", "tier"], as_index=False)[value].sum()
     t = pd.to_datetime(per["period_start"], utc=True)
     per["hour_of_week"] = t.dt.day_of_week * 24 + t.dt.hour
@@ -214,7 +207,7 @@ def capacity_line_chart(series: pd.DataFrame, start: float | None = None,
     label : str
         Title of the y axis (say which traffic it is).
     """
-    series = _frame(series, "series", ["period_start", "mtok"])[["period_start", "mtok"]]
+    series = _table(series, "series", ["period_start", "mtok"])[["period_start", "mtok"]]
     top = float(series["mtok"].max())
     start = float(series["mtok"].mean()) if start is None else number(start, "start", lo=0)
     cap = slider("cap_mtok", round(start, 2), 0.1, max(round(1.2 * top, 1), 0.2), 0.05,
