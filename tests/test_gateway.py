@@ -169,17 +169,13 @@ def test_history_without_a_log_is_refused_by_name(tmp_path, capsys):
         assert "--history applies to --requests LOG" in err and "Traceback" not in err
 
 
-def test_book_passes_the_history_to_the_chapters(monkeypatch):
+def test_book_passes_the_history_to_the_chapters():
     from capbook import bookbuild
 
     env = bookbuild._data_env(str(LOG), "auto", None, history=str(HISTORY))
     assert env["CAPBOOK_HISTORY"] == str(HISTORY.resolve()) and env["CAPBOOK_REQUESTS"] == str(LOG.resolve())
-    for k, v in env.items():
-        if v is None:
-            monkeypatch.delenv(k, raising=False)
-        else:
-            monkeypatch.setenv(k, v)
-    source = datasets.data_source()
+    with bookbuild._environ(env):          # what each chapter's kernel sees
+        source = datasets.data_source()
     assert source["history"] == str(HISTORY.resolve())
     note = bookbuild.data_note(source, "2026-12-01 18:00 UTC")
     assert f"- hourly history: `{HISTORY.resolve()}`" in note
