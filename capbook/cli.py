@@ -466,7 +466,7 @@ def _load_inputs(args) -> tuple:
 
 
 def _history_flag(args):
-    """The path at ``--history CSV`` once it reads as an hourly history, or None; errors name the flag."""
+    """The hourly history at ``--history CSV``, read and checked (a frame), or None; errors name the flag."""
     if args.history is None:
         return None
     from capbook.forecast import read_token_csv
@@ -477,10 +477,9 @@ def _history_flag(args):
     if not os.path.isfile(args.history):
         raise FileNotFoundError(f"--history {args.history}: no such file")
     try:
-        read_token_csv(args.history)
+        return read_token_csv(args.history)
     except (ValueError, KeyError) as exc:
         raise ValueError(f"--history {args.history}: {exc}") from None
-    return args.history
 
 
 def _read_sweep_flag(args):
@@ -506,7 +505,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
     try:
         slo = SLO.parse(args.slo) if args.slo else SLO()
-        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args))
+        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
+                                      history_label=args.history)
         plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier,
                              slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
@@ -556,7 +556,8 @@ def run_book(args: argparse.Namespace) -> int:
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
                                     sweep=args.sweep, timeout=timeout, keep_notebooks=args.keep,
                                     jobs=jobs, requests_options=_requests_options(args),
-                                    sweep_options=_sweep_options(args), history=_history_flag(args))
+                                    sweep_options=_sweep_options(args),
+                                    history=args.history if _history_flag(args) is not None else None)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
 

@@ -332,7 +332,7 @@ def _is_sample_log(log) -> bool:
     return _is_file(log, Path(*SAMPLE_REQUESTS))
 
 
-def plan_log(log=None, history=None):
+def plan_log(log=None, history=None, history_label: str | None = None):
     """The request log as the plan reads it, summed once (:class:`capbook.plan.LogAggregates`).
 
     Parameters
@@ -342,6 +342,8 @@ def plan_log(log=None, history=None):
     history : str, pathlib.Path or pandas.DataFrame, optional
         Hourly history for the forecast (see :meth:`capbook.plan.LogAggregates.of`). Default:
         ``CAPBOOK_HISTORY`` with the reader's log; the gateway's 26 weeks with its log.
+    history_label : str, optional
+        How the plan names a history given as a frame (default: its path, or "hourly history").
     """
     from .paths import data_path
     from .plan import LogAggregates
@@ -355,7 +357,6 @@ def plan_log(log=None, history=None):
             history = history if history is not None else history_path()
         else:
             log = load_gateway()
-    history_label = None
     if _is_file(log, GATEWAY_LOG):
         label = SAMPLE_GATEWAY_LABEL
         if history is None:
@@ -397,7 +398,8 @@ class PlanInputs:
         return kw
 
 
-def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None) -> PlanInputs:
+def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None,
+                history_label: str | None = None) -> PlanInputs:
     """The request log and sweep a capacity plan is built from, with the book's defaults.
 
     * the log: ``log``, else ``CAPBOOK_REQUESTS``, else the sample gateway (:func:`plan_log`);
@@ -416,6 +418,8 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None)
         Model to plan; passed on to the plan.
     history : str, pathlib.Path or pandas.DataFrame, optional
         Hourly history for the forecast (:meth:`capbook.plan.LogAggregates.of`).
+    history_label : str, optional
+        How the plan names it (see :func:`plan_log`).
 
     Returns
     -------
@@ -431,7 +435,7 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None)
     from .plan import select_traffic
     from .sweep import load_sample_sweep
 
-    sums = plan_log(log, history)
+    sums = plan_log(log, history, history_label)
     notes: tuple = ()
     if sweep is not None:
         label = getattr(sweep, "name", None) or "sweep"

@@ -116,14 +116,7 @@ def hourly_counts(rng) -> pd.DataFrame:
     peak = int(np.argmax(inter))
     total = sum(c[peak] for c in counts.values())
     counts["web"][peak] += PEAK_REQUESTS_PER_HOUR - total  # exactly 144,000 in the busy hour
-    etl = np.zeros(n, dtype=np.int64)
-    for start_h, minutes, rate, weekdays in JOBS:
-        for d in range(WEEKS * 7):
-            if weekdays and d % 7 >= 5:
-                continue
-            s = d * 24 * 3600 + start_h * 3600
-            for sec0 in range(int(s), int(s + minutes * 60), 60):
-                etl[sec0 // 3600] += int(rate * 60)
+    etl = np.array([len(_job_arrivals(h)) for h in range(n)], dtype=np.int64)
     counts["etl"] = etl
     return pd.DataFrame(counts), peak
 
