@@ -961,7 +961,8 @@ class CapacityPlan:
     Attributes
     ----------
     source : dict
-        Where the data came from: ``requests``, ``sweep``, ``model``, ``tier``.
+        Where the data came from: ``requests``, ``sweep``, ``model``, ``tier``, and the sweep's ``gpu`` and
+        ``tensor_parallel`` (None when it does not record them).
     traffic : Traffic
         The model and tier planned (:func:`select_traffic`).
     demand : Demand
@@ -1423,7 +1424,8 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
                              spares=spares, zones=zones)
     plan = CapacityPlan(
         source={"requests": sums.label, "sweep": sweep_label or getattr(sweep, "name", None) or "sweep",
-                "model": traffic.model, "tier": traffic.tier or "all tiers"},
+                "model": traffic.model, "tier": traffic.tier or "all tiers",
+                "gpu": sweep.config.get("gpu"), "tensor_parallel": sweep.config.get("tensor_parallel")},
         traffic=traffic, demand=demand, replica=replica, queue=queue, engine_check=engine, fleet=fleet_plan,
         at_serving=check_serving(sweep, demand, replica, queue, fleet_plan),
         limits=tenant_limits(sums, traffic, demand, replica, fleet_plan, tpm_reserve),

@@ -762,6 +762,20 @@ def _spec_list() -> list[SweepSpec]:
             "(4,000 in / 250 out).",
         ),
         SweepSpec(
+            "llama70b_h100_tp8_chat",
+            Deployment(m["Llama-3.1-70B"], g["H100-SXM-80GB"], tensor_parallel=8),
+            w["chat"], LEVELS, 33,
+            "70B model, BF16, eight H100 SXM with tensor parallelism 8, chat mix: the TP 4 "
+            "replica's workload on twice the GPUs, for the cost comparison.",
+        ),
+        SweepSpec(
+            "llama8b_l4_chat",
+            Deployment(m["Llama-3.1-8B"], g["L4"]),
+            w["chat"], LEVELS[:8], 42,
+            "8B model, BF16, one L4 (24 GB), chat mix: the cheap GPU of the cost comparison; "
+            "its 300 GB/s stream the 16 GB of weights in about 67 ms a step.",
+        ),
+        SweepSpec(
             "llama3b_l4_chat",
             Deployment(m["Llama-3.2-3B"], g["L4"]),
             w["chat"], LEVELS[:10], 41,
