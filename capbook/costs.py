@@ -95,6 +95,14 @@ def _gpu_key(name: str) -> str:
     return re.sub(r"[^0-9a-z]", "", str(name).lower())
 
 
+_VENDORS = {"nvidia", "tesla", "amd", "instinct", "gpu"}
+
+
+def _gpu_parts(name: str) -> set[str]:
+    """The parts of a GPU name without the vendor words: ``nvidia-h100-80gb`` → {h100, 80gb}."""
+    return {p for p in re.split(r"[^0-9a-z]+", str(name).lower()) if p and p not in _VENDORS}
+
+
 @dataclass(frozen=True)
 class GpuPrice:
     """Prices of one GPU type.
@@ -155,20 +163,41 @@ class PriceTable:
         return list(self.frame["gpu"])
 
     def price(self, gpu: str) -> GpuPrice:
-        """The prices of ``gpu`` (matched without case, spaces or hyphens).
+        """The prices of ``gpu``.
+
+        Names match without case, spaces, hyphens or underscores (``h100 sxm 80gb`` is
+        ``H100-SXM-80GB``). Failing that, a name whose parts (without the vendor: ``nvidia``,
+        ``tesla``) are all in exactly one row's name matches that row, as a load generator's
+        ``nvidia-h100-80gb`` matches ``H100-SXM-80GB``; :meth:`match` says which rule matched.
 
         Raises
         ------
         ValueError
-            When the table has no row for it; the message lists the GPUs it has.
+            When no row, or more than one row by parts, matches; the message lists the GPUs it has.
         """
+        return self.match(gpu)[0]
+
+    def match(self, gpu: str) -> tuple[GpuPrice, str]:
+        """The prices of ``gpu`` (see :meth:`price`) and a note: ``""`` for an exact match, else
+        which row the name was matched to and how to price it exactly."""
         key = _gpu_key(gpu)
-        hit = self.frame[[_gpu_key(g) == key for g in self.frame["gpu"]]]
-        if hit.empty:
+        rows = list(self.frame.itertuples(index=False))
+        hit = [r for r in rows if _gpu_key(r.gpu) == key]
+        note = ""
+        if not hit:
+            parts = _gpu_parts(gpu)
+            hit = [r for r in rows if parts and parts <= _gpu_parts(r.gpu)]
+            if len(hit) > 1:
+                raise ValueError(f"{self.source}: GPU {gpu!r} could be any of {', '.join(r.gpu for r in hit)}; "
+                                 f"add a row for {gpu!r} itself, or name the GPU as the table does")
+            if hit:
+                note = (f"GPU {gpu!r} priced as {hit[0].gpu!r}, the one row whose name holds {', '.join(sorted(parts))}; "
+                        f"add a row for {gpu!r} to price it exactly")
+        if not hit:
             raise ValueError(f"{self.source}: no price for GPU {gpu!r} (the table prices {', '.join(self.gpus)}); "
                              f"add a row '{gpu},<on-demand USD per GPU-hour>,<reserved USD per GPU-hour>'")
-        r = hit.iloc[0]
-        return GpuPrice(str(r["gpu"]), float(r["on_demand_usd_per_gpu_hour"]), float(r["reserved_usd_per_gpu_hour"]))
+        r = hit[0]
+        return GpuPrice(str(r.gpu), float(r.on_demand_usd_per_gpu_hour), float(r.reserved_usd_per_gpu_hour)), note
 
     def __repr__(self) -> str:
         return f"PriceTable({self.source!r}, gpus={self.gpus})"
@@ -296,6 +325,7 @@ class ReplicaPrice:
     price: GpuPrice
     on_demand_usd_per_hour: float
     reserved_usd_per_hour: float
+    note: str = ""
 
     def per_hour(self, basis: str = "on_demand") -> float:
         """USD per replica-hour on ``basis`` (``"on_demand"`` or ``"reserved"``)."""
@@ -344,8 +374,8 @@ def replica_price(sweep, prices, *, gpu: str | None = None, tensor_parallel: int
     if not tp_f.is_integer() or tp_f < 1:
         raise ValueError(f"tensor_parallel must be a whole number of GPUs >= 1, got {tp!r}")
     n = int(tp_f)
-    pr = table.price(str(g))
-    return ReplicaPrice(pr.gpu, n, pr, n * pr.on_demand, n * pr.reserved)
+    pr, note = table.match(str(g))
+    return ReplicaPrice(pr.gpu, n, pr, n * pr.on_demand, n * pr.reserved, note)
 
 
 # --------------------------------------------------------------------------------------------
@@ -501,7 +531,7 @@ def plan_cost(plan, prices, *, sweep=None, gpu: str | None = None, tensor_parall
     e_peak = out / rating.output_tps + inp / rating.input_tps
     per_out = rp.on_demand_usd_per_hour / (3600.0 * rating.output_tps) * 1e6
     per_in = rp.on_demand_usd_per_hour / (3600.0 * rating.input_tps) * 1e6
-    notes = []
+    notes = [rp.note] if rp.note else []
     e_mean = w_out = w_in = None
     try:
         wk = week_demand(plan)

@@ -6,6 +6,8 @@ data in ``data/`` (the default) or on a reader's own files without editing:
 * ``CAPBOOK_REQUESTS`` — path to a request log (any format :mod:`capbook.traces` reads);
   ``CAPBOOK_REQUESTS_FORMAT`` optionally names the format;
 * ``CAPBOOK_SWEEP`` — path to a sweep (any format :mod:`capbook.importers` reads);
+* ``CAPBOOK_PRICES`` — path to a price table (:func:`capbook.costs.read_prices`; default the
+  illustrative ``data/prices/illustrative.csv``);
 * ``CAPBOOK_REQUESTS_OPTIONS`` and ``CAPBOOK_SWEEP_OPTIONS`` — optional JSON objects of keyword
   arguments for :func:`capbook.traces.read_requests` (e.g. ``{"drop_invalid": true,
   "time_unit": "ms"}``) and :func:`capbook.importers.read_sweep` (e.g. ``{"load": "rate",
@@ -39,6 +41,8 @@ __all__ = [
     "GATEWAY_HISTORY",
     "load_gateway",
     "history_path",
+    "prices_path",
+    "load_prices",
     "PlanInputs",
     "plan_log",
     "plan_inputs",
@@ -57,6 +61,7 @@ _ENV_REQUESTS = "CAPBOOK_REQUESTS"
 _ENV_REQUESTS_FORMAT = "CAPBOOK_REQUESTS_FORMAT"
 _ENV_SWEEP = "CAPBOOK_SWEEP"
 _ENV_HISTORY = "CAPBOOK_HISTORY"
+_ENV_PRICES = "CAPBOOK_PRICES"
 _ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
 _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
 
@@ -74,6 +79,26 @@ def history_path() -> Path | None:
     """The reader's hourly history for the plan's forecast (``CAPBOOK_HISTORY``), or None."""
     v = os.environ.get(_ENV_HISTORY)
     return Path(v) if v else None
+
+
+def prices_path() -> Path | None:
+    """The reader's price table (``CAPBOOK_PRICES``), or None for the illustrative one."""
+    v = os.environ.get(_ENV_PRICES)
+    return Path(v) if v else None
+
+
+def load_prices():
+    """The price table the book prices plans with: the reader's (``CAPBOOK_PRICES``), else the
+    illustrative round numbers of ``data/prices/illustrative.csv`` (not quotes).
+
+    Returns
+    -------
+    capbook.costs.PriceTable
+    """
+    from . import costs
+
+    p = prices_path()
+    return costs.read_prices(p) if p is not None else costs.load_sample_prices()
 
 
 def load_gateway():
@@ -107,7 +132,7 @@ def sweep_path() -> Path | None:
 
 def using_sample_data() -> bool:
     """True when no reader data is configured (the book's published figures then apply)."""
-    return requests_path() is None and sweep_path() is None
+    return requests_path() is None and sweep_path() is None and prices_path() is None
 
 
 def data_source() -> dict:
@@ -116,6 +141,7 @@ def data_source() -> dict:
         "requests": str(requests_path()) if requests_path() else SAMPLE_REQUESTS_LABEL,
         "history": str(history_path()) if requests_path() and history_path() else None,
         "sweep": str(sweep_path()) if sweep_path() else "sample sweeps (data/sweeps)",
+        "prices": str(prices_path()) if prices_path() else "illustrative prices (data/prices/illustrative.csv)",
         "sample": using_sample_data(),
         "requests_options": requests_options() if requests_path() else {},
         "sweep_options": sweep_options() if sweep_path() else {},
