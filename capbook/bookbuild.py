@@ -89,11 +89,12 @@ def _environ(env: dict):
 
 
 def _data_env(requests, requests_format, sweep, requests_options=None, sweep_options=None,
-              history=None) -> dict:
+              history=None, prices=None) -> dict:
     import json
 
     return {
         "CAPBOOK_HISTORY": str(Path(history).resolve()) if history else None,
+        "CAPBOOK_PRICES": str(Path(prices).resolve()) if prices else None,
         "CAPBOOK_REQUESTS": str(Path(requests).resolve()) if requests else None,
         "CAPBOOK_REQUESTS_FORMAT": requests_format if requests and requests_format not in (None, "auto") else None,
         "CAPBOOK_REQUESTS_OPTIONS": json.dumps(requests_options) if requests and requests_options else None,
@@ -135,6 +136,8 @@ def data_note(source: dict, when: str) -> str:
     ]
     if source.get("history"):
         lines.insert(-1, f"- hourly history: `{source['history']}`")
+    if source.get("prices") and not str(source["prices"]).startswith("illustrative"):
+        lines.insert(-1, f"- prices: `{source['prices']}`")
     if source["sample"]:
         lines.append("These are the book's sample data, so every figure matches the published book.")
     else:
@@ -228,7 +231,7 @@ def _first_error(exc: BaseException) -> str:
 def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None, timeout: int = 300,
                keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None,
                jobs: int = 2, requests_options: dict | None = None,
-               sweep_options: dict | None = None, history=None) -> int:
+               sweep_options: dict | None = None, history=None, prices=None) -> int:
     """Execute every chapter on the given data and build the site into ``out``.
 
     Parameters
@@ -244,6 +247,9 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     history : str or Path, optional
         Hourly history of the reader's log for the capstone's forecast (``CAPBOOK_HISTORY``;
         see :meth:`capbook.plan.LogAggregates.of`).
+    prices : str or Path, optional
+        Price table for the chapter on costs (``CAPBOOK_PRICES``; see
+        :func:`capbook.costs.read_prices`).
     requests_options, sweep_options : dict, optional
         Further keyword arguments of :func:`capbook.traces.read_requests` (``drop_invalid``,
         ``time_unit``, ``sort``) and :func:`capbook.importers.read_sweep` (``load``, ``where``,
@@ -282,10 +288,10 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         if any(out.iterdir()) and not (out / _MARKER).is_file():
             raise ValueError(f"--out {out} exists and is not empty (and is not an earlier capbook book "
                              "build); choose a new folder")
-    for p, name in ((requests, "requests"), (sweep, "sweep"), (history, "history")):
+    for p, name in ((requests, "requests"), (sweep, "sweep"), (history, "history"), (prices, "prices")):
         if p is not None and not Path(p).exists():
             raise FileNotFoundError(f"--{name} {p}: no such file")
-    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options, history)
+    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options, history, prices)
     with _environ(env_vars):
         source = datasets.data_source()
     env = os.environ.copy()

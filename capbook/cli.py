@@ -367,6 +367,10 @@ _FLAG_HINTS = [
     (r"\bkv_cache_tokens\s*=", "--kv-cache-tokens N"),
     (r"\bkv_cache_tokens(?=\s+\d)", "--kv-cache-tokens"),
     (r"\bttft_p99_target_s\b", "--ttft-p99-target"),
+    (r"\bgpu\s*=\s*'NAME'", "--gpu NAME"),
+    (r"\bgpu\s*=(?!\S)", "--gpu NAME"),
+    (r"\btensor_parallel\s*=\s*N\b", "--tensor-parallel N"),
+    (r"\btensor_parallel\s*=(?!\S)", "--tensor-parallel N"),
 ]
 
 
@@ -435,7 +439,51 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
                    help="folder for plan.csv and plan.md (default ./capbook-plan)")
+    _add_price_arguments(p.add_argument_group("cost"))
     p.set_defaults(func=run_plan)
+
+
+def _add_price_arguments(g, *, replica: bool = True) -> None:
+    g.add_argument("--prices", metavar="CSV", default=None,
+                   help="price table: gpu,on_demand_usd_per_gpu_hour,reserved_usd_per_gpu_hour per GPU type (the "
+                        "repository's data/prices/illustrative.csv holds illustrative round numbers); adds the "
+                        "cost of the plan (rows with step 'cost' in plan.csv, a Cost section in plan.md)")
+    if replica:
+        g.add_argument("--gpu", metavar="NAME", default=None,
+                       help="with --prices: the GPU type one replica runs on, when the sweep does not record it "
+                            "(or to price it as another)")
+        g.add_argument("--tensor-parallel", metavar="N", default=None,
+                       help="with --prices: GPUs per replica, when the sweep does not record it")
+
+
+def _prices_flag(args):
+    """The price table at ``--prices CSV``, read and checked, or None; errors name the flag."""
+    if getattr(args, "prices", None) is None:
+        if getattr(args, "gpu", None) is not None or getattr(args, "tensor_parallel", None) is not None:
+            raise ValueError("--gpu and --tensor-parallel say how to price a replica; give --prices CSV too")
+        return None
+    from capbook.costs import read_prices
+
+    if not os.path.isfile(args.prices):
+        raise FileNotFoundError(f"--prices {args.prices}: no such file")
+    try:
+        return read_prices(args.prices)
+    except ValueError as exc:
+        msg = str(exc)
+        raise ValueError("--" + msg if msg.startswith("prices ") else f"--prices {args.prices}: {msg}") from None
+
+
+def _replica_flags(args) -> dict:
+    """``gpu`` and ``tensor_parallel`` from --gpu and --tensor-parallel (raises ValueError naming them)."""
+    out = {}
+    if getattr(args, "gpu", None) is not None:
+        if not args.gpu.strip():
+            raise ValueError("--gpu: give the GPU type as the price table names it, e.g. H100-SXM-80GB")
+        out["gpu"] = args.gpu.strip()
+    if getattr(args, "tensor_parallel", None) is not None:
+        out["tensor_parallel"] = _number(args.tensor_parallel, "--tensor-parallel",
+                                         "a whole number of GPUs per replica >= 1", whole=True)
+    return out
 
 
 def _load_inputs(args) -> tuple:
@@ -507,10 +555,14 @@ def run_plan(args: argparse.Namespace) -> int:
         slo = SLO.parse(args.slo) if args.slo else SLO()
         inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
                                       history_label=args.history)
+        prices = _prices_flag(args)
+        replica = _replica_flags(args)
         plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier,
                              slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
                              spares=args.spares, zones=args.zones, simulate=not args.no_sim)
+        if prices is not None:
+            plan = plan.priced(inputs.arguments["sweep"], prices, **replica)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))
@@ -542,6 +594,9 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
                    help="seconds allowed per notebook cell (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
     p.add_argument("--jobs", default="2", metavar="N", help="chapters executed at once (default 2)")
+    p.add_argument("--prices", metavar="CSV", default=None,
+                   help="price table for the chapter on costs (gpu,on_demand_usd_per_gpu_hour,"
+                        "reserved_usd_per_gpu_hour; default: the illustrative data/prices/illustrative.csv)")
     p.set_defaults(func=run_book)
 
 
@@ -553,11 +608,13 @@ def run_book(args: argparse.Namespace) -> int:
         timeout = _number(args.timeout, "--timeout", "a whole number of seconds >= 1", whole=True)
         jobs = _number(args.jobs, "--jobs", "a whole number of chapters >= 1", whole=True)
         _load_inputs(args)
+        prices = args.prices if _prices_flag(args) is not None else None
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
                                     sweep=args.sweep, timeout=timeout, keep_notebooks=args.keep,
                                     jobs=jobs, requests_options=_requests_options(args),
                                     sweep_options=_sweep_options(args),
-                                    history=args.history if _history_flag(args) is not None else None)
+                                    history=args.history if _history_flag(args) is not None else None,
+                                    prices=prices)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
 
@@ -697,9 +754,137 @@ def _print_prediction(d: dict, name) -> None:
 # --------------------------------------------------------------------------------------------
 # entry point
 # --------------------------------------------------------------------------------------------
+# --------------------------------------------------------------------------------------------
+# capbook compare SWEEP... --prices CSV (see capbook.costs.compare_configurations)
+# --------------------------------------------------------------------------------------------
+def add_compare_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``capbook compare``."""
+    p = sub.add_parser(
+        "compare",
+        help="plan the same traffic on several configurations of one model and rank them by cost",
+        description=(
+            "Plan the request log on each sweep (GPU types, tensor-parallel layouts of one model) with the "
+            "same objectives and rules as capbook plan, price each plan, and print the ranking with what "
+            "binds on each; write compare.csv and compare.md. Exit status 2 on invalid input."
+        ),
+    )
+    p.add_argument("sweeps", nargs="*", metavar="SWEEP",
+                   help="sweeps to compare: result files or folders of a load generator, capbook sweep CSVs, or "
+                        "names of sample sweeps (default: the sample sweeps of the 8B model: illustrative_chat, "
+                        "llama8b_h100_chat, llama8b_l4_chat)")
+    g = p.add_argument_group("request log")
+    g.add_argument("--requests", metavar="LOG", default=None,
+                   help="request log (default: the sample gateway)")
+    g.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
+                   help="request log format (default: auto)")
+    _add_log_reading_arguments(g)
+    _add_history_argument(p)
+    g = p.add_argument_group("sweeps")
+    _add_sweep_reading_arguments(g)
+    p.add_argument("--model", default=None, help="model of the log to plan (default: the one with most output tokens)")
+    p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
+    p.add_argument("--slo", default=None, metavar="SPEC", help="objectives, as for capbook plan")
+    p.add_argument("--horizon", type=float, default=4, metavar="WEEKS", help="lead time in weeks (default 4)")
+    p.add_argument("--quantile", type=float, default=0.9, metavar="Q", help="peak-hour quantile (default 0.9)")
+    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE", help="share of the rating used (default 0.8)")
+    p.add_argument("--no-sim", action="store_true", help="skip the replay of each plan (faster; models only)")
+    p.add_argument("--reserved", action="store_true", help="rank by the reserved price instead of on demand")
+    g = p.add_argument_group("cost")
+    g.add_argument("--prices", metavar="CSV", default=None,
+                   help="price table (default: the illustrative data/prices/illustrative.csv, round numbers, not quotes)")
+    g.add_argument("--gpu", metavar="NAME", default=None,
+                   help="GPU type for the sweeps that do not record one")
+    g.add_argument("--tensor-parallel", metavar="N", default=None,
+                   help="GPUs per replica for the sweeps that do not record it")
+    p.add_argument("--out", default="capbook-compare", metavar="DIR",
+                   help="folder for compare.csv and compare.md (default ./capbook-compare)")
+    p.set_defaults(func=run_compare)
+
+
+#: The default configurations of ``capbook compare``: the sample sweeps of the 8B model.
+COMPARE_DEFAULT = ("illustrative_chat", "llama8b_h100_chat", "llama8b_l4_chat")
+
+
+def _compare_sweeps(args) -> dict:
+    """The sweeps named on the command line, read (paths) or loaded (sample names)."""
+    from capbook import importers
+    from capbook.sweep import list_sample_sweeps, load_sample_sweep
+
+    names = list(args.sweeps) or list(COMPARE_DEFAULT)
+    opts = _sweep_options(args)
+    replica = _replica_flags(args)
+    out = {}
+    for item in names:
+        if os.path.exists(item):
+            try:
+                sw = importers.read_sweep(item, **opts)
+            except ValueError as exc:
+                raise ValueError(f"sweep {item}: {exc}") from None
+        elif item in list_sample_sweeps():
+            sw = load_sample_sweep(item)
+        else:
+            raise FileNotFoundError(f"sweep {item}: no such file or folder, and not a sample sweep "
+                                    f"({', '.join(list_sample_sweeps())})")
+        cfg = dict(sw.config)
+        for key, val in replica.items():
+            if cfg.get(key) is None or (isinstance(cfg.get(key), float) and cfg[key] != cfg[key]):
+                sw.config[key] = val
+        label = sw.name or os.path.basename(os.path.normpath(item))
+        if label in out:
+            label = item
+        out[label] = sw
+    return out
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    """Run ``capbook compare``; returns the exit code."""
+    from pathlib import Path
+
+    import pandas as pd
+
+    from capbook import datasets
+    from capbook.costs import compare_configurations, load_sample_prices
+    from capbook.plan import SLO
+
+    try:
+        slo = SLO.parse(args.slo) if args.slo else SLO()
+        prices = _prices_flag(args) if args.prices is not None else load_sample_prices()
+        log, _ = _load_inputs(argparse.Namespace(**{**vars(args), "sweep": None, "load": "auto", "repeats": "error",
+                                                     "where": [], "max_num_seqs": None, "prefill_rate": None,
+                                                     "sweep_concurrency": None}))
+        sums = datasets.plan_log(log, history=_history_flag(args), history_label=args.history)
+        sweeps = _compare_sweeps(args)
+        cmp = compare_configurations(sums, sweeps, prices, basis="reserved" if args.reserved else "on_demand",
+                                     model=args.model, tier=None if args.tier == "all" else args.tier, slo=slo,
+                                     lead_time_weeks=args.horizon, quantile=args.quantile, headroom=args.headroom,
+                                     simulate=not args.no_sim)
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail("compare", exc)
+    src = f"{sums.label}; prices {prices.source}" + ("" if args.prices else " (illustrative round numbers, not quotes)")
+    text = cli_message(f"Configurations ranked by cost ({src})\n\n{cmp.explain()}\n")
+    print(text)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "compare.csv"
+    cmp.table.to_csv(csv_path, index=False)
+    md_path = out / "compare.md"
+    cols = ["sweep", "gpu", "gpus_per_replica", "slots", "replicas", "gpus", "usd_per_hour", "usd_per_week",
+            "usd_per_m_output", "binding", "status"]
+    t = cmp.table[cols].copy()
+    md = ["# " + text.splitlines()[0], "", *text.splitlines()[2:], "",
+          "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in t.itertuples(index=False):
+        md.append("| " + " | ".join("" if pd.isna(v) else (f"{v:,.2f}" if isinstance(v, float) else str(v))
+                                    for v in row) + " |")
+    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    print(f"wrote {csv_path} and {md_path}")
+    return 0
+
+
 #: Functions that each register one subcommand; append yours.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_command, add_plan_command,
-                                                                 add_book_command, add_predict_command]
+                                                                 add_book_command, add_predict_command,
+                                                                 add_compare_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

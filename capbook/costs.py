@@ -62,6 +62,8 @@ __all__ = [
     "replica_price",
     "PlanCost",
     "plan_cost",
+    "PlanPricing",
+    "price_plan",
     "FleetCurve",
     "WeekDemand",
     "week_demand",
@@ -486,6 +488,10 @@ class PlanCost:
 
 
 def _usd(x: float, digits: int = 2) -> str:
+    """Dollars with ``digits`` decimals; amounts under a dollar keep three significant figures
+    (a price per million input tokens can be a fraction of a cent)."""
+    if digits == 2 and 0 < abs(x) < 1:
+        return f"${x:.3g}"
     return f"${x:,.{digits}f}"
 
 
@@ -536,7 +542,7 @@ def plan_cost(plan, prices, *, sweep=None, gpu: str | None = None, tensor_parall
     try:
         wk = week_demand(plan)
     except ValueError as exc:
-        notes.append(f"no per-token cost over the forecast week: {exc}")
+        notes.append(f"{_NO_WEEK}: {exc}")
     else:
         mean_out = float(wk.point.mean())
         e_mean = mean_out / rating.output_tps + mean_out * plan.demand.input_per_output / rating.input_tps
@@ -544,6 +550,9 @@ def plan_cost(plan, prices, *, sweep=None, gpu: str | None = None, tensor_parall
     return PlanCost(n, rp, n * rp.gpus, od, od * HOURS_PER_WEEK, od * HOURS_PER_YEAR,
                     rs, rs * HOURS_PER_WEEK, rs * HOURS_PER_YEAR, out, inp, e_peak, e_mean,
                     per_out, per_in, per_out * n / e_peak, per_in * n / e_peak, w_out, w_in, tuple(notes))
+
+
+_NO_WEEK = "no per-token cost over the forecast week"
 
 
 class _SweepConfig:
@@ -1060,7 +1069,8 @@ class Comparison:
     table : pandas.DataFrame
         One row per configuration, cheapest first (those that cannot meet the objectives last):
         ``sweep``, ``gpu``, ``gpus_per_replica``, ``slots``, ``service_time_s``,
-        ``requests_per_replica`` (at the rating), ``serving``, ``burst``, ``spare``,
+        ``requests_per_replica`` (at the rating), ``requests_per_usd`` (requests a dollar of
+        replica time serves at the rating), ``serving``, ``burst``, ``spare``,
         ``replay_added``, ``replicas``, ``gpus``, ``usd_per_hour``, ``usd_per_week``,
         ``usd_per_m_output``, ``usd_per_m_input``, ``binding``, ``verified``, ``status``
         (``"ok"`` or ``"cannot meet"``) and ``reason``.
@@ -1093,7 +1103,10 @@ class Comparison:
         if len(ok) > 1:
             nxt = ok.iloc[1]
             lines.append(f"The next, {nxt['sweep']}, costs {_usd(nxt['usd_per_hour'])} per hour: "
-                         f"{100 * (nxt['usd_per_hour'] / w['usd_per_hour'] - 1):.0f} % more.")
+                         f"{100 * (nxt['usd_per_hour'] / w['usd_per_hour'] - 1):.0f} % more. At the rating the winner "
+                         f"serves {w['requests_per_usd']:,.0f} requests per dollar, the next "
+                         f"{nxt['requests_per_usd']:,.0f}: the fleet's price follows requests per dollar, not the "
+                         "price of a GPU.")
         for r in t.itertuples():
             if r.status == "ok":
                 lines.append(f"- {r.sweep}: S = {r.slots} slots, {r.requests_per_replica:.2f} requests/s per replica "
@@ -1164,7 +1177,7 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
     if same_model and len(known) > 1:
         raise ValueError("sweeps: the configurations are of different models ("
                          + ", ".join(f"{n}: {m}" for n, m in models.items())
-                         + "); compare configurations of one model, or pass same_model=False")
+                         + "); they are not substitutes for one another: compare the configurations of one model")
     sums = LogAggregates.of(log)
     rows, plans = [], {}
     for name, s in named.items():
@@ -1180,7 +1193,8 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
         rating = p.rating
         req = 1.0 / (p.mean_output_tokens / rating.output_tps + p.mean_input_tokens / rating.input_tps)
         rows.append({**base, "slots": int(p.slots.S), "service_time_s": p.service_time_s,
-                     "requests_per_replica": req, "serving": p.serving, "burst": p.burst.replicas,
+                     "requests_per_replica": req, "requests_per_usd": req * 3600.0 / rp.per_hour(basis),
+                     "serving": p.serving, "burst": p.burst.replicas,
                      "spare": p.spare, "replay_added": p.replay_added, "replicas": p.total, "gpus": c.gpus,
                      "usd_per_hour": c.usd_per_hour if basis == "on_demand" else c.reserved_usd_per_hour,
                      "usd_per_week": c.usd_per_week if basis == "on_demand" else c.reserved_usd_per_week,
@@ -1188,15 +1202,15 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
                      "usd_per_m_input": c.usd_per_m_input * (1 if basis == "on_demand" else rp.price.break_even_share),
                      "binding": p.binding, "verified": bool(p.verified), "status": "ok",
                      "reason": "" if p.verified or p.verified is None else p.verification.reason})
-    cols = ["sweep", "gpu", "gpus_per_replica", "slots", "service_time_s", "requests_per_replica", "serving",
+    cols = ["sweep", "gpu", "gpus_per_replica", "slots", "service_time_s", "requests_per_replica",
+            "requests_per_usd", "serving",
             "burst", "spare", "replay_added", "replicas", "gpus", "usd_per_hour", "usd_per_week",
             "usd_per_m_output", "usd_per_m_input", "binding", "verified", "status", "reason"]
     t = pd.DataFrame(rows).reindex(columns=cols)
     t["_rank"] = (t["status"] != "ok").astype(int)
     t = t.sort_values(["_rank", "usd_per_hour"], kind="stable").drop(columns="_rank").reset_index(drop=True)
     for c in ("slots", "serving", "burst", "spare", "replay_added", "replicas", "gpus"):
-        if t[c].notna().all():
-            t[c] = t[c].astype(int)
+        t[c] = t[c].astype(int) if t[c].notna().all() else t[c].astype("Int64")  # blank where it cannot meet
     return Comparison(t, plans, basis)
 
 
@@ -1391,3 +1405,96 @@ def price_of_regions(plan, sweep, prices, regions: pd.DataFrame | None = None, *
         {"pool": "global", "peak_output_tps": g_pk, "replicas": g_n, "usd_per_week": _weekly(g_n, rp, basis)}])],
         ignore_index=True)
     return out.set_index("pool")
+
+
+# --------------------------------------------------------------------------------------------
+# A plan with its price: what capbook plan --prices writes
+# --------------------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class PlanPricing:
+    """A plan's cost, its reserve split and the price of its quantile (see :func:`price_plan`).
+
+    Attributes
+    ----------
+    cost : PlanCost
+    reserve : ReserveSplit or None
+        None when the plan has no forecast week (see ``notes``).
+    quantiles : pandas.DataFrame or None
+        :func:`price_of_quantiles` at P50, P90 and P99 (None without a forecast week).
+    notes : tuple of str
+    """
+
+    cost: PlanCost
+    reserve: ReserveSplit | None = None
+    quantiles: pd.DataFrame | None = field(default=None, repr=False)
+    notes: tuple = ()
+
+    def table(self) -> pd.DataFrame:
+        """Rows with step ``cost`` for :meth:`capbook.plan.CapacityPlan.table`."""
+        rows = [self.cost.table()]
+        extra = []
+        if self.reserve is not None:
+            r = self.reserve
+            extra += [("break-even share of hours (reserved / on-demand price)", r.break_even_share, "share"),
+                      ("replicas to reserve (following the week)", r.reserved, "replicas"),
+                      ("on-demand replica-hours per week (following the week)", r.on_demand_replica_hours,
+                       "replica-hours")]
+            extra += [(f"USD per week, {k}", v, "USD") for k, v in r.usd_per_week.items()]
+        if self.quantiles is not None:
+            for q, row in self.quantiles.iterrows():
+                extra += [(f"replicas at the P{100 * q:g} peak hour", int(row["replicas"]), "replicas"),
+                          (f"USD per week at the P{100 * q:g} peak hour", float(row["usd_per_week"]), "USD")]
+        rows.append(pd.DataFrame([{"step": "cost", "quantity": q, "value": v, "unit": u} for q, v, u in extra]))
+        return pd.concat(rows, ignore_index=True)
+
+    def render(self, markdown: bool = False) -> str:
+        """The cost section of the plan's text and review document."""
+        out = self.cost.render(markdown)
+        if self.reserve is not None:
+            r, rp = self.reserve, self.reserve.replica
+            w = r.usd_per_week
+            out += (f"- Reserved against on-demand: a replica needed in more than {100 * r.break_even_share:.0f} % of the "
+                    f"hours (reserved / on-demand price) is cheaper reserved. Following the forecast week hour by hour, "
+                    f"reserve {r.reserved} and buy {r.on_demand_replica_hours:,.0f} replica-hours a week on demand: "
+                    f"{_usd(w['following, reserved floor + on demand'], 0)} a week, against "
+                    f"{_usd(w['static, reserved'], 0)} for all {r.static_replicas} reserved and "
+                    f"{_usd(w['static, on demand'], 0)} for all on demand (ideal scaling: it assumes the fleet "
+                    "follows the hours)\n")
+        if self.quantiles is not None:
+            parts = [f"P{100 * q:g}: {int(row['replicas'])} replicas, {_usd(float(row['usd_per_week']), 0)}"
+                     for q, row in self.quantiles.iterrows()]
+            out += "- The price of the quantile (per week): " + "; ".join(parts) + "\n"
+        out += "".join(f"- {n}\n" for n in self.notes)
+        return out
+
+
+def price_plan(plan, sweep, prices, *, gpu: str | None = None, tensor_parallel: int | None = None) -> PlanPricing:
+    """Price a plan: :func:`plan_cost`, :func:`reserve_split` and :func:`price_of_quantiles`.
+
+    Parameters
+    ----------
+    plan : capbook.plan.CapacityPlan
+    sweep : capbook.sweep.Sweep
+        The plan's sweep.
+    prices : PriceTable, path or DataFrame
+    gpu, tensor_parallel : optional
+        The GPU type and GPUs per replica when the sweep does not record them.
+
+    Returns
+    -------
+    PlanPricing
+        Attach it with ``dataclasses.replace(plan, pricing=...)`` (or
+        :meth:`capbook.plan.CapacityPlan.priced`) to print and export it with the plan.
+    """
+    table = as_prices(prices)
+    cost = plan_cost(plan, table, sweep=sweep, gpu=gpu, tensor_parallel=tensor_parallel)
+    try:
+        week_demand(plan)
+    except ValueError as exc:
+        # one note for the three things a forecast week would have given
+        keep = tuple(n for n in cost.notes if not n.startswith(_NO_WEEK))
+        return PlanPricing(dataclasses.replace(cost, notes=keep), None, None,
+                           (f"no per-token cost over the forecast week, reserve split or price of the quantile: {exc}",))
+    reserve = reserve_split(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
+    quantiles = price_of_quantiles(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
+    return PlanPricing(cost, reserve, quantiles, ())

@@ -988,6 +988,8 @@ class CapacityPlan:
         The replay check (:func:`capbook.replay.verify_plan`): ``status``, ``reason``, ``sim``, ``replay_added``.
     input_notes : tuple of str
         Notes on how the inputs were chosen (e.g. :func:`capbook.datasets.plan_inputs`).
+    pricing : capbook.costs.PlanPricing or None
+        The plan's cost, when priced (:meth:`priced`); printed and exported with the plan.
     """
 
     source: dict
@@ -1001,6 +1003,7 @@ class CapacityPlan:
     limits: TenantLimits
     verification: Verification = _SKIPPED
     input_notes: tuple = ()
+    pricing: object = None
 
     locals().update(_from("demand", "lead_time_weeks", "horizon_weeks", "quantile", "demand_scale", "peaks",
                           "observed_peak_output_tps", "output_tps", "input_tps", "request_rate",
@@ -1130,6 +1133,24 @@ class CapacityPlan:
                          "replicas_by_rating": need.replicas, "planned": h == self.horizon_weeks})
         return pd.DataFrame(rows).set_index("horizon_weeks")
 
+    def priced(self, sweep, prices, *, gpu: str | None = None, tensor_parallel: int | None = None) -> "CapacityPlan":
+        """This plan with its cost (:func:`capbook.costs.price_plan`): :meth:`table` then holds rows
+        with step ``cost`` and :meth:`render` a cost section.
+
+        Parameters
+        ----------
+        sweep : capbook.sweep.Sweep
+            The plan's sweep.
+        prices : capbook.costs.PriceTable, path or DataFrame
+            USD per GPU-hour per GPU type (:func:`capbook.costs.read_prices`).
+        gpu, tensor_parallel : optional
+            The GPU type and GPUs per replica when the sweep does not record them.
+        """
+        from .costs import price_plan
+
+        return dataclasses.replace(self, pricing=price_plan(self, sweep, prices, gpu=gpu,
+                                                            tensor_parallel=tensor_parallel))
+
     # -- exports -----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
         """Every number of the plan, one row each: ``step``, ``quantity``, ``value``, ``unit``."""
@@ -1203,7 +1224,10 @@ class CapacityPlan:
             add("replay", "arrival rate replayed", self.sim["measured_rate"], "requests/s")
         if v.reason and not self.verified:
             add("replay", "why not verified", v.reason, "")
-        return pd.DataFrame(r)
+        out = pd.DataFrame(r)
+        if self.pricing is not None:
+            out = pd.concat([out, self.pricing.table()], ignore_index=True)
+        return out
 
     def to_csv(self, path) -> Path:
         """Write :meth:`table` as CSV; returns the path."""
@@ -1278,6 +1302,8 @@ class CapacityPlan:
                 t["goodput_share"] = t["goodput_share"].round(4)
                 lines += [f"Fleet sizes replayed ({v.seconds:.1f} s):", "",
                           _frame_text(t[["ttft_q_s", "goodput_share", "meets"]], markdown), ""]
+        if self.pricing is not None:
+            lines += [self.pricing.render(markdown)]
         if self.notes:
             lines += [f"{h2}Notes", ""] + [f"- {n}" for n in self.notes] + [""]
         return "\n".join(lines)
