@@ -161,3 +161,19 @@ def test_plan_prices_on_a_real_log_and_sweep(shared_dir, tmp_path, capsys):
     import re
 
     assert not re.search(r"\b(nan|inf|None)\b", (tmp_path / "plan.md").read_text())
+
+
+def test_data_readme_states_the_shipped_prices():
+    """data/README.md's table of illustrative prices is the CSV's, and both say they are not quotes."""
+    import re
+
+    from capbook.costs import read_prices
+
+    table = read_prices(PRICES)
+    readme = (ROOT / "data" / "README.md").read_text()
+    section = readme.split("## Illustrative GPU prices")[1]
+    assert "not price quotes" in section and "2026-12-01" in section
+    assert any("NOT price quotes" in c for c in table.comments) and any("2026-12-01" in c for c in table.comments)
+    rows = {m[0]: (float(m[1]), float(m[2])) for m in re.findall(r"^\| ([\w-]+) \| ([\d.]+) \| ([\d.]+) \|", section, re.M)}
+    assert rows == {r.gpu: (r.on_demand_usd_per_gpu_hour, r.reserved_usd_per_gpu_hour)
+                    for r in table.frame.itertuples()}
