@@ -1001,6 +1001,11 @@ class ReserveSplit:
         ``"following, reserved floor + on demand"``.
     on_demand_replica_hours : float
         Replica-hours a week left to on demand (or autoscaling) in the split.
+    replica : ReplicaPrice
+    source : str
+        ``"forecast"`` (the forecast week at the quantile) or ``"observed"`` (no forecast was
+        possible: the last whole observed week, scaled so that its busiest hour is the planned
+        peak).
     """
 
     hourly: pd.DataFrame = field(repr=False)
@@ -1011,6 +1016,7 @@ class ReserveSplit:
     usd_per_week: dict
     on_demand_replica_hours: float
     replica: ReplicaPrice
+    source: str = "forecast"
 
     def table(self) -> pd.DataFrame:
         """The four ways to pay, per week, with the saving against the static reserved fleet."""
@@ -1025,7 +1031,9 @@ def reserve_split(plan, sweep, prices, *, quantile: float | None = None, gpu: st
 
     Each hour of the forecast week gets the replicas the plan's rules buy for its demand at
     ``quantile`` (default the plan's), as if the fleet followed the week hour by hour (ideal
-    autoscaling, its lag covered by the burst headroom). The ``k``-th replica is needed in a
+    autoscaling, its lag covered by the burst headroom). When the plan could not forecast, the
+    last whole observed week stands in, scaled so that its busiest hour is the planned peak
+    (``source="observed"``); a log of less than a week has no hour-of-week shape and raises. The ``k``-th replica is needed in a
     share ``s_k`` of the hours; reserved it costs ``r × 168`` a week, on demand ``o × 168 × s_k``,
     so reserve it when ``s_k ≥ r / o`` (the break-even share).
 
@@ -1034,12 +1042,16 @@ def reserve_split(plan, sweep, prices, *, quantile: float | None = None, gpu: st
     ReserveSplit
     """
     rp = replica_price(sweep, prices, gpu=gpu, tensor_parallel=tensor_parallel)
-    wk = week_demand(plan)
     curve = FleetCurve(plan, sweep)
     q = plan.quantile if quantile is None else probability(quantile, "quantile")
-    demand = wk.band(q)
+    try:
+        wk = week_demand(plan)
+        hours, demand, source = wk.hours, wk.band(q), "forecast"
+    except ValueError as exc:
+        hours, demand = _observed_week(plan, exc)
+        source = "observed"
     n_h = np.array([curve.replicas(x) for x in demand], dtype=int)
-    hourly = pd.DataFrame({"period_start": wk.hours, "hour_of_week": np.arange(HOURS_PER_WEEK),
+    hourly = pd.DataFrame({"period_start": hours, "hour_of_week": np.arange(HOURS_PER_WEEK),
                            "output_tps": demand, "replicas": n_h})
     ks = np.arange(1, int(n_h.max()) + 1)
     share = np.array([(n_h >= k).mean() for k in ks])
@@ -1054,7 +1066,24 @@ def reserve_split(plan, sweep, prices, *, quantile: float | None = None, gpu: st
            "following, on demand": float(n_h.sum()) * rp.on_demand_usd_per_hour,
            "following, reserved floor + on demand": r * rp.reserved_usd_per_hour * HOURS_PER_WEEK
            + od_hours * rp.on_demand_usd_per_hour}
-    return ReserveSplit(hourly, duration, b, r, static, usd, od_hours, rp)
+    return ReserveSplit(hourly, duration, b, r, static, usd, od_hours, rp, source)
+
+
+def _observed_week(plan, why: Exception) -> tuple[pd.DatetimeIndex, np.ndarray]:
+    """The last whole observed week of the plan's traffic, scaled so its busiest hour is the
+    planned peak: the hour-of-week shape when no forecast was possible."""
+    from . import forecast as fc
+
+    sel = plan.traffic.hourly
+    s = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
+    s.index = pd.DatetimeIndex(s.index)
+    try:
+        s = fc.trim_to_whole_weeks(s).iloc[-HOURS_PER_WEEK:]
+    except ValueError as exc:
+        raise ValueError(f"{why}; nor does the log cover a whole week of hours for an hour-of-week shape ({exc})") from None
+    if s.max() <= 0:
+        raise ValueError(f"{why}; and the log's last whole week has no output tokens")
+    return pd.DatetimeIndex(s.index), s.to_numpy() * (float(plan.output_tps) / float(s.max()))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1454,7 +1483,8 @@ class PlanPricing:
             r, rp = self.reserve, self.reserve.replica
             w = r.usd_per_week
             out += (f"- Reserved against on-demand: a replica needed in more than {100 * r.break_even_share:.0f} % of the "
-                    f"hours (reserved / on-demand price) is cheaper reserved. Following the forecast week hour by hour, "
+                    f"hours (reserved / on-demand price) is cheaper reserved. Following the "
+                    f"{'forecast' if r.source == 'forecast' else 'last observed'} week hour by hour, "
                     f"reserve {r.reserved} and buy {r.on_demand_replica_hours:,.0f} replica-hours a week on demand: "
                     f"{_usd(w['following, reserved floor + on demand'], 0)} a week, against "
                     f"{_usd(w['static, reserved'], 0)} for all {r.static_replicas} reserved and "
@@ -1491,10 +1521,16 @@ def price_plan(plan, sweep, prices, *, gpu: str | None = None, tensor_parallel: 
     try:
         week_demand(plan)
     except ValueError as exc:
-        # one note for the three things a forecast week would have given
+        # one note for what a forecast week would have given
         keep = tuple(n for n in cost.notes if not n.startswith(_NO_WEEK))
-        return PlanPricing(dataclasses.replace(cost, notes=keep), None, None,
-                           (f"no per-token cost over the forecast week, reserve split or price of the quantile: {exc}",))
+        try:
+            reserve = reserve_split(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
+        except ValueError:
+            return PlanPricing(dataclasses.replace(cost, notes=keep), None, None,
+                               (f"no per-token cost over the forecast week, reserve split or price of the quantile: {exc}",))
+        return PlanPricing(dataclasses.replace(cost, notes=keep), reserve, None,
+                           (f"no per-token cost over the forecast week or price of the quantile: {exc}; the reserve split "
+                            "uses the last whole observed week, scaled to the planned peak",))
     reserve = reserve_split(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
     quantiles = price_of_quantiles(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
     return PlanPricing(cost, reserve, quantiles, ())
