@@ -209,6 +209,16 @@ def test_read_prices_errors_name_file_line_gpu_and_column(tmp_path, body, where,
         assert w in msg, (w, msg)
 
 
+def test_read_prices_spreadsheet_export(tmp_path):
+    # a byte-order mark, CRLF line ends, spaces around the cells and a quoted name with a comma
+    p = tmp_path / "export.csv"
+    p.write_bytes(("\ufeff# exported\r\n gpu , on_demand_usd_per_gpu_hour , reserved_usd_per_gpu_hour\r\n"
+                   "\"H100, SXM\", 4.00 , 2.50\r\n").encode("utf-8"))
+    t = read_prices(p)
+    assert t.comments == ("exported",) and t.gpus == ["H100, SXM"]
+    assert (t.price("h100 sxm").on_demand, t.price("h100 sxm").reserved) == (4.0, 2.5)
+
+
 def test_read_prices_missing_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="nope.csv"):
         read_prices(tmp_path / "nope.csv")
@@ -364,6 +374,12 @@ def test_plan_cost_hand_worked_round_numbers():
     assert plan_cost(_fake_plan(), t, replicas=3).usd_per_hour == pytest.approx(18.0)
     with pytest.raises(ValueError, match="replicas must be >= 1"):
         plan_cost(_fake_plan(), t, replicas=0)
+    # a plan whose sweep did not record its GPU: the error asks for gpu=
+    bare = _fake_plan()
+    bare.source = {"sweep": "fake", "gpu": None, "tensor_parallel": 1}
+    with pytest.raises(ValueError, match=r"'fake' does not record the GPU.*gpu='NAME'"):
+        plan_cost(bare, t)
+    assert plan_cost(bare, t, gpu="X").usd_per_hour == pytest.approx(10 * 3.0)
     # the GPU override wins over the plan's record
     t2 = _table([("X", 3.0, 2.0), ("Z", 1.0, 0.5)])
     assert plan_cost(_fake_plan(), t2, gpu="Z", tensor_parallel=1).usd_per_hour == pytest.approx(10.0)
@@ -723,8 +739,9 @@ def test_optimal_quantile_newsvendor_critical_fractile(monkeypatch):
 
     C(N) = 168 p N + c_s (3600/m) E[(D − kN)^+]; dC/dN = 168 p − c_s (3600/m) k P(D > kN) = 0 gives
     P(D > K*) = 168 p m / (3600 c_s k). With p = $2, m = 300 tokens, k = 20 tokens/s and
-    c_s = 168 × 2 × 300 / (3600 × 0.1 × 20) = 100,800 / 7,200 = $14, the fractile is 0.1. Discretely, C(N) − C(N−1)
-    ≤ 0 ≤ C(N+1) − C(N) brackets it: P(D > k(N+1)) ≤ 0.1 ≤ P(D > k(N−1)).
+    c_s = 168 × 2 × 300 / (3600 × 0.1 × 20) = 100,800 / 7,200 = $14, the fractile is 0.1.
+    Discretely, C(N) − C(N−1) = 168 p − c_s (3600/m) ∫_{k(N−1)}^{kN} P(D > x) dx ≤ 0 ≤ C(N+1) − C(N)
+    and the survival P(D > x) decreases, so P(D > k(N+1)) ≤ 0.1 ≤ P(D > k(N−1)).
 
     optimal_quantile takes a plan, not a distribution, so the week and the fleet are substituted
     (monkeypatch of capbook.costs.week_demand and capbook.costs.FleetCurve) by a hand-made one.
@@ -753,7 +770,7 @@ def test_optimal_quantile_newsvendor_critical_fractile(monkeypatch):
 
     assert surv(k * (n + 1)) <= target <= surv(k * (n - 1))
     assert surv(k * n) == pytest.approx(target, abs=0.01)
-    # the argmin of the cost computed directly from the demand sample
+    # the argmin of the cost computed directly from the demand sample (C is convex in N: a window suffices)
     ns = np.arange(n - 30, n + 31)
     direct = [168 * p * j + c_s * 3600 / m * (np.maximum(d - k * j, 0).mean()) for j in ns]
     assert ns[int(np.argmin(direct))] == n
