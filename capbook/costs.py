@@ -705,22 +705,21 @@ class WeekDemand:
     mean_output_tokens: float
 
     def peak(self, quantile: float) -> float:
-        """The quantile of the week's busiest hour (output tokens/s), as the plan reads it."""
+        """The quantile of the week's busiest hour (output tokens/s), as the plan reads it (the
+        linearly interpolated quantile of ``peaks``, :func:`capbook.forecast.forecast_tokens`)."""
         q = probability(quantile, "quantile", closed=True)
-        pmax = float(self.point.max())
-        return pmax * float(np.exp(np.quantile(np.log(self.peaks / pmax), q)))
+        return float(np.quantile(self.peaks, q))
 
     def peak_quantile(self, output_tps: float) -> float:
         """The quantile at which :meth:`peak` equals ``output_tps`` (0 or 1 outside the sample)."""
-        pmax = float(self.point.max())
-        lp = np.sort(np.log(self.peaks / pmax))
-        pos = np.linspace(0.0, 1.0, lp.size)
-        x = math.log(positive(output_tps, "output_tps") / pmax)
-        if x <= lp[0]:
+        p = np.sort(self.peaks)
+        pos = np.linspace(0.0, 1.0, p.size)
+        x = positive(output_tps, "output_tps")
+        if x <= p[0]:
             return 0.0
-        if x >= lp[-1]:
+        if x >= p[-1]:
             return 1.0
-        return float(np.interp(x, lp, pos))
+        return float(np.interp(x, p, pos))
 
     def band(self, quantile: float) -> np.ndarray:
         """The quantile line per hour (output tokens/s): each hour at its own quantile."""
@@ -911,10 +910,12 @@ def optimal_quantile(plan, sweep, prices, saturation_usd: float, *, basis: str =
 
     with ``p`` the replica's price per hour, ``D_h`` the hour's demand (the forecast
     distribution, :class:`WeekDemand`) and ``m`` output tokens per request. Every fleet size
-    from one below the fleet for the week's average hour to ``span`` replicas past the plan at
-    P99.9 is evaluated, so the minimum is exact for this cost model; the quantile reported is
-    the peak-hour quantile at the optimum's capacity (0 when it is below every busiest hour the
-    backtest saw). The idle cost is the capacity cost times ``1 − mean demand / K(N)``. In the continuous limit the optimum satisfies
+    from one replica to ``span`` replicas past the plan at P99.9 is evaluated, so the minimum
+    is exact for this cost model; the quantile reported is the peak-hour quantile at the
+    optimum's capacity (0 when it is below every busiest hour the backtest saw). The idle cost
+    is the capacity cost times ``1 − mean demand / K(N)`` (the whole capacity cost when the
+    mean demand exceeds the capacity: then nothing is idle on average, but the formula's share
+    is floored at 0). In the continuous limit the optimum satisfies
     ``expected hours over capacity = 168 × p × m / (3600 × c_s × k)`` with ``k`` output tokens/s
     per replica: a late request that costs ``ρ`` times a served one allows about ``168 / ρ``
     hours a week over capacity (:attr:`OptimalQuantile.price_ratio`).
@@ -942,20 +943,19 @@ def optimal_quantile(plan, sweep, prices, saturation_usd: float, *, basis: str =
     rp = replica_price(sweep, prices, gpu=gpu, tensor_parallel=tensor_parallel)
     wk = week_demand(plan)
     curve = FleetCurve(plan, sweep)
-    lo = max(1, curve.replicas(float(wk.point.mean())) - 1)  # a fleet for the average hour: surely too small
     hi = curve.replicas(wk.peak(0.999))
     extra = max(3, hi // 3) if span is None else int(span)
     rows = []
     mean_d = float(wk.point.mean()) * float(np.exp(wk.log_errors).mean())
-    for n in range(lo, hi + extra + 1):
+    for n in range(1, hi + extra + 1):
         cap = curve.capacity(n)
-        late = wk.late_requests(cap) if cap > 0 else float("inf")
+        late = wk.late_requests(cap)  # a fleet too small to carry any load serves every request late
         cap_usd = _weekly(n, rp, basis)
         served = min(mean_d, cap) if cap > 0 else 0.0
         rows.append({"replicas": n, "capacity_output_tps": cap,
                      "quantile": wk.peak_quantile(cap) if cap > 0 else 0.0,
                      "capacity_usd_per_week": cap_usd,
-                     "idle_usd_per_week": cap_usd * (1.0 - served / cap) if cap > 0 else cap_usd,
+                     "idle_usd_per_week": cap_usd * max(0.0, 1.0 - served / cap) if cap > 0 else cap_usd,
                      "hours_over": wk.hours_over(cap), "late_requests": late,
                      "saturation_usd_per_week": c_s * late})
     costs = pd.DataFrame(rows).set_index("replicas")
@@ -1177,7 +1177,8 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
     Every sweep is planned by :func:`capbook.plan.capacity_plan` on the same log and objectives
     (rating, queueing checks, burst, spare and, unless ``simulate=False``, the replay), then
     priced with :func:`plan_cost`. A configuration that cannot meet the TPOT objective at any
-    measured concurrency is listed as ``"cannot meet"`` with the reason.
+    measured concurrency (:class:`capbook.plan.InfeasibleObjective`) is listed as
+    ``"cannot meet"`` with the reason; any other error (an invalid argument) is raised.
 
     Parameters
     ----------
@@ -1196,7 +1197,7 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
     -------
     Comparison
     """
-    from .plan import LogAggregates, capacity_plan
+    from .plan import InfeasibleObjective, LogAggregates, capacity_plan
 
     _basis(basis)
     table = as_prices(prices)
@@ -1214,7 +1215,7 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
         base = {"sweep": name, "gpu": rp.gpu, "gpus_per_replica": rp.gpus}
         try:
             p = capacity_plan(sums, s, sweep_label=name, **plan_kwargs)
-        except ValueError as exc:
+        except InfeasibleObjective as exc:  # any other error is the caller's input: it propagates
             rows.append({**base, "status": "cannot meet", "reason": str(exc)})
             continue
         plans[name] = p

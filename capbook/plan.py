@@ -73,6 +73,7 @@ from .validation import array, integer, nonnegative, number, positive, probabili
 __all__ = [
     "HORIZONS",
     "SLO",
+    "InfeasibleObjective",
     "CapacityPlan",
     "capacity_plan",
     "horizon_for_lead_time",
@@ -106,6 +107,12 @@ HORIZONS: dict[int, str] = {
 # --------------------------------------------------------------------------------------------
 # Objectives
 # --------------------------------------------------------------------------------------------
+class InfeasibleObjective(ValueError):
+    """The deployment cannot meet the objectives at any load (its slowest level already misses
+    the TPOT objective): a property of the configuration, not an input error. A ``ValueError``,
+    so callers that treat every bad input alike still catch it."""
+
+
 @dataclass(frozen=True)
 class SLO:
     """The latency objectives the plan is built to meet.
@@ -707,7 +714,7 @@ def rate_replica(sweep, demand: Demand, slo: SLO, headroom: float = 0.8) -> Repl
     slo = _checked_percentile(sweep, slo, notes)
     choice = choose_slots(sweep, slo.tpot_target_s, q=slo.tpot_percentile)
     if choice.S == 0:
-        raise ValueError(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_target_s:g} s "
+        raise InfeasibleObjective(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_target_s:g} s "
                          f"at any measured concurrency ({choice.reason}); relax the TPOT objective or change hardware")
     S = int(choice.S)
     T = float(sweep.service_time(S, demand.mean_input_tokens, demand.mean_output_tokens))
