@@ -787,6 +787,8 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--horizon", type=float, default=4, metavar="WEEKS", help="lead time in weeks (default 4)")
     p.add_argument("--quantile", type=float, default=0.9, metavar="Q", help="peak-hour quantile (default 0.9)")
     p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE", help="share of the rating used (default 0.8)")
+    p.add_argument("--scale", type=float, default=1.0, metavar="X",
+                   help="demand multiplier on top of the forecast, e.g. 10 to compare at ten times the traffic (default 1)")
     p.add_argument("--no-sim", action="store_true", help="skip the replay of each plan (faster; models only)")
     p.add_argument("--reserved", action="store_true", help="rank by the reserved price instead of on demand")
     g = p.add_argument_group("cost")
@@ -857,7 +859,7 @@ def run_compare(args: argparse.Namespace) -> int:
         cmp = compare_configurations(sums, sweeps, prices, basis="reserved" if args.reserved else "on_demand",
                                      model=args.model, tier=None if args.tier == "all" else args.tier, slo=slo,
                                      lead_time_weeks=args.horizon, quantile=args.quantile, headroom=args.headroom,
-                                     simulate=not args.no_sim)
+                                     demand_scale=args.scale, simulate=not args.no_sim)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("compare", exc)
     src = f"{sums.label}; prices {prices.source}" + ("" if args.prices else " (illustrative round numbers, not quotes)")

@@ -488,10 +488,10 @@ class PlanCost:
 
 
 def _usd(x: float, digits: int = 2) -> str:
-    """Dollars with ``digits`` decimals; amounts under a dollar keep three significant figures
+    """Dollars with ``digits`` decimals; amounts under ten cents keep two significant figures
     (a price per million input tokens can be a fraction of a cent)."""
-    if digits == 2 and 0 < abs(x) < 1:
-        return f"${x:.3g}"
+    if digits == 2 and 0 < abs(x) < 0.1:
+        return f"${x:.2g}"
     return f"${x:,.{digits}f}"
 
 
@@ -1096,7 +1096,8 @@ class Comparison:
     Attributes
     ----------
     table : pandas.DataFrame
-        One row per configuration, cheapest first (those that cannot meet the objectives last):
+        One row per configuration, cheapest first (ties: more requests per dollar at the rating
+        first; those that cannot meet the objectives last):
         ``sweep``, ``gpu``, ``gpus_per_replica``, ``slots``, ``service_time_s``,
         ``requests_per_replica`` (at the rating), ``requests_per_usd`` (requests a dollar of
         replica time serves at the rating), ``serving``, ``burst``, ``spare``,
@@ -1131,11 +1132,21 @@ class Comparison:
                  f"week, {_usd(w['usd_per_m_output'])} per million output tokens at the planned peak)."]
         if len(ok) > 1:
             nxt = ok.iloc[1]
-            lines.append(f"The next, {nxt['sweep']}, costs {_usd(nxt['usd_per_hour'])} per hour: "
-                         f"{100 * (nxt['usd_per_hour'] / w['usd_per_hour'] - 1):.0f} % more. At the rating the winner "
-                         f"serves {w['requests_per_usd']:,.0f} requests per dollar, the next "
-                         f"{nxt['requests_per_usd']:,.0f}: the fleet's price follows requests per dollar, not the "
-                         "price of a GPU.")
+            if math.isclose(nxt["usd_per_hour"], w["usd_per_hour"], rel_tol=1e-9):
+                lines.append(f"{nxt['sweep']} costs the same, {_usd(nxt['usd_per_hour'])} per hour: at this load both "
+                             "are set by the smallest fleet the rules allow, not by throughput. The tie goes to the one "
+                             f"that serves more requests per dollar at the rating ({w['requests_per_usd']:,.0f} against "
+                             f"{nxt['requests_per_usd']:,.0f}): it has more room to grow.")
+            else:
+                same = w["binding"] == nxt["binding"]
+                lines.append(f"The next, {nxt['sweep']}, costs {_usd(nxt['usd_per_hour'])} per hour: "
+                             f"{100 * (nxt['usd_per_hour'] / w['usd_per_hour'] - 1):.0f} % more. At the rating "
+                             f"{w['sweep']} serves {w['requests_per_usd']:,.0f} requests per dollar and {nxt['sweep']} "
+                             f"{nxt['requests_per_usd']:,.0f}; "
+                             + (f"both serving counts are set by {w['binding']}, so the price follows requests per "
+                                "dollar, not the price of a GPU." if same else
+                                f"{nxt['sweep']}'s serving count is set by {nxt['binding']}, {w['sweep']}'s by "
+                                f"{w['binding']}."))
         for r in t.itertuples():
             if r.status == "ok":
                 lines.append(f"- {r.sweep}: S = {r.slots} slots, {r.requests_per_replica:.2f} requests/s per replica "
@@ -1238,7 +1249,9 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
             "usd_per_m_output", "usd_per_m_input", "binding", "verified", "status", "reason"]
     t = pd.DataFrame(rows).reindex(columns=cols)
     t["_rank"] = (t["status"] != "ok").astype(int)
-    t = t.sort_values(["_rank", "usd_per_hour"], kind="stable").drop(columns="_rank").reset_index(drop=True)
+    # cheapest first; between equal prices, the one with more requests per dollar at the rating
+    t = t.sort_values(["_rank", "usd_per_hour", "requests_per_usd"], ascending=[True, True, False],
+                      kind="stable").drop(columns="_rank").reset_index(drop=True)
     for c in ("slots", "serving", "burst", "spare", "replay_added", "replicas", "gpus"):
         t[c] = t[c].astype(int) if t[c].notna().all() else t[c].astype("Int64")  # blank where it cannot meet
     return Comparison(t, plans, basis)
