@@ -454,6 +454,9 @@ def _add_price_arguments(g, *, replica: bool = True) -> None:
                             "(or to price it as another)")
         g.add_argument("--tensor-parallel", metavar="N", default=None,
                        help="with --prices: GPUs per replica, when the sweep does not record it")
+        g.add_argument("--saturation-price", metavar="USD", default=None,
+                       help="with --prices: dollars per request served late or refused (a product number); adds the "
+                            "fleet, and the peak-hour quantile, that minimise capacity plus saturation cost")
 
 
 def _prices_flag(args):
@@ -461,6 +464,8 @@ def _prices_flag(args):
     if getattr(args, "prices", None) is None:
         if getattr(args, "gpu", None) is not None or getattr(args, "tensor_parallel", None) is not None:
             raise ValueError("--gpu and --tensor-parallel say how to price a replica; give --prices CSV too")
+        if getattr(args, "saturation_price", None) is not None:
+            raise ValueError("--saturation-price weighs late requests against the price of replicas; give --prices CSV too")
         return None
     from capbook.costs import read_prices
 
@@ -562,7 +567,9 @@ def run_plan(args: argparse.Namespace) -> int:
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
                              spares=args.spares, zones=args.zones, simulate=not args.no_sim)
         if prices is not None:
-            plan = plan.priced(inputs.arguments["sweep"], prices, **replica)
+            sat = None if args.saturation_price is None else _number(
+                args.saturation_price, "--saturation-price", "a positive number of dollars per late request")
+            plan = plan.priced(inputs.arguments["sweep"], prices, saturation_usd=sat, **replica)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))

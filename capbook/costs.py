@@ -1464,13 +1464,17 @@ class PlanPricing:
         None when the plan has no forecast week (see ``notes``).
     quantiles : pandas.DataFrame or None
         :func:`price_of_quantiles` at P50, P90 and P99 (None without a forecast week).
+    optimum : OptimalQuantile or None
+        :func:`optimal_quantile` when a price of saturation was given.
     notes : tuple of str
     """
 
     cost: PlanCost
     reserve: ReserveSplit | None = None
     quantiles: pd.DataFrame | None = field(default=None, repr=False)
+    optimum: OptimalQuantile | None = None
     notes: tuple = ()
+    _plan_q: float = field(default=0.9, repr=False)
 
     def table(self) -> pd.DataFrame:
         """Rows with step ``cost`` for :meth:`capbook.plan.CapacityPlan.table`."""
@@ -1487,6 +1491,17 @@ class PlanPricing:
             for q, row in self.quantiles.iterrows():
                 extra += [(f"replicas at the P{100 * q:g} peak hour", int(row["replicas"]), "replicas"),
                           (f"USD per week at the P{100 * q:g} peak hour", float(row["usd_per_week"]), "USD")]
+        if self.optimum is not None:
+            o = self.optimum
+            c = o.costs.loc[o.replicas]
+            extra += [("price of saturation", o.saturation_usd, "USD per late request"),
+                      ("price ratio (late request / served request)", o.price_ratio, "x"),
+                      ("replicas minimising capacity + saturation cost", o.replicas, "replicas"),
+                      ("peak-hour quantile of that fleet", o.quantile, "quantile"),
+                      ("expected late requests per week at that fleet", float(c["late_requests"]), "requests"),
+                      ("USD per week, capacity + saturation, at that fleet", float(c["total_usd_per_week"]), "USD"),
+                      (f"USD per week, capacity + saturation, at the P{100 * self._plan_q:g} fleet",
+                       float(o.conventional["total_usd_per_week"]), "USD")]
         rows.append(pd.DataFrame([{"step": "cost", "quantity": q, "value": v, "unit": u} for q, v, u in extra]))
         return pd.concat(rows, ignore_index=True)
 
@@ -1508,11 +1523,30 @@ class PlanPricing:
             parts = [f"P{100 * q:g}: {int(row['replicas'])} replicas, {_usd(float(row['usd_per_week']), 0)}"
                      for q, row in self.quantiles.iterrows()]
             out += "- The price of the quantile (per week): " + "; ".join(parts) + "\n"
+        if self.optimum is not None:
+            o = self.optimum
+            c = o.costs.loc[o.replicas]
+            out += (f"- At {_usd(o.saturation_usd)} per late request ({o.price_ratio:,.0f} times the cost of serving one), "
+                    f"capacity plus saturation is cheapest with {o.replicas} replicas ({_quantile_words(o.quantile)}; "
+                    f"{float(c['late_requests']):,.0f} late requests expected a week): "
+                    f"{_usd(float(c['total_usd_per_week']), 0)} a week, against "
+                    f"{_usd(float(o.conventional['total_usd_per_week']), 0)} for the plan's "
+                    f"P{100 * self._plan_q:g} fleet ({int(o.conventional.name)} replicas)\n")
         out += "".join(f"- {n}\n" for n in self.notes)
         return out
 
 
-def price_plan(plan, sweep, prices, *, gpu: str | None = None, tensor_parallel: int | None = None) -> PlanPricing:
+def _quantile_words(q: float) -> str:
+    """Where a fleet's capacity falls among the forecast's busiest hours, in words."""
+    if q <= 0:
+        return "below the busiest hour of every backtest week"
+    if q >= 1:
+        return "above the busiest hour of every backtest week"
+    return f"the P{100 * q:.0f} peak hour"
+
+
+def price_plan(plan, sweep, prices, *, saturation_usd: float | None = None, gpu: str | None = None,
+               tensor_parallel: int | None = None) -> PlanPricing:
     """Price a plan: :func:`plan_cost`, :func:`reserve_split` and :func:`price_of_quantiles`.
 
     Parameters
@@ -1521,6 +1555,8 @@ def price_plan(plan, sweep, prices, *, gpu: str | None = None, tensor_parallel: 
     sweep : capbook.sweep.Sweep
         The plan's sweep.
     prices : PriceTable, path or DataFrame
+    saturation_usd : float, optional
+        Dollars per request served late or refused: adds :func:`optimal_quantile`.
     gpu, tensor_parallel : optional
         The GPU type and GPUs per replica when the sweep does not record them.
 
@@ -1537,14 +1573,19 @@ def price_plan(plan, sweep, prices, *, gpu: str | None = None, tensor_parallel: 
     except ValueError as exc:
         # one note for what a forecast week would have given
         keep = tuple(n for n in cost.notes if not n.startswith(_NO_WEEK))
+        if saturation_usd is not None:
+            positive(saturation_usd, "saturation_usd")
+            keep += ("no optimal quantile for the price of saturation: it needs a forecast distribution",)
         try:
             reserve = reserve_split(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
         except ValueError:
-            return PlanPricing(dataclasses.replace(cost, notes=keep), None, None,
+            return PlanPricing(dataclasses.replace(cost, notes=keep), None, None, None,
                                (f"no per-token cost over the forecast week, reserve split or price of the quantile: {exc}",))
-        return PlanPricing(dataclasses.replace(cost, notes=keep), reserve, None,
+        return PlanPricing(dataclasses.replace(cost, notes=keep), reserve, None, None,
                            (f"no per-token cost over the forecast week or price of the quantile: {exc}; the reserve split "
                             "uses the last whole observed week, scaled to the planned peak",))
     reserve = reserve_split(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
     quantiles = price_of_quantiles(plan, sweep, table, gpu=gpu, tensor_parallel=tensor_parallel)
-    return PlanPricing(cost, reserve, quantiles, ())
+    optimum = None if saturation_usd is None else optimal_quantile(plan, sweep, table, saturation_usd, gpu=gpu,
+                                                                    tensor_parallel=tensor_parallel)
+    return PlanPricing(cost, reserve, quantiles, optimum, (), float(plan.quantile))

@@ -1140,7 +1140,8 @@ class CapacityPlan:
                          "replicas_by_rating": need.replicas, "planned": h == self.horizon_weeks})
         return pd.DataFrame(rows).set_index("horizon_weeks")
 
-    def priced(self, sweep, prices, *, gpu: str | None = None, tensor_parallel: int | None = None) -> "CapacityPlan":
+    def priced(self, sweep, prices, *, saturation_usd: float | None = None, gpu: str | None = None,
+               tensor_parallel: int | None = None) -> "CapacityPlan":
         """This plan with its cost (:func:`capbook.costs.price_plan`): :meth:`table` then holds rows
         with step ``cost`` and :meth:`render` a cost section.
 
@@ -1150,13 +1151,16 @@ class CapacityPlan:
             The plan's sweep.
         prices : capbook.costs.PriceTable, path or DataFrame
             USD per GPU-hour per GPU type (:func:`capbook.costs.read_prices`).
+        saturation_usd : float, optional
+            Dollars per request served late or refused: adds the fleet that minimises capacity
+            plus saturation cost (:func:`capbook.costs.optimal_quantile`).
         gpu, tensor_parallel : optional
             The GPU type and GPUs per replica when the sweep does not record them.
         """
         from .costs import price_plan
 
-        return dataclasses.replace(self, pricing=price_plan(self, sweep, prices, gpu=gpu,
-                                                            tensor_parallel=tensor_parallel))
+        return dataclasses.replace(self, pricing=price_plan(self, sweep, prices, saturation_usd=saturation_usd,
+                                                            gpu=gpu, tensor_parallel=tensor_parallel))
 
     # -- exports -----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:

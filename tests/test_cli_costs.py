@@ -177,3 +177,25 @@ def test_data_readme_states_the_shipped_prices():
     rows = {m[0]: (float(m[1]), float(m[2])) for m in re.findall(r"^\| ([\w-]+) \| ([\d.]+) \| ([\d.]+) \|", section, re.M)}
     assert rows == {r.gpu: (r.on_demand_usd_per_gpu_hour, r.reserved_usd_per_gpu_hour)
                     for r in table.frame.itertuples()}
+
+
+def test_saturation_price_flag(tmp_path, capsys):
+    """--saturation-price adds the fleet minimising capacity + saturation cost; the rows agree with
+    optimal_quantile on the same plan, and a higher price never buys fewer replicas."""
+    got = {}
+    for usd in ("0.01", "1"):
+        out = tmp_path / usd
+        assert cli_main(["plan", "--no-sim", "--prices", str(PRICES), "--saturation-price", usd, "--out", str(out)]) == 0
+        text = capsys.readouterr().out
+        rows = _cost_rows(out / "plan.csv")
+        assert float(rows["price of saturation"]) == float(usd)
+        got[usd] = int(float(rows["replicas minimising capacity + saturation cost"]))
+        assert float(rows["USD per week, capacity + saturation, at that fleet"]) <= \
+            float(rows["USD per week, capacity + saturation, at the P90 fleet"]) + 1e-9
+        assert "per late request" in text and "capacity plus saturation is cheapest with" in text
+    assert got["0.01"] <= got["1"]
+    assert cli_main(["plan", "--no-sim", "--saturation-price", "1", "--out", str(tmp_path / "x")]) == 2
+    assert "give --prices CSV too" in capsys.readouterr().err
+    assert cli_main(["plan", "--no-sim", "--prices", str(PRICES), "--saturation-price", "-1",
+                     "--out", str(tmp_path / "y")]) == 2
+    assert "--saturation-price" in capsys.readouterr().err
