@@ -125,7 +125,13 @@ class GpuPrice:
 
     @property
     def break_even_share(self) -> float:
-        """``reserved / on_demand``: a GPU busy in more than this share of hours is cheaper reserved."""
+        """``reserved / on_demand``: a GPU busy in more than this share of hours is cheaper reserved.
+
+        Examples
+        --------
+        >>> GpuPrice("X", 2.0, 1.3).break_even_share
+        0.65
+        """
         return self.reserved / self.on_demand
 
 
@@ -517,14 +523,14 @@ def plan_cost(plan, prices, *, sweep=None, gpu: str | None = None, tensor_parall
 
     Examples
     --------
-    Twenty replicas of one GPU at $2.00 on demand cost $40 an hour, $6,720 a week:
+    The sample plan (29 replicas of one A100) at the illustrative $2.20 per GPU-hour:
 
-    >>> import pandas as pd
-    >>> from capbook.costs import PriceTable
-    >>> t = PriceTable.from_frame(pd.DataFrame({"gpu": ["X"], "on_demand_usd_per_gpu_hour": [2.0],
-    ...                                          "reserved_usd_per_gpu_hour": [1.3]}))
-    >>> t.price("x").break_even_share
-    0.65
+    >>> from capbook import datasets
+    >>> from capbook.plan import capacity_plan
+    >>> plan = capacity_plan(**datasets.plan_inputs().arguments, simulate=False)
+    >>> c = plan_cost(plan, load_sample_prices())
+    >>> c.gpus, round(c.usd_per_hour, 2), round(c.usd_per_week)
+    (29, 63.8, 10718)
     """
     src = sweep if sweep is not None else _SweepConfig(plan)
     rp = replica_price(src, prices, gpu=gpu, tensor_parallel=tensor_parallel)
