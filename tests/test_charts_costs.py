@@ -150,6 +150,9 @@ def test_objectives_chart_labels_dollars():
     rows = next(iter(spec["datasets"].values()))
     assert [r["label"] for r in rows] == ["$46,200 (125 replicas)", "$10,718 (29 replicas)", "$9,240 (25 replicas)"]
     assert [r["objective"] for r in rows] == ["TTFT ≤ 0.5 s", "TTFT ≤ 1 s", "TTFT ≤ 2 s"]
+    # the replay's verdicts keep their colours whatever the order of the rows: met blue, impossible vermillion
+    scale = spec["layer"][0]["encoding"]["color"]["scale"]
+    assert scale == {"domain": ["met", "impossible"], "range": ["#0072B2", "#D55E00"]}
 
 
 @pytest.mark.parametrize("call, name", [

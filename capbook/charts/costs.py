@@ -120,11 +120,11 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
               " at ρ = ' + format(pow(10, log_rho), ',.0f')")
     best_point = best.mark_point(size=160, shape="diamond", filled=True, color=PALETTE[2]).encode(
         x=x, y=y, tooltip=[alt.Tooltip("label:N", title="optimum")])
-    best_text = best.mark_text(align="left", dx=8, dy=-12, color=PALETTE[2]).encode(x=x, y=y, text="label:N")
+    best_text = best.mark_text(align="left", x=8, y=10, color=PALETTE[2], fontWeight="bold").encode(text="label:N")
     rule = alt.Chart(pd.DataFrame({"replicas": [conv], "plan": [f"{conventional_label}: {conv} replicas"]})).mark_rule(
         strokeDash=[4, 4]).encode(x="replicas:Q", tooltip=[alt.Tooltip("plan:N", title="conventional")])
     return (lines + rule + best_point + best_text).add_params(param).properties(
-        title="Capacity plus saturation, per week: the cheapest fleet for a price of saturation")
+        title="Capacity plus saturation cost, per week")
 
 
 def reserve_chart(duration: pd.DataFrame, on_demand_usd_per_hour: float, *, break_even_share: float):
@@ -201,11 +201,16 @@ def objectives_chart(frame: pd.DataFrame):
     t["objective"] = [f"TTFT ≤ {v:g} s" for v in t["ttft_target_s"]]
     t["label"] = [f"${u:,.0f} ({n} replicas)" for u, n in zip(t["usd_per_week"], t["replicas"])]
     t["verified"] = t["verified"].astype(str)
-    enc_x = alt.X("objective:N", title="TTFT objective", sort=list(t["objective"]))
-    bars = alt.Chart(t).mark_bar().encode(
+    # the replay's verdicts, good ones in blue and green, failures in vermillion
+    order = {"met": PALETTE[0], "added": PALETTE[2], "not met": PALETTE[1], "impossible": PALETTE[1]}
+    seen = list(dict.fromkeys(t["verified"]))
+    domain = [v for v in order if v in seen] + [v for v in seen if v not in order]
+    colours = [order.get(v, PALETTE[4]) for v in domain]
+    enc_x = alt.X("objective:N", title="TTFT objective", sort=list(t["objective"]), axis=alt.Axis(labelAngle=0))
+    bars = alt.Chart(t).mark_bar(size=60).encode(
         x=enc_x, y=alt.Y("usd_per_week:Q", title="USD per week"),
-        color=alt.Color("verified:N", title="replay"),
+        color=alt.Color("verified:N", title="replay", scale=alt.Scale(domain=domain, range=colours)),
         tooltip=[alt.Tooltip("objective:N"), alt.Tooltip("replicas:Q"), alt.Tooltip("verified:N", title="replay"),
                  alt.Tooltip("usd_per_week:Q", title="USD per week", format="$,.0f")])
     text = alt.Chart(t).mark_text(dy=-8).encode(x=enc_x, y="usd_per_week:Q", text="label:N")
-    return (bars + text).properties(title="The price of the TTFT objective, per week")
+    return (bars + text).properties(width=420, title="The price of the TTFT objective, per week")
