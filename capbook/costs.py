@@ -1267,7 +1267,9 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
 # The price of the objective, of dedicated pools, of regional pools
 # --------------------------------------------------------------------------------------------
 def _plan_row(label, p, rp: ReplicaPrice, basis: str) -> dict:
-    return {"option": label, "replicas": int(p.total), "verified": p.verification.status,
+    v = p.verification
+    return {"option": label, "replicas": int(p.total), "verified": v.status,
+            "reason": "" if v.met or not v.reason else v.reason,
             "binding": p.binding, "usd_per_week": _weekly(p.total, rp, basis)}
 
 
@@ -1283,8 +1285,9 @@ def price_of_objectives(log, sweep, prices, ttft_targets_s: Sequence[float] = (0
     Returns
     -------
     pandas.DataFrame
-        Index ``ttft_target_s``; ``replicas``, ``verified`` (the replay's status), ``binding``,
-        ``usd_per_week`` and ``extra_usd_per_week`` against the loosest target.
+        Index ``ttft_target_s``; ``replicas``, ``verified`` (the replay's status), ``reason``
+        (why the replay could not verify it, empty when it did), ``binding``, ``usd_per_week``
+        and ``extra_usd_per_week`` against the loosest target.
     """
     from .plan import SLO, LogAggregates, capacity_plan
 
@@ -1327,11 +1330,14 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
 
     Parameters
     ----------
-    log : capbook.traces.RequestLog
-        A log with a ``tenant`` column.
+    log : capbook.traces.RequestLog or capbook.plan.LogAggregates
+        A log with a ``tenant`` column (summed once with :meth:`capbook.plan.LogAggregates.of`
+        is faster when it is planned again).
     history : path or DataFrame, optional
         Hourly sums with a ``tenant`` column (the sample gateway's ``hourly.csv``); default the
-        log's own hours.
+        log's own hours. With a :class:`~capbook.plan.LogAggregates` that forecasts from a
+        history, this must be that history split by tenant (the shared pool keeps the summed
+        one).
     by : str
         The column that names the pools.
 
@@ -1345,7 +1351,13 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
 
     rp = replica_price(sweep, prices, gpu=gpu, tensor_parallel=tensor_parallel)
     kw = {**plan_kwargs, "simulate": False}
-    sums = LogAggregates.of(log, history=history) if history is not None else LogAggregates.of(log)
+    if isinstance(log, LogAggregates):  # already summed (with its history, if any): history only splits the pools
+        sums = log
+        if history is None and sums.history_label is not None:
+            raise ValueError(f"the log's forecast reads the history {sums.history_label}, which is not split by {by}; "
+                             f"give history= with a {by!r} column so that every pool is forecast from the same weeks")
+    else:
+        sums = LogAggregates.of(log, history=history) if history is not None else LogAggregates.of(log)
     if not sums.has_tenants:
         raise ValueError(f"the request log has no {by!r} column: there are no pools to compare")
     hourly_t = _tenant_hourly(sums.log, history, by)
