@@ -218,3 +218,8 @@ def test_browser_reserve_count_is_reserve_split_at_other_prices(sample_plan):
         assert got[1] == pytest.approx(other.usd_per_week["following, reserved floor + on demand"], rel=1e-9)
         seen.add(other.reserved)
     assert len(seen) >= 3
+    # the chart opens on the price table's own ratio, so its first bill is the one the text quotes
+    start = {q["name"]: q for q in spec["params"]}["ratio"]["value"]
+    assert start == split.break_even_share
+    assert _browser_reserve(spec, start)[1] == pytest.approx(split.usd_per_week["following, reserved floor + on demand"],
+                                                             rel=1e-12)

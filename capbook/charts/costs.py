@@ -99,9 +99,9 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     if not lo < hi:
         raise ValueError(f"log_rho_range must be (low, high) with low < high, got {log_rho_range!r}")
     rho0 = positive(price_ratio, "price_ratio")
-    start = float(np.clip(round(math.log10(rho0), 2), lo, hi))
+    start = float(np.clip(math.log10(rho0), lo, hi))  # exact: the chart opens on the text's figures
     conv = integer(conventional_replicas, "conventional_replicas", minimum=1)
-    param = slider("log_rho", start, lo, hi, 0.05, "price ratio ρ, log10 (3: a late request costs 1,000 served ones)")
+    param = slider("log_rho", start, lo, hi, 0.01, "price ratio ρ, log10 (3: a late request costs 1,000 served ones)")
     base = alt.Chart(rows).transform_calculate(**SATURATION_EXPRESSIONS)
     x = alt.X("replicas:Q", title="replicas in the fleet", scale=alt.Scale(zero=False))
     y = alt.Y("usd:Q", title="USD per week", scale=alt.Scale(type="log"))
@@ -158,7 +158,8 @@ def reserve_chart(duration: pd.DataFrame, on_demand_usd_per_hour: float, *, brea
         raise ValueError("duration: share_of_hours must hold shares in [0, 1], one row per replica")
     rows["on_demand_usd_per_hour"] = positive(on_demand_usd_per_hour, "on_demand_usd_per_hour")
     b0 = number(break_even_share, "break_even_share", lo=0, hi=1, lo_open=True)
-    param = slider("ratio", round(b0, 2), 0.05, 1.0, 0.01, "reserved / on-demand price (the break-even share)")
+    # the exact start: the chart opens on the price table's own bill, as the text quotes it
+    param = slider("ratio", b0, 0.05, 1.0, 0.01, "reserved / on-demand price (the break-even share)")
     base = alt.Chart(rows).transform_calculate(
         reserve=RESERVE_EXPRESSIONS["reserve"], on_demand_share=RESERVE_EXPRESSIONS["on_demand_share"])
     bars = base.transform_calculate(pay="datum.reserve == 1 ? 'reserved' : 'on demand'").mark_bar().encode(
