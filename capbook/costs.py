@@ -1586,6 +1586,10 @@ def price_plan(plan, sweep, prices, *, saturation_usd: float | None = None, gpu:
     """
     table = as_prices(prices)
     cost = plan_cost(plan, table, sweep=sweep, gpu=gpu, tensor_parallel=tensor_parallel)
+    if plan.verified is False:  # say so beside the dollars, not only in the headline
+        cost = dataclasses.replace(cost, notes=cost.notes + (
+            f"the {cost.replicas} replicas priced are the models' count, which the replay could not verify: "
+            "the price of a fleet that may still miss the objectives",))
     try:
         week_demand(plan)
     except ValueError as exc:

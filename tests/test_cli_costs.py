@@ -199,3 +199,18 @@ def test_saturation_price_flag(tmp_path, capsys):
     assert cli_main(["plan", "--no-sim", "--prices", str(PRICES), "--saturation-price", "-1",
                      "--out", str(tmp_path / "y")]) == 2
     assert "--saturation-price" in capsys.readouterr().err
+
+
+def test_an_unverified_plan_says_so_beside_its_price(shared_dir, tmp_path, capsys):
+    """Mooncake's conversation trace on the KubeCon chunking sweep: its p99 prompt's prefill alone
+    exceeds the 1 s TTFT objective, so the replay cannot verify any fleet, and the cost section
+    says the replicas it prices are the models' count."""
+    log = shared_dir / "traces" / "conversation_trace.jsonl"
+    sweep = shared_dir / "realdata" / "inference-perf-kubecon-na-2025" / "vllm+chunking_and_prefix_caching"
+    if not (log.is_file() and sweep.is_dir()):
+        pytest.skip("the Mooncake trace or the KubeCon sweep is not in ../shared")
+    assert cli_main(["plan", "--requests", str(log), "--sweep", str(sweep), "--prices", str(PRICES),
+                     "--out", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "NOT VERIFIED" in text.splitlines()[0]
+    assert "priced are the models' count, which the replay could not verify" in text.split("\nCost\n")[1]
