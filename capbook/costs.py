@@ -46,11 +46,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from .forecast import HOURS_PER_WEEK
 from .validation import nonnegative, number, positive, probability
 
 __all__ = [
     "PRICE_COLUMNS",
-    "HOURS_PER_WEEK",
     "HOURS_PER_YEAR",
     "SAMPLE_PRICES",
     "GpuPrice",
@@ -82,7 +82,6 @@ __all__ = [
 
 #: The header of a price table, in this order.
 PRICE_COLUMNS = ("gpu", "on_demand_usd_per_gpu_hour", "reserved_usd_per_gpu_hour")
-HOURS_PER_WEEK = 168
 #: Hours in a year of 365 days.
 HOURS_PER_YEAR = 8760
 #: The sample price table, relative to :func:`capbook.paths.data_dir`.

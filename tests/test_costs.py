@@ -24,8 +24,8 @@ import pandas as pd
 import pytest
 
 from capbook import costs, datasets
+from capbook.forecast import HOURS_PER_WEEK
 from capbook.costs import (
-    HOURS_PER_WEEK,
     HOURS_PER_YEAR,
     PRICE_COLUMNS,
     FleetCurve,
