@@ -813,18 +813,38 @@ class EngineCheck:
     notes: tuple = ()
 
 
+def _fitted_engine(sweep):
+    """:func:`capbook.engine.fit_engine` of ``sweep``, once per sweep object.
+
+    The fit reads only the sweep's table, notes and configuration, and a plan is often re-planned
+    on the same sweep (other objectives, tenant pools, configurations, quantiles): the fit is
+    kept on the sweep object and redone if any of them changed. Callers get the fitted model
+    itself and must not mutate it (``dataclasses.replace`` makes the per-plan copy).
+    """
+    from .engine import fit_engine
+
+    key = (id(sweep._table), tuple(sweep.notes), repr(sorted(getattr(sweep, "config", {}).items())))
+    hit = getattr(sweep, "_capbook_engine_fit", None)
+    if hit is None or hit[0] != key:
+        hit = (key, fit_engine(sweep))
+        try:
+            sweep._capbook_engine_fit = hit
+        except AttributeError:  # a sweep-like object that takes no attributes: fit every time
+            pass
+    return hit[1]
+
+
 def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: int = 2026) -> EngineCheck:
     """The engine model fitted to the sweep, asked about requests of the log's mean lengths (the
     step cost is per token, so it carries over from the sweep's mix): its saturation rate, the
     highest rate meeting p99 TTFT within the objective, the replicas that implies for the peak,
     and its p99 TTFT at ``peak / serving``."""
-    from .engine import fit_engine
     from .predict import predict
 
     slo, lam = replica.slo, demand.request_rate
     mean_in, mean_out = demand.mean_input_tokens, demand.mean_output_tokens
     try:
-        eng = fit_engine(sweep)
+        eng = _fitted_engine(sweep)
         eng = dataclasses.replace(eng, prompt_tokens=float(mean_in), output_tokens=float(mean_out),
                                   output_quantiles=None, prompt_p99=None, notes=list(eng.notes))
         p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_target_s, seed=seed, requests=2000,

@@ -481,3 +481,25 @@ def test_peak_forecast_refuses_bad_horizons():
         with pytest.raises(ValueError, match="^horizons "):
             peak_forecast(s, bad)
     assert set(peak_forecast(s, [4.0, 1])) == {1, 4}
+
+
+def test_the_engine_fit_is_kept_with_the_sweep_and_redone_when_it_changes():
+    """Re-planning on the same sweep object reuses its engine fit; a changed sweep (a measured prefill
+    rate, a new configuration value) is fitted again, and the plan equals a plan on a fresh copy."""
+    import dataclasses
+
+    from capbook import plan as plan_mod
+    from capbook.sweep import load_sample_sweep
+
+    s = load_sample_sweep()
+    first = plan_mod._fitted_engine(s)
+    assert plan_mod._fitted_engine(s) is first
+    s.set_prefill_rate(5_000.0, "test")
+    second = plan_mod._fitted_engine(s)
+    assert second is not first
+    fresh = load_sample_sweep().set_prefill_rate(5_000.0, "test")
+    from capbook.engine import fit_engine
+
+    assert dataclasses.replace(second, fitted_sweep=None) == dataclasses.replace(fit_engine(fresh), fitted_sweep=None)
+    s.config["gpu"] = "elsewhere"
+    assert plan_mod._fitted_engine(s) is not second
