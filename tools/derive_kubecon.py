@@ -109,15 +109,10 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=OUT, help=f"output file (default {OUT.relative_to(ROOT)})")
     ap.add_argument("--check", action="store_true", help="compare with the file instead of writing it")
     args = ap.parse_args(argv)
+    from tools._outputs import write_or_check
+
     text = to_csv_text(derive(args.root))
-    if args.check:
-        same = args.out.exists() and args.out.read_text(encoding="utf-8") == text
-        print(f"{'ok' if same else 'DIFFERS'} {args.out}")
-        return 0 if same else 1
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text, encoding="utf-8")
-    print(f"wrote {args.out} ({text.count(chr(10)) - 1} rows)")
-    return 0
+    return write_or_check(args.out, text, check=args.check, summary=f"{text.count(chr(10)) - 1} rows")
 
 
 if __name__ == "__main__":
