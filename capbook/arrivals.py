@@ -27,7 +27,8 @@ import pandas as pd
 from .distributions import Gamma
 from .validation import integer, positive
 
-__all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals", "stack_busy_periods"]
+__all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals", "stack_busy_periods",
+           "RateArrivals", "TokenLengths", "rate_cv_from_log"]
 
 
 @dataclass
@@ -314,3 +315,264 @@ def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 
         parts.append(part)
         t0 += length
     return pd.concat(parts, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- time-varying demand
+
+
+class TokenLengths:
+    """Token counts per request, drawn per tier: resampled (input, output) pairs or two distributions.
+
+    Parameters
+    ----------
+    pairs : dict
+        Tier name → ``(input_tokens, output_tokens)`` arrays of equal length (tokens): the
+        requests of that tier, resampled jointly with replacement (so a long prompt keeps its
+        own answer length).
+    shares : dict, optional
+        Tier name → share of arrivals (normalised). Default: each tier's share of the pairs.
+
+    Notes
+    -----
+    Build one from a request log with :meth:`from_log`, or from two distributions of
+    :mod:`capbook.distributions` with :meth:`from_distributions`.
+    """
+
+    def __init__(self, pairs: dict, shares: dict | None = None):
+        if not isinstance(pairs, dict) or not pairs:
+            raise ValueError("pairs must map at least one tier name to (input_tokens, output_tokens)")
+        self.pairs = {}
+        for name, (inp, out) in pairs.items():
+            inp = np.asarray(inp, dtype=np.int64).ravel()
+            out = np.asarray(out, dtype=np.int64).ravel()
+            if inp.size == 0 or inp.size != out.size:
+                raise ValueError(f"tier {name!r}: input and output token arrays must be non-empty and of equal length")
+            if (inp < 0).any() or (out < 1).any():
+                raise ValueError(f"tier {name!r}: input tokens must be >= 0 and output tokens >= 1")
+            self.pairs[str(name)] = (inp, out)
+        if shares is None:
+            shares = {k: v[0].size for k, v in self.pairs.items()}
+        unknown = set(shares) - set(self.pairs)
+        if unknown:
+            raise ValueError(f"shares name tier(s) {sorted(unknown)} that have no token pairs")
+        w = np.array([float(shares.get(k, 0.0)) for k in self.pairs])
+        if not np.all(np.isfinite(w)) or (w < 0).any() or w.sum() <= 0:
+            raise ValueError("shares must be non-negative numbers that sum to a positive number")
+        self.tiers = list(self.pairs)
+        self.shares = w / w.sum()
+
+    @classmethod
+    def from_log(cls, log, tier: str | None = None) -> "TokenLengths":
+        """The (input, output) pairs of a request log, per tier (``tier`` keeps one)."""
+        if hasattr(log, "to_pandas") and not isinstance(log, pd.DataFrame):
+            log = log.to_pandas()
+        missing = [c for c in ("input_tokens", "output_tokens") if c not in log.columns]
+        if missing:
+            raise ValueError(f"the request log lacks column(s) {missing}")
+        if tier is not None:
+            if "tier" not in log.columns:
+                raise ValueError("tier was given but the request log has no tier column")
+            log = log[log["tier"].astype(str) == tier]
+            if len(log) == 0:
+                raise ValueError(f"the request log has no rows of tier {tier!r}")
+        if "tier" in log.columns:
+            groups = {str(k): g for k, g in log.groupby(log["tier"].astype(str), sort=True)}
+        else:
+            groups = {"default": log}
+        return cls({k: (g["input_tokens"].to_numpy(), np.maximum(g["output_tokens"].to_numpy(), 1))
+                    for k, g in groups.items()})
+
+    @classmethod
+    def from_distributions(cls, input_tokens, output_tokens, n: int = 65_536, seed: int = 0) -> "TokenLengths":
+        """Independent input and output lengths from two distributions (``n`` pairs drawn once)."""
+        from .distributions import as_distribution
+
+        rng = np.random.default_rng(seed)
+        di, do = as_distribution(input_tokens, "input_tokens"), as_distribution(output_tokens, "output_tokens")
+        inp = np.maximum(np.rint(di.sample(rng, n)), 0).astype(np.int64)
+        out = np.maximum(np.rint(do.sample(rng, n)), 1).astype(np.int64)
+        return cls({"default": (inp, out)})
+
+    @property
+    def mean_input_tokens(self) -> float:
+        """Mean prompt length over the tiers' shares, tokens."""
+        return float(sum(w * p[0].mean() for w, p in zip(self.shares, self.pairs.values())))
+
+    @property
+    def mean_output_tokens(self) -> float:
+        """Mean answer length over the tiers' shares, tokens."""
+        return float(sum(w * p[1].mean() for w, p in zip(self.shares, self.pairs.values())))
+
+    def sample(self, rng: np.random.Generator, n: int):
+        """``(input_tokens, output_tokens, tier_index)`` arrays for ``n`` requests."""
+        k = len(self.tiers)
+        tier = rng.choice(k, size=n, p=self.shares) if k > 1 else np.zeros(n, dtype=np.int64)
+        inp = np.empty(n, dtype=np.int64)
+        out = np.empty(n, dtype=np.int64)
+        for j, (a, b) in enumerate(self.pairs.values()):
+            idx = np.flatnonzero(tier == j) if k > 1 else np.arange(n)
+            pick = rng.integers(a.size, size=idx.size)
+            inp[idx] = a[pick]
+            out[idx] = b[pick]
+        return inp, out, tier
+
+    def __repr__(self):
+        return f"TokenLengths(tiers={self.tiers}, mean_in={self.mean_input_tokens:.0f}, mean_out={self.mean_output_tokens:.0f})"
+
+
+class RateArrivals:
+    """Non-homogeneous Poisson arrivals from a rate series, optionally burstier than Poisson.
+
+    The rate is piecewise constant: ``rates[k]`` requests per second during
+    ``[k * bin_s, (k + 1) * bin_s)``. Within a bin, arrivals are a Poisson process at that rate
+    (exactly: a Poisson count, placed uniformly). With ``rate_cv > 0`` the rate is also multiplied,
+    window by window of ``window_s`` seconds, by independent gamma factors of mean 1 and
+    coefficient of variation ``rate_cv`` (a doubly stochastic, Cox, process): bursts on top of
+    the daily shape, as measured from a log by :func:`rate_cv_from_log`.
+
+    Parameters
+    ----------
+    rates : array_like or pandas.Series
+        Arrival rate per bin, requests per second (>= 0, finite, not all zero).
+    bin_s : float
+        Bin length, seconds (3600 for an hourly series, 600 for ServeGen's windows).
+    rate_cv : float
+        Coefficient of variation of the burst factor (0 = no bursts beyond Poisson).
+    window_s : float
+        Length of a burst window, seconds.
+    lengths : TokenLengths, optional
+        Token counts per request (drawn per tier); without it the stream carries times only.
+
+    Notes
+    -----
+    The index of dispersion of the counts in one window of a bin at rate ``λ`` is
+    ``1 + λ · window_s · rate_cv²`` (1 for Poisson).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> arr = RateArrivals([2.0, 8.0], bin_s=3600.0)
+    >>> s = arr.generate(np.random.default_rng(1))
+    >>> n1, n2 = int((s.times < 3600).sum()), int((s.times >= 3600).sum())
+    >>> round(n1 / 3600, 1), round(n2 / 3600, 1), arr.duration_s
+    (2.0, 8.0, 7200.0)
+    """
+
+    def __init__(self, rates, bin_s: float, *, rate_cv: float = 0.0, window_s: float = 60.0,
+                 lengths: TokenLengths | None = None):
+        from .validation import array, nonnegative
+
+        self.rates = array(np.asarray(rates, dtype=float), "rates", lo=0.0, nonempty=True).ravel()
+        if not self.rates.sum() > 0:
+            raise ValueError("rates are all zero: no request would ever arrive")
+        self.bin_s = positive(bin_s, "bin_s")
+        self.rate_cv = nonnegative(rate_cv, "rate_cv")
+        self.window_s = positive(window_s, "window_s")
+        if lengths is not None and not isinstance(lengths, TokenLengths):
+            raise TypeError("lengths must be a capbook.arrivals.TokenLengths or None")
+        self.lengths = lengths
+
+    @property
+    def duration_s(self) -> float:
+        """Length of the series, seconds."""
+        return float(self.rates.size * self.bin_s)
+
+    @property
+    def mean_rate(self) -> float:
+        """Mean arrival rate over the series, requests per second."""
+        return float(self.rates.mean())
+
+    def rate_at(self, t):
+        """The (unmodulated) rate at time(s) ``t`` seconds; 0 outside the series."""
+        t = np.asarray(t, dtype=float)
+        k = np.floor(t / self.bin_s).astype(np.int64)
+        ok = (k >= 0) & (k < self.rates.size)
+        return np.where(ok, self.rates[np.clip(k, 0, self.rates.size - 1)], 0.0)
+
+    def times_between(self, rng: np.random.Generator, t0: float, t1: float) -> np.ndarray:
+        """Sorted arrival times in ``[t0, t1)``, seconds (one piece of :meth:`generate`)."""
+        t1 = min(float(t1), self.duration_s)
+        if t1 <= t0:
+            return np.empty(0)
+        edges = np.arange(math.floor(t0 / self.bin_s), math.ceil(t1 / self.bin_s) + 1) * self.bin_s
+        if self.rate_cv > 0:
+            w = np.arange(math.floor(t0 / self.window_s), math.ceil(t1 / self.window_s) + 1) * self.window_s
+            edges = np.union1d(edges, w)
+        edges = np.clip(edges, t0, t1)
+        edges = np.unique(edges)
+        a, b = edges[:-1], edges[1:]
+        lam = self.rates[np.minimum((a // self.bin_s).astype(np.int64), self.rates.size - 1)]
+        if self.rate_cv > 0:
+            win = np.floor(a / self.window_s).astype(np.int64)
+            uw, inv = np.unique(win, return_inverse=True)
+            k = 1.0 / self.rate_cv**2
+            lam = lam * rng.gamma(k, 1.0 / k, size=uw.size)[inv]
+        counts = rng.poisson(lam * (b - a))
+        times = np.repeat(a, counts) + rng.random(int(counts.sum())) * np.repeat(b - a, counts)
+        times.sort()
+        return times
+
+    def generate(self, rng: np.random.Generator, n_requests: int | None = None,
+                 duration_s: float | None = None) -> ArrivalStream:
+        """Arrivals over the series (or its first ``duration_s`` seconds, or first ``n_requests``)."""
+        end = self.duration_s if duration_s is None else min(positive(duration_s, "duration_s"), self.duration_s)
+        times = self.times_between(rng, 0.0, end)
+        if n_requests is not None:
+            times = times[:integer(n_requests, "n_requests", minimum=1)]
+        if self.lengths is None:
+            return ArrivalStream(times)
+        inp, out, tier = self.lengths.sample(rng, times.size)
+        return ArrivalStream(times, inp, out, np.asarray(self.lengths.tiers, dtype=object)[tier].astype(str))
+
+    def scaled(self, *, peak: float | None = None, mean: float | None = None) -> "RateArrivals":
+        """The same shape with its busiest bin (or its mean) at the given rate, requests per second."""
+        if (peak is None) == (mean is None):
+            raise ValueError("give peak or mean (one of them)")
+        f = positive(peak, "peak") / self.rates.max() if peak is not None else positive(mean, "mean") / self.rates.mean()
+        return RateArrivals(self.rates * f, self.bin_s, rate_cv=self.rate_cv, window_s=self.window_s,
+                            lengths=self.lengths)
+
+    def __repr__(self):
+        return (f"RateArrivals(bins={self.rates.size}, bin_s={self.bin_s:g}, mean={self.mean_rate:g}/s, "
+                f"peak={self.rates.max():g}/s, rate_cv={self.rate_cv:g})")
+
+
+def rate_cv_from_log(arrival_s, window_s: float = 60.0, trend_s: float = 3600.0) -> float:
+    """The burstiness of a log beyond its trend: the coefficient of variation of the rate per window.
+
+    The log's arrivals are counted in windows of ``window_s``; each window's expected count is
+    the mean count of its ``trend_s`` period (the slow shape). Poisson noise is subtracted, so a
+    Poisson process with any trend gives about 0:
+    ``cv² = Σ[(n − m)² − m] / Σ m²`` (clipped at 0).
+
+    Parameters
+    ----------
+    arrival_s : array_like
+        Arrival times, seconds (any origin).
+    window_s, trend_s : float
+        Burst window and trend period, seconds (``trend_s`` a multiple of ``window_s``).
+
+    Returns
+    -------
+    float
+        ``rate_cv`` for :class:`RateArrivals`.
+    """
+    t = np.sort(np.asarray(arrival_s, dtype=float).ravel())
+    if t.size < 2 or not np.all(np.isfinite(t)):
+        raise ValueError("arrival_s must hold at least two finite arrival times")
+    window_s, trend_s = positive(window_s, "window_s"), positive(trend_s, "trend_s")
+    per = int(round(trend_s / window_s))
+    if per < 2 or abs(per * window_s - trend_s) > 1e-9 * trend_s:
+        raise ValueError("trend_s must be a multiple (>= 2) of window_s")
+    t = t - t[0]
+    n_win = int(t[-1] // window_s) + 1
+    n_win = (n_win // per) * per
+    if n_win < per:
+        raise ValueError(f"the log spans less than one trend period of {trend_s:g} s")
+    counts = np.bincount((t // window_s).astype(np.int64), minlength=n_win)[:n_win].astype(float)
+    m = np.repeat(counts.reshape(-1, per).mean(axis=1), per)
+    f = (per - 1) / per
+    den = float(np.sum(m**2)) * f
+    if den <= 0:
+        return 0.0
+    return float(math.sqrt(max(float(np.sum((counts - m) ** 2 - m * f)) / den, 0.0)))

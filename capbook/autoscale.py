@@ -1,0 +1,1167 @@
+r"""Autoscaling simulated on time-varying demand: replicas that come and go, and the policies that move them.
+
+A plan sizes a static fleet for the planned peak hour. Demand has a daily and weekly shape; a
+fleet that follows it spends fewer GPU-hours, if it scales early enough. This module runs a
+fleet whose replica count changes while requests arrive, under a **policy** (one object with
+one method, :meth:`Policy.desired`) and a **scaler** (:class:`Scaling`: bounds, lags, warm
+standby pool, stabilisation windows), and reports what it cost and what the requests saw.
+
+>>> import numpy as np
+>>> from capbook.arrivals import RateArrivals
+>>> from capbook.distributions import Exponential
+>>> replica = ReplicaModel(slots=4, service=Exponential(2.0))
+>>> day = RateArrivals([4.0, 12.0, 4.0], bin_s=600.0)
+>>> res = simulate_autoscaling(day, replica, ReactiveWaiting(target=0.7), Scaling(lag_s=60.0), seed=1)
+>>> res.requests > 10_000, res.summary()["replicas_max"] > res.summary()["replicas_min"]
+(True, True)
+
+**The replica** (:class:`ReplicaModel`). ``slots`` sequences at once (the plan's ``S``); a
+request holds one slot for its prefill and then its decode at the TPOT measured at ``S``
+sequences (:meth:`ReplicaModel.from_sweep`): the slot model of :mod:`capbook.queueing`, with
+holding times drawn per request from its token counts. It is conservative (a replica with fewer
+sequences decodes faster than at ``S``) and is what makes a week simulable in seconds; the
+continuous-batching engine of :mod:`capbook.sim` is the finer model for one hour. TTFT is the
+queue wait plus the prefill. ``ReplicaModel(slots, service=distribution)`` holds each request
+for a draw of ``distribution`` instead, with TTFT = wait (the M/G/c model, for checks against
+theory).
+
+**The fleet.** One queue in front of every serving replica (the pooled, load-aware routing of
+:mod:`capbook.routing`), first come first served. A replica is *starting* from the moment the
+scaler asks for it (it is paid for from then) until its lag has passed, then *serving*. On
+scale-down the scaler first cancels replicas still starting (newest first), then *drains*
+serving ones: a draining replica takes no new request, finishes those it holds (no request is
+lost) and is released, and paid for, until its last one ends. A warm standby pool
+(``Scaling.warm_pool``) holds replicas that are already up (paid for, serving nothing): a
+scale-up takes from it with the short ``warm_lag_s`` and the pool refills with the full lag.
+
+**The control loop** runs every ``Scaling.interval_s`` seconds (15 s, the Kubernetes HPA
+default): the policy sees an :class:`Observation` of the last ``metric_window_s`` (utilisation,
+waiting requests, p99 TTFT, goodput, arrival rate) and returns the replicas it wants. As in
+the HPA, a scale-down takes the highest recommendation of the last ``scale_down_window_s``
+(stabilisation), a scale-up the lowest of the last ``scale_up_window_s``, both clamped to
+``[min_replicas, max_replicas]``.
+
+**The kernel.** Pooled FCFS with a heap of slot-free times, as the fast path of
+:mod:`capbook.sim`, made causal: between two control ticks the requests that can start before
+the next tick are committed; one that would wait past it stays queued, so a replica that the
+next decision adds is there for it. Requests are generated an hour at a time, so a week at
+tens of requests per second runs in seconds and a little memory (``benchmarks/bench_autoscale.py``).
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .arrivals import ArrivalStream, RateArrivals, TokenLengths
+from .distributions import Distribution, as_distribution
+from .validation import integer, nonnegative, positive, probability
+
+__all__ = [
+    "ReplicaModel",
+    "Scaling",
+    "Observation",
+    "Policy",
+    "Static",
+    "Schedule",
+    "ReactiveUtilisation",
+    "ReactiveWaiting",
+    "ReactiveLatency",
+    "ScheduleReactive",
+    "Objectives",
+    "AutoscaleResult",
+    "simulate_autoscaling",
+    "required_replicas",
+]
+
+HOURS_PER_WEEK = 168
+SECONDS_PER_WEEK = HOURS_PER_WEEK * 3600.0
+
+
+# --------------------------------------------------------------------------- the replica
+
+
+class ReplicaModel:
+    """How one replica serves: its slots, the holding time of a request and the time to first token.
+
+    Parameters
+    ----------
+    slots : int
+        Sequences a replica runs at once (the plan's ``S``).
+    service : Distribution or float, optional
+        Holding time per request, seconds, drawn independently of the tokens (TTFT = wait).
+    prefill_time : callable, optional
+        ``prefill_time(input_tokens) -> seconds`` (vectorised). With ``tpot_s``, the holding time
+        is ``prefill + (output_tokens - 1) * tpot_s`` and TTFT = wait + prefill.
+    tpot_s : float, optional
+        Seconds per output token at ``slots`` sequences.
+    gpus : int
+        GPUs per replica (tensor parallel), for GPU-hours.
+
+    Give ``service`` or both ``prefill_time`` and ``tpot_s``.
+    """
+
+    def __init__(self, slots: int, service=None, *, prefill_time=None, tpot_s: float | None = None,
+                 gpus: int = 1):
+        self.slots = integer(slots, "slots", minimum=1)
+        self.gpus = integer(gpus, "gpus", minimum=1)
+        if service is not None:
+            if prefill_time is not None or tpot_s is not None:
+                raise ValueError("give service, or prefill_time and tpot_s, not both")
+            self.service = as_distribution(service, "service")
+            self.prefill_time = None
+            self.tpot_s = None
+        else:
+            if prefill_time is None or tpot_s is None:
+                raise ValueError("give service (a holding-time distribution) or both prefill_time and tpot_s")
+            if not callable(prefill_time):
+                raise TypeError("prefill_time must be callable: input tokens -> seconds")
+            self.service = None
+            self.prefill_time = prefill_time
+            self.tpot_s = positive(tpot_s, "tpot_s")
+
+    @classmethod
+    def from_sweep(cls, sweep, slots: int, *, tpot_quantile: int = 50, gpus: int | None = None) -> "ReplicaModel":
+        """The replica a sweep measured, held at ``slots`` sequences.
+
+        TPOT is the sweep's at ``slots`` (its ``tpot_quantile``, interpolated between measured
+        levels and held at the end levels), prefill the sweep's prefill time
+        (:meth:`capbook.sweep.Sweep.prefill_time`).
+        """
+        lo = float(sweep.table["concurrency"].min())
+        hi = float(sweep.table["concurrency"].max())
+        s = integer(slots, "slots", minimum=1)
+        tpot = float(sweep.tpot(min(max(float(s), lo), hi), q=tpot_quantile))
+        tp = gpus if gpus is not None else int(sweep.config.get("tensor_parallel") or 1)
+        return cls(s, prefill_time=sweep.prefill_time, tpot_s=tpot, gpus=tp)
+
+    @classmethod
+    def from_plan(cls, plan, sweep) -> "ReplicaModel":
+        """The plan's replica: its slots on its sweep (:meth:`from_sweep`)."""
+        return cls.from_sweep(sweep, int(plan.slots.S), gpus=int(plan.source.get("tensor_parallel") or 1))
+
+    def draw(self, rng: np.random.Generator, n: int, input_tokens=None, output_tokens=None):
+        """``(holding_s, first_token_s)`` arrays for ``n`` requests: seconds in a slot, and seconds
+        from the start of service to the first token."""
+        if self.service is not None:
+            h = np.asarray(self.service.sample(rng, n), dtype=float)
+            return h, np.zeros(n)
+        if input_tokens is None or output_tokens is None:
+            raise ValueError("this replica's holding time comes from tokens: the arrivals must carry "
+                             "input and output token counts (RateArrivals(lengths=...))")
+        pre = np.asarray(self.prefill_time(np.asarray(input_tokens, dtype=float)), dtype=float)
+        h = pre + (np.asarray(output_tokens, dtype=float) - 1.0) * self.tpot_s
+        return h, pre
+
+    def mean_holding_s(self, lengths: TokenLengths | None = None) -> float:
+        """Mean seconds a request holds a slot (``lengths`` needed for the token model)."""
+        if self.service is not None:
+            return float(self.service.mean)
+        if lengths is None:
+            raise ValueError("the token model's mean holding time needs the token lengths")
+        tot = 0.0
+        for w, (inp, out) in zip(lengths.shares, lengths.pairs.values()):
+            tot += w * float(np.mean(np.asarray(self.prefill_time(inp.astype(float))) + (out - 1.0) * self.tpot_s))
+        return tot
+
+    def __repr__(self):
+        if self.service is not None:
+            return f"ReplicaModel(slots={self.slots}, service={self.service!r})"
+        return f"ReplicaModel(slots={self.slots}, tpot_s={self.tpot_s:.4g}, gpus={self.gpus})"
+
+
+def required_replicas(rate, replica: ReplicaModel, mean_holding_s: float, *, wait_s: float = 0.5,
+                      late_share: float = 0.01):
+    """Fewest replicas whose pooled queue keeps ``P(wait > wait_s) ≤ late_share`` at each rate.
+
+    The Erlang C answer (:func:`capbook.queueing.replicas_pooled`) for ``c = replicas × slots``
+    servers of mean holding time ``mean_holding_s``: what a schedule provisions and what the
+    simulation's under-provisioning is measured against.
+
+    Parameters
+    ----------
+    rate : float or array_like
+        Arrival rate(s), requests per second (0 gives 0 replicas).
+    replica : ReplicaModel
+    mean_holding_s : float
+        Mean seconds a request holds a slot.
+    wait_s, late_share : float
+        The waiting objective.
+
+    Returns
+    -------
+    numpy.ndarray of int
+    """
+    from .queueing import replicas_pooled
+
+    r = np.atleast_1d(np.asarray(rate, dtype=float))
+    out = np.zeros(r.size, dtype=np.int64)
+    cache = {}
+    for i, lam in enumerate(r):
+        if lam <= 0:
+            continue
+        key = round(float(lam), 9)
+        if key not in cache:
+            cache[key] = replicas_pooled(float(lam), replica.slots, mean_holding_s, wait_s, late_share)
+        out[i] = cache[key]
+    return out
+
+
+# --------------------------------------------------------------------------- the scaler
+
+
+@dataclass
+class Scaling:
+    """How replicas come and go.
+
+    Parameters
+    ----------
+    min_replicas, max_replicas : int
+        Bounds on the replicas serving or starting.
+    lag_s : float or Distribution
+        Seconds from the scaler's request to a new replica serving (node, image pull, model
+        load): a constant or a distribution of :mod:`capbook.distributions`, drawn per replica.
+    warm_pool : int
+        Standby replicas kept up (and paid for) to take a scale-up with ``warm_lag_s``.
+    warm_lag_s : float or Distribution
+        Seconds from taking a standby replica to it serving.
+    interval_s : float
+        Seconds between control decisions.
+    metric_window_s : float
+        Seconds of history the policy's metrics average over.
+    scale_up_window_s, scale_down_window_s : float
+        Stabilisation: a scale-up takes the lowest recommendation of the last
+        ``scale_up_window_s`` seconds, a scale-down the highest of the last
+        ``scale_down_window_s`` (the HPA defaults are 0 and 300).
+    initial_replicas : int, optional
+        Replicas serving at time 0 (default: the policy's first recommendation).
+    """
+
+    min_replicas: int = 1
+    max_replicas: int = 1000
+    lag_s: float | Distribution = 480.0
+    warm_pool: int = 0
+    warm_lag_s: float | Distribution = 30.0
+    interval_s: float = 15.0
+    metric_window_s: float = 60.0
+    scale_up_window_s: float = 0.0
+    scale_down_window_s: float = 300.0
+    initial_replicas: int | None = None
+
+    def __post_init__(self):
+        self.min_replicas = integer(self.min_replicas, "min_replicas", minimum=0)
+        self.max_replicas = integer(self.max_replicas, "max_replicas", minimum=max(self.min_replicas, 1))
+        self.lag_s = as_distribution(self.lag_s, "lag_s")
+        self.warm_pool = integer(self.warm_pool, "warm_pool", minimum=0)
+        self.warm_lag_s = as_distribution(self.warm_lag_s, "warm_lag_s")
+        self.interval_s = positive(self.interval_s, "interval_s")
+        self.metric_window_s = positive(self.metric_window_s, "metric_window_s")
+        self.scale_up_window_s = nonnegative(self.scale_up_window_s, "scale_up_window_s")
+        self.scale_down_window_s = nonnegative(self.scale_down_window_s, "scale_down_window_s")
+        if self.initial_replicas is not None:
+            self.initial_replicas = integer(self.initial_replicas, "initial_replicas", minimum=0)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a policy sees at a control tick (metrics over the last ``Scaling.metric_window_s``).
+
+    Attributes
+    ----------
+    time_s : float
+        Seconds since the start of the run.
+    serving, starting, draining, standby : int
+        Replicas in each state now.
+    slots : int
+        Slots per replica.
+    arrival_rate : float
+        Arrivals per second over the window.
+    slot_utilisation : float
+        Mean share of the serving replicas' slots busy (sampled at the ticks of the window).
+    gpu_utilisation : float
+        Mean share of serving replicas running at least one request: what a GPU's "utilisation"
+        counter reports (busy whenever any kernel runs), saturating long before the slots do.
+    busy : int
+        Requests in service now.
+    waiting : int
+        Requests queued now.
+    ttft_p99_s : float
+        p99 TTFT of the requests that started in the window (0 when none did).
+    goodput : float
+        Share of the window's requests that met the TTFT objective and were not refused (1
+        when there were none).
+    """
+
+    time_s: float
+    serving: int
+    starting: int
+    draining: int
+    standby: int
+    slots: int
+    arrival_rate: float
+    slot_utilisation: float
+    gpu_utilisation: float
+    busy: int
+    waiting: int
+    ttft_p99_s: float
+    goodput: float
+
+    @property
+    def replicas(self) -> int:
+        """Replicas serving or starting (what the scaler compares a recommendation with)."""
+        return self.serving + self.starting
+
+
+# --------------------------------------------------------------------------- policies
+
+
+class Policy:
+    """A scaling policy: :meth:`desired` maps an :class:`Observation` to the replicas it wants.
+
+    Every policy has this one method; the scaler applies bounds and stabilisation.
+    """
+
+    name = "policy"
+
+    def desired(self, obs: Observation) -> int:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class Static(Policy):
+    """Always the same number of replicas (the plan's static fleet)."""
+
+    def __init__(self, replicas: int):
+        self.replicas = integer(replicas, "replicas", minimum=0)
+        self.name = f"static {self.replicas}"
+
+    def desired(self, obs: Observation) -> int:
+        return self.replicas
+
+    def __repr__(self):
+        return f"Static({self.replicas})"
+
+
+class Schedule(Policy):
+    """Replicas by time of the period (hour of week by default), looked up ``lead_s`` ahead.
+
+    Parameters
+    ----------
+    replicas : array_like of int
+        Replicas per step of the period (168 hours of a week, 24 of a day, ...).
+    step_s : float
+        Length of a step, seconds.
+    lead_s : float
+        Look this far ahead: a step's replicas are asked for ``lead_s`` before it begins, so
+        with ``lead_s`` equal to the scale-up lag they serve from its first second.
+    offset_s : float
+        Position in the period at time 0 of the run, seconds (0: the run starts at step 0).
+    """
+
+    def __init__(self, replicas, step_s: float = 3600.0, lead_s: float = 0.0, offset_s: float = 0.0):
+        from .validation import array
+
+        r = array(np.asarray(replicas, dtype=float), "replicas", lo=0.0, nonempty=True).ravel()
+        if np.any(r != np.round(r)):
+            raise ValueError("replicas must be whole numbers")
+        self.replicas = r.astype(np.int64)
+        self.step_s = positive(step_s, "step_s")
+        self.lead_s = nonnegative(lead_s, "lead_s")
+        self.offset_s = nonnegative(offset_s, "offset_s")
+        self.name = "schedule" + (f" (lead {self.lead_s / 60:g} min)" if self.lead_s else "")
+
+    @property
+    def period_s(self) -> float:
+        """Length of the period, seconds."""
+        return self.replicas.size * self.step_s
+
+    def at(self, t):
+        """Scheduled replicas for the step holding time ``t`` (no lead), seconds."""
+        k = np.floor(((np.asarray(t, dtype=float) + self.offset_s) % self.period_s) / self.step_s).astype(np.int64)
+        return self.replicas[np.minimum(k, self.replicas.size - 1)]
+
+    def desired(self, obs: Observation) -> int:
+        return int(self.at(obs.time_s + self.lead_s))
+
+    @classmethod
+    def from_rates(cls, rates, replica: ReplicaModel, mean_holding_s: float, *, step_s: float = 3600.0,
+                   lead_s: float = 0.0, wait_s: float = 0.5, late_share: float = 0.01,
+                   extra: int = 0) -> "Schedule":
+        """The schedule that provisions each step for its rate (:func:`required_replicas`) plus
+        ``extra`` replicas (burst headroom)."""
+        need = required_replicas(rates, replica, mean_holding_s, wait_s=wait_s, late_share=late_share)
+        return cls(need + integer(extra, "extra", minimum=0), step_s=step_s, lead_s=lead_s)
+
+    def __repr__(self):
+        return f"Schedule(steps={self.replicas.size}, step_s={self.step_s:g}, lead_s={self.lead_s:g})"
+
+
+class ReactiveUtilisation(Policy):
+    """HPA-style target tracking on utilisation: ``ceil(serving × utilisation / target)``.
+
+    Parameters
+    ----------
+    target : float
+        Utilisation to hold, in (0, 1] (the book's advice: 0.6-0.7 of the knee's slots).
+    metric : {"slots", "gpu"}
+        ``"slots"``: the share of slots busy. ``"gpu"``: the share of replicas running
+        anything, what a GPU utilisation counter shows; it reads 100 % at any load that keeps
+        one sequence per replica and so cannot tell a replica at 2 of 32 slots from a full
+        one (the book's reason not to scale on it).
+    tolerance : float
+        No change while ``|utilisation / target − 1| ≤ tolerance`` (HPA: 0.1).
+    extra : int
+        Replicas added on top (burst headroom).
+    """
+
+    def __init__(self, target: float = 0.65, metric: str = "slots", tolerance: float = 0.1, extra: int = 0):
+        from .validation import choice
+
+        self.target = probability(target, "target", lo_open=True)
+        self.metric = choice(metric, "metric", ("slots", "gpu"))
+        self.tolerance = nonnegative(tolerance, "tolerance")
+        self.extra = integer(extra, "extra", minimum=0)
+        self.name = f"{'GPU' if self.metric == 'gpu' else 'slot'} utilisation {self.target:.0%}"
+
+    def desired(self, obs: Observation) -> int:
+        u = obs.gpu_utilisation if self.metric == "gpu" else obs.slot_utilisation
+        cur = max(obs.serving, 1)
+        base = max(obs.serving + obs.starting - self.extra, 0)
+        ratio = u / self.target
+        if abs(ratio - 1.0) <= self.tolerance:
+            return base + self.extra
+        return int(math.ceil(cur * ratio - 1e-9)) + self.extra
+
+    def __repr__(self):
+        return f"ReactiveUtilisation(target={self.target:g}, metric={self.metric!r}, extra={self.extra})"
+
+
+class ReactiveWaiting(Policy):
+    """Target tracking on requests asking for a slot (running plus waiting):
+    ``ceil((busy + waiting) / (slots × target))``.
+
+    Unlike utilisation this does not saturate: a queue raises it above 100 %, in proportion.
+
+    Parameters
+    ----------
+    target : float
+        Share of the slots the requests should fill, in (0, 1].
+    extra : int
+        Replicas added on top (burst headroom).
+    """
+
+    def __init__(self, target: float = 0.65, extra: int = 0):
+        self.target = probability(target, "target", lo_open=True)
+        self.extra = integer(extra, "extra", minimum=0)
+        self.name = f"waiting + running at {self.target:.0%}"
+
+    def desired(self, obs: Observation) -> int:
+        return int(math.ceil((obs.busy + obs.waiting) / (obs.slots * self.target) - 1e-9)) + self.extra
+
+    def __repr__(self):
+        return f"ReactiveWaiting(target={self.target:g}, extra={self.extra})"
+
+
+class ReactiveLatency(Policy):
+    """Step scaling on what users see: p99 TTFT and goodput over the window.
+
+    Adds ``ceil(step × serving)`` replicas (at least one) when p99 TTFT exceeds the objective or
+    goodput falls below its target; removes one when p99 TTFT is below ``down_at`` × the
+    objective and the slots are less than ``down_utilisation`` busy. It reacts only once users
+    already wait, so it is always at least one lag late.
+
+    Parameters
+    ----------
+    ttft_s : float
+        The p99 TTFT objective, seconds.
+    goodput : float
+        Goodput target, in (0, 1].
+    step : float
+        Share of the serving replicas added per step up.
+    down_at, down_utilisation : float
+        Conditions for a step down.
+    """
+
+    def __init__(self, ttft_s: float = 1.0, goodput: float = 0.99, step: float = 0.2, down_at: float = 0.5,
+                 down_utilisation: float = 0.5):
+        self.ttft_s = positive(ttft_s, "ttft_s")
+        self.goodput = probability(goodput, "goodput", lo_open=True)
+        self.step = positive(step, "step")
+        self.down_at = probability(down_at, "down_at", lo_open=True)
+        self.down_utilisation = probability(down_utilisation, "down_utilisation", lo_open=True)
+        self.name = f"p99 TTFT {self.ttft_s:g} s / goodput {self.goodput:.0%}"
+
+    def desired(self, obs: Observation) -> int:
+        cur = obs.serving + obs.starting
+        if obs.ttft_p99_s > self.ttft_s or obs.goodput < self.goodput:
+            if obs.starting:            # the last step is still on its way: wait for it
+                return cur
+            return cur + max(1, int(math.ceil(self.step * max(obs.serving, 1))))
+        if obs.ttft_p99_s < self.down_at * self.ttft_s and obs.slot_utilisation < self.down_utilisation:
+            return cur - 1
+        return cur
+
+    def __repr__(self):
+        return f"ReactiveLatency(ttft_s={self.ttft_s:g}, goodput={self.goodput:g})"
+
+
+class ScheduleReactive(Policy):
+    """A schedule as the floor, a reactive policy on top: ``max(schedule, reactive)``."""
+
+    def __init__(self, schedule: Schedule, reactive: Policy):
+        if not isinstance(schedule, Schedule):
+            raise TypeError("schedule must be a capbook.autoscale.Schedule")
+        if not isinstance(reactive, Policy):
+            raise TypeError("reactive must be a capbook.autoscale.Policy")
+        self.schedule, self.reactive = schedule, reactive
+        self.name = f"{schedule.name} + {reactive.name}"
+
+    def desired(self, obs: Observation) -> int:
+        return max(self.schedule.desired(obs), self.reactive.desired(obs))
+
+    def __repr__(self):
+        return f"ScheduleReactive({self.schedule!r}, {self.reactive!r})"
+
+
+# --------------------------------------------------------------------------- objectives and result
+
+
+@dataclass(frozen=True)
+class Objectives:
+    """What each hour is judged by: p99 TTFT and goodput (TTFT within the objective, not refused).
+
+    Parameters
+    ----------
+    ttft_s : float
+        TTFT objective, seconds.
+    ttft_quantile : float
+        Quantile the objective applies to (0.99).
+    goodput : float
+        Least share of an hour's requests that must be good.
+    """
+
+    ttft_s: float = 1.0
+    ttft_quantile: float = 0.99
+    goodput: float = 0.99
+
+    def __post_init__(self):
+        positive(self.ttft_s, "ttft_s")
+        probability(self.ttft_quantile, "ttft_quantile", lo_open=True)
+        probability(self.goodput, "goodput", lo_open=True)
+
+    @classmethod
+    def from_slo(cls, slo) -> "Objectives":
+        """From a :class:`capbook.plan.SLO`: its TTFT objective, quantile and goodput target."""
+        return cls(float(slo.ttft_target_s), float(slo.ttft_quantile), float(getattr(slo, "goodput", 0.99)))
+
+
+class AutoscaleResult:
+    """What a simulated run cost and what its requests saw.
+
+    Attributes
+    ----------
+    policy : str
+        The policy's name.
+    hours : pandas.DataFrame
+        One row per report bin (an hour by default): ``start_s``, ``arrivals``, ``rate``
+        (arrivals per second), ``refused``, ``goodput``, ``ttft_p99_s``, ``serving`` (mean
+        replicas serving), ``gpu_hours`` (all paid replica time: serving, starting, draining,
+        standby, × GPUs per replica), ``met`` (the hour met both objectives).
+    events : pandas.DataFrame
+        Scale events: ``time_s``, ``event`` (``request``, ``ready``, ``cancel``, ``drain``,
+        ``release``, ``standby``), ``replica``, ``warm`` (taken from the standby pool).
+    replicas : pandas.DataFrame
+        One row per replica: ``requested_s``, ``ready_s``, ``drain_s``, ``released_s``, ``kind``
+        (``serving`` or ``standby``).
+    ticks : pandas.DataFrame
+        Per control tick: ``time_s``, ``serving``, ``starting``, ``target`` (the scaler's count
+        after stabilisation and bounds), ``recommended`` (the policy's), ``waiting``, ``busy``.
+    """
+
+    def __init__(self, *, policy, hours, events, replicas, ticks, objectives, duration_s, gpus, record=None,
+                 slots=1):
+        self.policy = policy
+        self.hours = hours
+        self.events = events
+        self.replicas = replicas
+        self.ticks = ticks
+        self.objectives = objectives
+        self.duration_s = duration_s
+        self.gpus = gpus
+        self.slots = slots
+        self._record = record
+
+    @property
+    def requests(self) -> int:
+        """Requests that arrived."""
+        return int(self.hours["arrivals"].sum())
+
+    @property
+    def gpu_hours(self) -> float:
+        """GPU-hours paid over the run (all states, × GPUs per replica)."""
+        return float(self.hours["gpu_hours"].sum())
+
+    @property
+    def records(self) -> pd.DataFrame:
+        """Per request (only with ``record=True``): ``arrival``, ``start``, ``end``, ``ttft``,
+        ``refused``, ``replica``."""
+        if self._record is None:
+            raise ValueError("per-request records were not kept: run simulate_autoscaling(..., record=True)")
+        return self._record
+
+    def under_provisioned_s(self, required=None) -> float:
+        """Seconds with fewer replicas serving than wanted.
+
+        Without ``required``: fewer than the scaler's target (the replicas asked for and not yet
+        serving, the cost of the lag). With ``required`` (a callable of time, seconds, or a
+        :class:`Schedule`): fewer than that count, e.g. :func:`required_replicas` of the true
+        rate. Measured exactly from the replicas' ready and drain times, at the tick resolution
+        for the target.
+        """
+        t0, t1 = 0.0, self.duration_s
+        # serving count as a step function: +1 at ready, -1 at drain (or release when never drained)
+        r = self.replicas[self.replicas["kind"] == "serving"]
+        up = r["ready_s"].dropna().to_numpy()
+        down = r.loc[r["ready_s"].notna(), "drain_s"].fillna(np.inf).to_numpy()
+        ticks = self.ticks["time_s"].to_numpy()
+        if required is None:
+            edges = np.append(ticks, t1)
+            want = self.ticks["target"].to_numpy()
+            pts = np.unique(np.concatenate([edges, up[(up > t0) & (up < t1)], down[(down > t0) & (down < t1)]]))
+            a, b = pts[:-1], pts[1:]
+            w = want[np.searchsorted(edges, a, side="right") - 1]
+        else:
+            f = required.at if isinstance(required, Schedule) else required
+            step = self.ticks["time_s"].diff().median() if len(ticks) > 1 else 1.0
+            pts = np.unique(np.concatenate([np.arange(t0, t1, min(step, 1.0)), up[(up > t0) & (up < t1)],
+                                            down[(down > t0) & (down < t1)], [t1]]))
+            a, b = pts[:-1], pts[1:]
+            w = np.asarray([f(x) for x in a], dtype=float) if not isinstance(required, Schedule) else f(a)
+        mid = (a + b) / 2
+        serving = np.searchsorted(np.sort(up), mid, side="right") - np.searchsorted(np.sort(down), mid, side="right")
+        return float(np.sum((b - a)[serving < w]))
+
+    def summary(self) -> dict:
+        """The run in one row: GPU-hours, requests, refused, goodput, p99 TTFT, hours met, replica
+        range and scale events."""
+        h = self.hours
+        n = max(int(h["arrivals"].sum()), 1)
+        serving = self.ticks["serving"]
+        return {
+            "policy": self.policy,
+            "gpu_hours": self.gpu_hours,
+            "requests": int(h["arrivals"].sum()),
+            "refused": int(h["refused"].sum()),
+            "goodput": float((h["goodput"] * h["arrivals"]).sum() / n),
+            "ttft_p99_s": self._overall_p99,
+            "worst_hour_ttft_p99_s": float(h["ttft_p99_s"].max()),
+            "hours_met": float(h["met"].mean()),
+            "replicas_min": int(serving.min()),
+            "replicas_max": int(serving.max()),
+            "scale_events": int((self.events["event"].isin(["request", "drain"])).sum()),
+        }
+
+    def __repr__(self):
+        s = self.summary()
+        return (f"AutoscaleResult({s['policy']!r}: {s['gpu_hours']:,.1f} GPU-hours, {s['requests']:,} requests, "
+                f"goodput {s['goodput']:.4f}, hours met {s['hours_met']:.1%})")
+
+
+# --------------------------------------------------------------------------- the simulation
+
+
+class _Replica:
+    __slots__ = ("rid", "requested", "ready", "drain", "released", "kind", "warm", "slot0")
+
+    def __init__(self, rid, requested, ready, kind, warm, slot0):
+        self.rid, self.requested, self.ready, self.kind, self.warm = rid, requested, ready, kind, warm
+        self.drain = math.nan
+        self.released = math.nan
+        self.slot0 = slot0
+
+
+def _as_arrivals(arrivals):
+    if isinstance(arrivals, RateArrivals):
+        return arrivals, None
+    if isinstance(arrivals, ArrivalStream):
+        return None, arrivals
+    t = np.asarray(arrivals, dtype=float).ravel()
+    return None, ArrivalStream(t)
+
+
+def simulate_autoscaling(arrivals, replica: ReplicaModel, policy: Policy, scaling: Scaling | None = None, *,
+                         objectives: Objectives | None = None, duration_s: float | None = None,
+                         report_s: float = 3600.0, max_queue: int | None = None, record: bool = False,
+                         seed: int | None = None, rng: np.random.Generator | None = None) -> AutoscaleResult:
+    """Run a fleet under a scaling policy through time-varying demand.
+
+    Parameters
+    ----------
+    arrivals : RateArrivals, ArrivalStream or array_like
+        The demand: a rate series (requests generated an hour at a time, with token counts from
+        its ``lengths``), or explicit arrival times in seconds (sorted), with tokens when the
+        replica model needs them.
+    replica : ReplicaModel
+    policy : Policy
+    scaling : Scaling, optional
+        Bounds, lags, standby pool and windows (default :class:`Scaling`).
+    objectives : Objectives, optional
+        How hours are judged (default: p99 TTFT ≤ 1 s, goodput ≥ 99 %).
+    duration_s : float, optional
+        Seconds to simulate (default: the rate series' length, or the last arrival).
+    report_s : float
+        Length of a report bin of :attr:`AutoscaleResult.hours`, seconds.
+    max_queue : int, optional
+        The gateway refuses (429) an arrival that finds this many requests queued.
+    record : bool
+        Keep per-request records (:attr:`AutoscaleResult.records`; memory grows with the run).
+    seed : int, optional
+    rng : numpy.random.Generator, optional
+        Source of randomness (give one of ``seed``/``rng``; default ``seed=0``).
+
+    Returns
+    -------
+    AutoscaleResult
+    """
+    if rng is not None and seed is not None:
+        raise ValueError("give seed or rng, not both")
+    if rng is None:
+        rng = np.random.default_rng(0 if seed is None else seed)
+    if not isinstance(replica, ReplicaModel):
+        raise TypeError("replica must be a capbook.autoscale.ReplicaModel")
+    if not isinstance(policy, Policy):
+        raise TypeError("policy must be a capbook.autoscale.Policy (Static, Schedule, ReactiveUtilisation, ...)")
+    scaling = Scaling() if scaling is None else scaling
+    if not isinstance(scaling, Scaling):
+        raise TypeError("scaling must be a capbook.autoscale.Scaling")
+    obj = Objectives() if objectives is None else objectives
+    report_s = positive(report_s, "report_s")
+    if max_queue is not None:
+        max_queue = integer(max_queue, "max_queue", minimum=0)
+    source, stream = _as_arrivals(arrivals)
+    if stream is not None:
+        st = np.asarray(stream.times, dtype=float)
+        if st.size == 0:
+            raise ValueError("the arrivals hold no requests: nothing to simulate")
+        if not np.all(np.isfinite(st)) or st[0] < 0 or np.any(np.diff(st) < 0):
+            raise ValueError("arrival times must be finite, non-negative seconds in increasing order")
+        end_default = float(st[-1]) + 1e-9
+    else:
+        end_default = source.duration_s
+    T_end = end_default if duration_s is None else positive(duration_s, "duration_s")
+    return _Run(source, stream, replica, policy, scaling, obj, T_end, report_s, max_queue, record, rng).run()
+
+
+class _Run:
+    """One simulated run (the state of the kernel between control ticks)."""
+
+    def __init__(self, source, stream, replica, policy, scaling, obj, T_end, report_s, max_queue, record, rng):
+        self.source, self.stream, self.rep, self.policy, self.sc = source, stream, replica, policy, scaling
+        self.obj, self.T_end, self.report_s, self.max_queue, self.record, self.rng = (
+            obj, T_end, report_s, max_queue, record, rng)
+        self.S = replica.slots
+        # slots: heap of (free time, slot id); a slot is alive while its replica serves
+        self.heap = []
+        self.alive = []              # per slot id
+        self.slot_free = []          # per slot id: when its current request ends
+        self.reps = []               # every _Replica ever asked for
+        self.serving = []            # rids serving (not draining)
+        self.starting = []           # rids asked for, not yet serving (in request order)
+        self.pending_ready = []      # heap of (ready time, rid)
+        self.standby = []            # rids of standby replicas up
+        self.standby_starting = []   # heap of (ready time, rid) of standby replicas on their way
+        self.events = []
+        self.draining = []           # heap of release times of draining replicas
+        self.recs = deque()          # (time, recommendation) for stabilisation
+
+    # ---------------------------------------------------------------- replicas
+    def _new_replica(self, t, kind, warm=False):
+        rid = len(self.reps)
+        slot0 = len(self.alive)
+        if kind == "standby" or not warm:
+            lag = float(self.sc.lag_s.sample(self.rng, 1)[0])
+        else:
+            lag = float(self.sc.warm_lag_s.sample(self.rng, 1)[0])
+        r = _Replica(rid, t, t + lag, kind, warm, slot0)
+        self.reps.append(r)
+        self.alive.extend([False] * self.S)
+        self.slot_free.extend([0.0] * self.S)
+        return r
+
+    def _request(self, t, k):
+        """Ask for ``k`` more serving replicas at time ``t``: from the standby pool first."""
+        for _ in range(k):
+            if self.standby:
+                old = self.reps[self.standby.pop()]
+                old.released = t                      # the standby's own record ends; it serves as a new one
+                r = self._new_replica(t, "serving", warm=True)   # paid from t: the standby's record ends at t
+                self.events.append((t, "request", r.rid, True))
+                sb = self._new_replica(t, "standby")  # refill the pool
+                heapq.heappush(self.standby_starting, (sb.ready, sb.rid))
+                self.events.append((t, "standby", sb.rid, False))
+            else:
+                r = self._new_replica(t, "serving")
+                self.events.append((t, "request", r.rid, False))
+            self.starting.append(r.rid)
+            heapq.heappush(self.pending_ready, (r.ready, r.rid))
+            # its slots join the heap now, free from the ready time: requests already queued see them
+            for j in range(r.slot0, r.slot0 + self.S):
+                self.alive[j] = True
+                self.slot_free[j] = r.ready
+                heapq.heappush(self.heap, (r.ready, j))
+
+    def _remove(self, t, k):
+        """Remove ``k`` replicas at time ``t``: cancel those starting (newest first), then drain."""
+        while k > 0 and self.starting:
+            rid = self.starting.pop()
+            r = self.reps[rid]
+            r.released = t
+            r.ready = math.nan
+            for j in range(r.slot0, r.slot0 + self.S):
+                self.alive[j] = False
+            self.events.append((t, "cancel", rid, r.warm))
+            k -= 1
+        if k <= 0:
+            return
+        # drain the serving replicas that free soonest (their last request ends first)
+        free = self.slot_free
+        order = sorted(self.serving, key=lambda rid: max(free[self.reps[rid].slot0:self.reps[rid].slot0 + self.S]))
+        for rid in order[:k]:
+            r = self.reps[rid]
+            r.drain = t
+            r.released = max(t, max(free[r.slot0:r.slot0 + self.S]))
+            for j in range(r.slot0, r.slot0 + self.S):
+                self.alive[j] = False
+            self.serving.remove(rid)
+            heapq.heappush(self.draining, r.released)
+            self.events.append((t, "drain", rid, False))
+            self.events.append((r.released, "release", rid, False))
+
+    def _promote(self, t):
+        """Replicas whose lag has passed by ``t`` start serving (they already have slots)."""
+        while self.pending_ready and self.pending_ready[0][0] <= t:
+            ready, rid = heapq.heappop(self.pending_ready)
+            r = self.reps[rid]
+            if r.released == r.released:              # cancelled
+                continue
+            self.starting.remove(rid)
+            self.serving.append(rid)
+            self.events.append((ready, "ready", rid, r.warm))
+        while self.standby_starting and self.standby_starting[0][0] <= t:
+            ready, rid = heapq.heappop(self.standby_starting)
+            self.standby.append(rid)
+
+    # ---------------------------------------------------------------- demand
+    def _chunk(self, t0, t1):
+        """Arrivals in [t0, t1): times, holding, first-token offsets."""
+        rng = self.rng
+        if self.source is not None:
+            times = self.source.times_between(rng, t0, t1)
+            n = times.size
+            if self.rep.service is None:
+                if self.source.lengths is None:
+                    raise ValueError("this replica's holding time comes from tokens: give the RateArrivals "
+                                     "lengths= (capbook.arrivals.TokenLengths)")
+                inp, out, _ = self.source.lengths.sample(rng, n)
+                h, f = self.rep.draw(rng, n, inp, out)
+            else:
+                h, f = self.rep.draw(rng, n)
+            return times, h, f
+        st = self.stream
+        lo, hi = np.searchsorted(st.times, [t0, t1], side="left")
+        times = np.asarray(st.times[lo:hi], dtype=float)
+        if self.rep.service is None:
+            if st.input_tokens is None or st.output_tokens is None:
+                raise ValueError("this replica's holding time comes from tokens: the arrivals must carry "
+                                 "input_tokens and output_tokens")
+            h, f = self.rep.draw(rng, times.size, st.input_tokens[lo:hi], st.output_tokens[lo:hi])
+        else:
+            h, f = self.rep.draw(rng, times.size)
+        return times, h, f
+
+    # ---------------------------------------------------------------- the loop
+    def run(self):
+        sc, S, obj = self.sc, self.S, self.obj
+        dt = sc.interval_s
+        T_end = self.T_end
+        gen_s = 3600.0 if self.source is None else max(self.source.bin_s, min(3600.0, self.source.duration_s))
+        gen_s = max(gen_s, dt)
+
+        # pending arrivals (not yet committed): python lists, consumed from index p
+        A, H, F = [], [], []
+        p = 0
+        gen_t = 0.0
+        # committed per-request output (chunks of arrays)
+        out_t, out_ttft, out_ref = [], [], []
+        cur_t, cur_ttft, cur_ref, cur_start, cur_end, cur_slot = [], [], [], [], [], []
+        rec_parts = []
+        starts_q = deque()                           # start times of committed requests not yet started
+        # windows of per-tick metrics
+        win_n = max(1, int(round(sc.metric_window_s / dt)))
+        w_util, w_gpu, w_arr, w_ttft, w_good, w_tot = (deque(maxlen=win_n) for _ in range(6))
+        ticks = []
+        q99 = obj.ttft_quantile
+        ttft_obj = obj.ttft_s
+        max_queue = self.max_queue
+
+        # time 0: the initial fleet, serving at once, and the standby pool up
+        obs0 = Observation(0.0, 0, 0, 0, 0, S, 0.0, 0.0, 0.0, 0, 0, 0.0, 1.0)
+        n0 = sc.initial_replicas if sc.initial_replicas is not None else self.policy.desired(obs0)
+        n0 = min(max(int(n0), sc.min_replicas), sc.max_replicas)
+        for _ in range(n0):
+            r = self._new_replica(0.0, "serving")
+            r.ready = 0.0
+            self.serving.append(r.rid)
+            for j in range(r.slot0, r.slot0 + S):
+                self.alive[j] = True
+                heapq.heappush(self.heap, (0.0, j))
+            self.events.append((0.0, "ready", r.rid, False))
+        for _ in range(sc.warm_pool):
+            r = self._new_replica(0.0, "standby")
+            r.ready = 0.0
+            self.standby.append(r.rid)
+
+        heap, alive, slot_free = self.heap, self.alive, self.slot_free
+        heappop, heapreplace = heapq.heappop, heapq.heapreplace
+        T = 0.0
+        arrived_before = 0            # arrivals with time < T (committed or pending)
+        n_committed = 0
+        while True:
+            T1 = min(T + dt, T_end)
+            # make sure the pending arrivals cover [.., T1)
+            while gen_t < T1 and gen_t < T_end:
+                g1 = min(gen_t + gen_s, T_end)
+                ct, ch, cf = self._chunk(gen_t, g1)
+                if p:
+                    A, H, F = A[p:], H[p:], F[p:]
+                    p = 0
+                A.extend(ct.tolist())
+                H.extend(ch.tolist())
+                F.extend(cf.tolist())
+                gen_t = g1
+            # commit what can start before T1
+            nA = len(A)
+            i = p
+            while i < nA:
+                a = A[i]
+                if a >= T1:
+                    break
+                if max_queue is not None:
+                    while starts_q and starts_q[0] <= a:
+                        starts_q.popleft()
+                    if len(starts_q) >= max_queue:
+                        cur_t.append(a)
+                        cur_ttft.append(math.inf)
+                        cur_ref.append(True)
+                        if self.record:
+                            cur_start.append(math.nan)
+                            cur_end.append(math.nan)
+                            cur_slot.append(-1)
+                        i += 1
+                        continue
+                while heap and not alive[heap[0][1]]:
+                    heappop(heap)
+                if not heap:                 # no replica serving or starting: wait for one
+                    break
+                f, j = heap[0]
+                s = a if a >= f else f
+                if s >= T1:
+                    break
+                e = s + H[i]
+                heapreplace(heap, (e, j))
+                slot_free[j] = e
+                if max_queue is not None and s > a:
+                    starts_q.append(s)
+                cur_t.append(a)
+                cur_ttft.append(s - a + F[i])
+                cur_ref.append(False)
+                if self.record:
+                    cur_start.append(s)
+                    cur_end.append(e)
+                    cur_slot.append(j)
+                i += 1
+            committed_now = i - p
+            n_committed += committed_now
+            p = i
+            # arrivals with time < T1 that wait past it
+            k = p
+            while k < nA and A[k] < T1:
+                k += 1
+            waiting = k - p
+            arrived_in_tick = n_committed + waiting - arrived_before
+            arrived_before = n_committed + waiting
+            # tick metrics
+            T = T1
+            self._promote(T)
+            ns = len(self.serving)
+            if ns:
+                busy_per = []
+                busy = 0
+                for rid in self.serving:
+                    s0 = self.reps[rid].slot0
+                    b = 0
+                    for x in slot_free[s0:s0 + S]:
+                        if x > T:
+                            b += 1
+                    busy += b
+                    busy_per.append(b)
+                gpu = sum(1 for b in busy_per if b) / ns
+                util = busy / (ns * S)
+            else:
+                busy, gpu, util = 0, 0.0, 0.0
+            # requests that started in this tick: the last `committed_now` committed
+            if committed_now:
+                tt = np.asarray(cur_ttft[len(cur_ttft) - committed_now:], dtype=float)
+                w_ttft.append(tt[np.isfinite(tt)])
+                w_good.append(int(np.count_nonzero(tt <= ttft_obj)))
+            else:
+                w_ttft.append(np.empty(0))
+                w_good.append(0)
+            w_tot.append(committed_now)
+            w_util.append(util)
+            w_gpu.append(gpu)
+            w_arr.append(arrived_in_tick)
+            wt = np.concatenate(list(w_ttft)) if any(x.size for x in w_ttft) else None
+            p99 = float(np.quantile(wt, q99)) if wt is not None and wt.size else 0.0
+            tot = sum(w_tot)
+            dr = self.draining
+            while dr and dr[0] <= T:
+                heapq.heappop(dr)
+            obs = Observation(T, ns, len(self.starting), len(dr),
+                              len(self.standby), S, sum(w_arr) / (len(w_arr) * dt), float(np.mean(w_util)),
+                              float(np.mean(w_gpu)), busy, waiting, p99, (sum(w_good) / tot) if tot else 1.0)
+            rec = int(self.policy.desired(obs))
+            target = self._stabilise(T, rec)
+            cur = ns + len(self.starting)
+            if T >= T_end:                  # the run is over: no decision takes effect
+                target = cur
+            elif target > cur:
+                self._request(T, target - cur)
+            elif target < cur:
+                self._remove(T, cur - target)
+            ticks.append((T, ns, len(self.starting), target, rec, waiting, busy))
+            # flush committed output now and then
+            if len(cur_t) >= 65536 or T >= T_end:
+                out_t.append(np.asarray(cur_t, dtype=float))
+                out_ttft.append(np.asarray(cur_ttft, dtype=np.float32))
+                out_ref.append(np.asarray(cur_ref, dtype=bool))
+                if self.record:
+                    rec_parts.append((np.asarray(cur_start, dtype=float), np.asarray(cur_end, dtype=float),
+                                      np.asarray(cur_slot, dtype=np.int64)))
+                    cur_start, cur_end, cur_slot = [], [], []
+                cur_t, cur_ttft, cur_ref = [], [], []
+            if T >= T_end:
+                break
+        # requests still queued at the end: serve them on the fleet as it stands (no more decisions)
+        tail = self._drain_tail(A[p:], H[p:], F[p:], rec_parts)
+        if tail is not None:
+            out_t.append(tail[0])
+            out_ttft.append(tail[1])
+            out_ref.append(np.zeros(tail[0].size, dtype=bool))
+        return self._result(out_t, out_ttft, out_ref, rec_parts, ticks)
+
+    def _drain_tail(self, A, H, F, rec_parts):
+        if not A:
+            return None
+        heap, alive, slot_free = self.heap, self.alive, self.slot_free
+        ttft, st, en, sl = [], [], [], []
+        for a, h, f in zip(A, H, F):
+            while heap and not alive[heap[0][1]]:
+                heapq.heappop(heap)
+            if not heap:
+                raise ValueError("requests were still queued at the end of the run with no replica left to "
+                                 "serve them: raise min_replicas or run longer")
+            fr, j = heap[0]
+            s = max(a, fr)
+            e = s + h
+            heapq.heapreplace(heap, (e, j))
+            slot_free[j] = e
+            ttft.append(s - a + f)
+            st.append(s)
+            en.append(e)
+            sl.append(j)
+        if self.record:
+            rec_parts.append((np.asarray(st), np.asarray(en), np.asarray(sl, dtype=np.int64)))
+        return np.asarray(A, dtype=float), np.asarray(ttft, dtype=np.float32)
+
+    def _stabilise(self, t, rec):
+        sc = self.sc
+        self.recs.append((t, rec))
+        keep = max(sc.scale_up_window_s, sc.scale_down_window_s)
+        while self.recs and self.recs[0][0] < t - keep - 1e-9:
+            self.recs.popleft()
+        cur = len(self.serving) + len(self.starting)
+        up = min(r for (s, r) in self.recs if s >= t - sc.scale_up_window_s - 1e-9)
+        down = max(r for (s, r) in self.recs if s >= t - sc.scale_down_window_s - 1e-9)
+        if up > cur:
+            target = up
+        elif down < cur:
+            target = down
+        else:
+            target = cur
+        return min(max(target, sc.min_replicas), sc.max_replicas)
+
+    # ---------------------------------------------------------------- the result
+    def _result(self, out_t, out_ttft, out_ref, rec_parts, ticks):
+        from .sim import _integrate_intervals
+
+        T_end, rep_s, obj = self.T_end, self.report_s, self.obj
+        t = np.concatenate(out_t) if out_t else np.empty(0)
+        ttft = np.concatenate(out_ttft).astype(float) if out_ttft else np.empty(0)
+        ref = np.concatenate(out_ref) if out_ref else np.empty(0, dtype=bool)
+        nb = int(math.ceil(T_end / rep_s - 1e-9))
+        edges = np.arange(nb + 1) * rep_s
+        edges[-1] = T_end
+        b = np.minimum((t // rep_s).astype(np.int64), nb - 1)
+        arrivals = np.bincount(b, minlength=nb)
+        refused = np.bincount(b, weights=ref, minlength=nb).astype(np.int64)
+        good = np.bincount(b, weights=(ttft <= obj.ttft_s) & ~ref, minlength=nb)
+        p99 = np.full(nb, np.nan)
+        bounds = np.searchsorted(b, np.arange(nb + 1))      # t is in arrival order: bins are contiguous
+        for k in range(nb):
+            seg = ttft[bounds[k]:bounds[k + 1]]
+            if seg.size:
+                p99[k] = float(np.quantile(seg, obj.ttft_quantile))
+        # replicas
+        R = pd.DataFrame({
+            "requested_s": [r.requested for r in self.reps],
+            "ready_s": [r.ready for r in self.reps],
+            "drain_s": [r.drain for r in self.reps],
+            "released_s": [r.released for r in self.reps],
+            "kind": [r.kind for r in self.reps],
+            "warm": [r.warm for r in self.reps],
+        })
+        paid_end = R["released_s"].fillna(T_end).clip(upper=T_end).to_numpy()
+        paid_start = R["requested_s"].to_numpy()
+        gpu_h = _integrate_intervals(paid_start, np.maximum(paid_end, paid_start), edges) / 3600.0 * self.rep.gpus
+        srv = R["kind"].eq("serving") & R["ready_s"].notna()
+        s_on = R.loc[srv, "ready_s"].to_numpy()
+        s_off = R.loc[srv, "drain_s"].fillna(R.loc[srv, "released_s"]).fillna(T_end).clip(upper=T_end).to_numpy()
+        serving = _integrate_intervals(s_on, np.maximum(s_off, s_on), edges) / np.diff(edges)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            goodput = np.where(arrivals > 0, good / np.maximum(arrivals, 1), 1.0)
+        met = (np.nan_to_num(p99, nan=0.0) <= obj.ttft_s) & (goodput >= obj.goodput)
+        hours = pd.DataFrame({"start_s": edges[:-1], "arrivals": arrivals, "rate": arrivals / np.diff(edges),
+                              "refused": refused, "goodput": goodput, "ttft_p99_s": p99, "serving": serving,
+                              "gpu_hours": gpu_h, "met": met})
+        events = pd.DataFrame(self.events, columns=["time_s", "event", "replica", "warm"]).sort_values(
+            "time_s", kind="stable").reset_index(drop=True)
+        ticks = pd.DataFrame(ticks, columns=["time_s", "serving", "starting", "target", "recommended", "waiting", "busy"])
+        record = None
+        if self.record:
+            st = np.concatenate([x[0] for x in rec_parts]) if rec_parts else np.empty(0)
+            en = np.concatenate([x[1] for x in rec_parts]) if rec_parts else np.empty(0)
+            sl = np.concatenate([x[2] for x in rec_parts]) if rec_parts else np.empty(0, dtype=np.int64)
+            record = pd.DataFrame({"arrival": t, "start": st, "end": en, "ttft": ttft, "refused": ref,
+                                   "replica": np.where(sl >= 0, sl // self.S, -1)})
+        res = AutoscaleResult(policy=self.policy.name, hours=hours, events=events, replicas=R, ticks=ticks,
+                              objectives=obj, duration_s=T_end, gpus=self.rep.gpus, record=record, slots=self.S)
+        fin = ttft[~ref]
+        res._overall_p99 = float(np.quantile(fin, obj.ttft_quantile)) if fin.size else math.nan
+        return res
