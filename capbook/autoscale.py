@@ -266,7 +266,6 @@ class Scaling:
             self.initial_replicas = integer(self.initial_replicas, "initial_replicas", minimum=0)
 
 
-@dataclass(frozen=True)
 class Observation:
     """What a policy sees at a control tick (metrics over the last ``Scaling.metric_window_s``).
 
@@ -290,25 +289,37 @@ class Observation:
     waiting : int
         Requests queued now.
     ttft_p99_s : float
-        p99 TTFT of the requests that started in the window (0 when none did).
+        p99 TTFT of the requests that started in the window (0 when none did); computed when
+        first read.
     goodput : float
         Share of the window's requests that met the TTFT objective and were not refused (1
         when there were none).
     """
 
-    time_s: float
-    serving: int
-    starting: int
-    draining: int
-    standby: int
-    slots: int
-    arrival_rate: float
-    slot_utilisation: float
-    gpu_utilisation: float
-    busy: int
-    waiting: int
-    ttft_p99_s: float
-    goodput: float
+    __slots__ = ("time_s", "serving", "starting", "draining", "standby", "slots", "arrival_rate",
+                 "slot_utilisation", "gpu_utilisation", "busy", "waiting", "_ttft", "_q", "_p99", "goodput")
+
+    def __init__(self, time_s, serving, starting, draining, standby, slots, arrival_rate, slot_utilisation,
+                 gpu_utilisation, busy, waiting, ttft_p99_s=0.0, goodput=1.0, *, ttft_window=None, quantile=0.99):
+        self.time_s, self.serving, self.starting, self.draining, self.standby = time_s, serving, starting, draining, standby
+        self.slots, self.arrival_rate = slots, arrival_rate
+        self.slot_utilisation, self.gpu_utilisation = slot_utilisation, gpu_utilisation
+        self.busy, self.waiting = busy, waiting
+        self._ttft, self._q = ttft_window, quantile
+        self._p99 = float(ttft_p99_s) if ttft_window is None else None
+        self.goodput = goodput
+
+    @property
+    def ttft_p99_s(self) -> float:
+        """p99 TTFT over the window, seconds (0 when no request started in it)."""
+        if self._p99 is None:
+            parts = [x for x in self._ttft if x.size]
+            self._p99 = float(np.quantile(np.concatenate(parts), self._q)) if parts else 0.0
+        return self._p99
+
+    def __repr__(self):
+        return (f"Observation(t={self.time_s:g} s, serving={self.serving}, starting={self.starting}, "
+                f"busy={self.busy}, waiting={self.waiting}, slot_utilisation={self.slot_utilisation:.3f})")
 
     @property
     def replicas(self) -> int:
@@ -558,7 +569,7 @@ class Objectives:
     @classmethod
     def from_slo(cls, slo) -> "Objectives":
         """From a :class:`capbook.plan.SLO`: its TTFT objective, quantile and goodput target."""
-        return cls(float(slo.ttft_target_s), float(slo.ttft_quantile), float(getattr(slo, "goodput", 0.99)))
+        return cls(float(slo.ttft_target_s), float(slo.ttft_quantile), float(slo.goodput_share))
 
 
 class AutoscaleResult:
@@ -779,6 +790,7 @@ class _Run:
         self.events = []
         self.draining = []           # heap of release times of draining replicas
         self.recs = deque()          # (time, recommendation) for stabilisation
+        self._n_committed = 0
 
     # ---------------------------------------------------------------- replicas
     def _new_replica(self, t, kind, warm=False):
@@ -827,9 +839,15 @@ class _Run:
                 self.alive[j] = False
             self.events.append((t, "cancel", rid, r.warm))
             k -= 1
-        if k <= 0:
-            return
-        # drain the serving replicas that free soonest (their last request ends first)
+        if k > 0:
+            self._drain(t, k)
+        # the removed replicas' slots leave the heap now (the hot loop never meets a dead slot)
+        alive = self.alive
+        self.heap[:] = [x for x in self.heap if alive[x[1]]]
+        heapq.heapify(self.heap)
+
+    def _drain(self, t, k):
+        """Drain the ``k`` serving replicas that free soonest (their last request ends first)."""
         free = self.slot_free
         order = sorted(self.serving, key=lambda rid: max(free[self.reps[rid].slot0:self.reps[rid].slot0 + self.S]))
         for rid in order[:k]:
@@ -886,6 +904,63 @@ class _Run:
         return times, h, f
 
     # ---------------------------------------------------------------- the loop
+    def _commit(self, A, H, i, T1, ST, SL):
+        """Commit pending arrivals ``A[i:]`` that start before ``T1``; return the next index.
+
+        ``ST`` gets each committed request's start (NaN when refused), ``SL`` (when recording)
+        its slot. The fast loop (no queue limit, no records) is the hot path of a run.
+        """
+        heap, sf = self.heap, self.slot_free
+        heapreplace = heapq.heapreplace
+        push = ST.append
+        nA = len(A)
+        mq = self.max_queue
+        if mq is None and SL is None:
+            while i < nA:
+                a = A[i]
+                if a >= T1 or not heap:
+                    break
+                f, j = heap[0]
+                st = a if a >= f else f
+                if st >= T1:
+                    break
+                e = st + H[i]
+                heapreplace(heap, (e, j))
+                sf[j] = e
+                push(st)
+                i += 1
+            return i
+        q = self.starts_q
+        while i < nA:
+            a = A[i]
+            if a >= T1:
+                break
+            if mq is not None:
+                while q and q[0] <= a:
+                    q.popleft()
+                if len(q) >= mq:
+                    push(math.nan)
+                    if SL is not None:
+                        SL.append(-1)
+                    i += 1
+                    continue
+            if not heap:
+                break
+            f, j = heap[0]
+            st = a if a >= f else f
+            if st >= T1:
+                break
+            e = st + H[i]
+            heapreplace(heap, (e, j))
+            sf[j] = e
+            if mq is not None and st > a:
+                q.append(st)
+            push(st)
+            if SL is not None:
+                SL.append(j)
+            i += 1
+        return i
+
     def run(self):
         sc, S, obj = self.sc, self.S, self.obj
         dt = sc.interval_s
@@ -893,22 +968,17 @@ class _Run:
         gen_s = 3600.0 if self.source is None else max(self.source.bin_s, min(3600.0, self.source.duration_s))
         gen_s = max(gen_s, dt)
 
-        # pending arrivals (not yet committed): python lists, consumed from index p
+        # pending arrivals (generated, not yet committed): lists consumed from index p
         A, H, F = [], [], []
         p = 0
         gen_t = 0.0
-        # committed per-request output (chunks of arrays)
-        out_t, out_ttft, out_ref = [], [], []
-        cur_t, cur_ttft, cur_ref, cur_start, cur_end, cur_slot = [], [], [], [], [], []
-        rec_parts = []
-        starts_q = deque()                           # start times of committed requests not yet started
-        # windows of per-tick metrics
+        parts = []                      # per tick: (arrival, start, first-token offset[, slot]) arrays
+        self.starts_q = deque()         # starts of committed requests not yet started (queue limit)
         win_n = max(1, int(round(sc.metric_window_s / dt)))
         w_util, w_gpu, w_arr, w_ttft, w_good, w_tot = (deque(maxlen=win_n) for _ in range(6))
         ticks = []
-        q99 = obj.ttft_quantile
-        ttft_obj = obj.ttft_s
-        max_queue = self.max_queue
+        q99, ttft_obj = obj.ttft_quantile, obj.ttft_s
+        SL = [] if self.record else None
 
         # time 0: the initial fleet, serving at once, and the standby pool up
         obs0 = Observation(0.0, 0, 0, 0, 0, S, 0.0, 0.0, 0.0, 0, 0, 0.0, 1.0)
@@ -927,115 +997,72 @@ class _Run:
             r.ready = 0.0
             self.standby.append(r.rid)
 
-        heap, alive, slot_free = self.heap, self.alive, self.slot_free
-        heappop, heapreplace = heapq.heappop, heapq.heapreplace
         T = 0.0
-        arrived_before = 0            # arrivals with time < T (committed or pending)
-        n_committed = 0
+        seen = 0                        # arrivals before T (committed or pending)
         while True:
             T1 = min(T + dt, T_end)
-            # make sure the pending arrivals cover [.., T1)
-            while gen_t < T1 and gen_t < T_end:
+            while gen_t < T1 and gen_t < T_end:          # pending arrivals must cover [.., T1)
                 g1 = min(gen_t + gen_s, T_end)
                 ct, ch, cf = self._chunk(gen_t, g1)
                 if p:
-                    A, H, F = A[p:], H[p:], F[p:]
+                    del A[:p], H[:p], F[:p]
                     p = 0
                 A.extend(ct.tolist())
                 H.extend(ch.tolist())
                 F.extend(cf.tolist())
                 gen_t = g1
-            # commit what can start before T1
-            nA = len(A)
-            i = p
-            while i < nA:
-                a = A[i]
-                if a >= T1:
-                    break
-                if max_queue is not None:
-                    while starts_q and starts_q[0] <= a:
-                        starts_q.popleft()
-                    if len(starts_q) >= max_queue:
-                        cur_t.append(a)
-                        cur_ttft.append(math.inf)
-                        cur_ref.append(True)
-                        if self.record:
-                            cur_start.append(math.nan)
-                            cur_end.append(math.nan)
-                            cur_slot.append(-1)
-                        i += 1
-                        continue
-                while heap and not alive[heap[0][1]]:
-                    heappop(heap)
-                if not heap:                 # no replica serving or starting: wait for one
-                    break
-                f, j = heap[0]
-                s = a if a >= f else f
-                if s >= T1:
-                    break
-                e = s + H[i]
-                heapreplace(heap, (e, j))
-                slot_free[j] = e
-                if max_queue is not None and s > a:
-                    starts_q.append(s)
-                cur_t.append(a)
-                cur_ttft.append(s - a + F[i])
-                cur_ref.append(False)
-                if self.record:
-                    cur_start.append(s)
-                    cur_end.append(e)
-                    cur_slot.append(j)
-                i += 1
-            committed_now = i - p
-            n_committed += committed_now
+            ST = []
+            if SL is not None:
+                SL = []
+            i = self._commit(A, H, p, T1, ST, SL)
+            n_new = i - p
+            if n_new:
+                a_new = np.asarray(A[p:i])
+                st_new = np.asarray(ST)
+                f_new = np.asarray(F[p:i])
+                parts.append((a_new, st_new, f_new, None if SL is None else np.asarray(SL, dtype=np.int64),
+                              None if SL is None else np.asarray(H[p:i])))
+                tt = st_new - a_new + f_new                 # NaN when refused
+                ok = tt[np.isfinite(tt)]
+                w_ttft.append(ok)
+                w_good.append(int(np.count_nonzero(ok <= ttft_obj)))
+            else:
+                w_ttft.append(np.empty(0))
+                w_good.append(0)
+            w_tot.append(n_new)
             p = i
-            # arrivals with time < T1 that wait past it
-            k = p
+            k = p                                        # arrivals before T1 still waiting
+            nA = len(A)
             while k < nA and A[k] < T1:
                 k += 1
             waiting = k - p
-            arrived_in_tick = n_committed + waiting - arrived_before
-            arrived_before = n_committed + waiting
-            # tick metrics
             T = T1
             self._promote(T)
             ns = len(self.serving)
             if ns:
-                busy_per = []
-                busy = 0
-                for rid in self.serving:
-                    s0 = self.reps[rid].slot0
-                    b = 0
-                    for x in slot_free[s0:s0 + S]:
-                        if x > T:
-                            b += 1
-                    busy += b
-                    busy_per.append(b)
+                sf = self.slot_free
+                busy_per = [sum(1 for x in sf[self.reps[rid].slot0:self.reps[rid].slot0 + S] if x > T)
+                            for rid in self.serving]
+                busy = sum(busy_per)
                 gpu = sum(1 for b in busy_per if b) / ns
                 util = busy / (ns * S)
             else:
                 busy, gpu, util = 0, 0.0, 0.0
-            # requests that started in this tick: the last `committed_now` committed
-            if committed_now:
-                tt = np.asarray(cur_ttft[len(cur_ttft) - committed_now:], dtype=float)
-                w_ttft.append(tt[np.isfinite(tt)])
-                w_good.append(int(np.count_nonzero(tt <= ttft_obj)))
-            else:
-                w_ttft.append(np.empty(0))
-                w_good.append(0)
-            w_tot.append(committed_now)
+            arrived = self._n_committed + n_new + waiting
+            w_arr.append(arrived - seen)
+            seen = arrived
+            self._n_committed += n_new
             w_util.append(util)
             w_gpu.append(gpu)
-            w_arr.append(arrived_in_tick)
-            wt = np.concatenate(list(w_ttft)) if any(x.size for x in w_ttft) else None
-            p99 = float(np.quantile(wt, q99)) if wt is not None and wt.size else 0.0
             tot = sum(w_tot)
             dr = self.draining
             while dr and dr[0] <= T:
                 heapq.heappop(dr)
-            obs = Observation(T, ns, len(self.starting), len(dr),
-                              len(self.standby), S, sum(w_arr) / (len(w_arr) * dt), float(np.mean(w_util)),
-                              float(np.mean(w_gpu)), busy, waiting, p99, (sum(w_good) / tot) if tot else 1.0)
+            nw = len(w_util)
+            obs = Observation(T, ns, len(self.starting), len(dr), len(self.standby), S,
+                              sum(w_arr) / (nw * dt), sum(w_util) / nw, sum(w_gpu) / nw,
+                              busy, waiting, goodput=(sum(w_good) / tot) if tot else 1.0,
+                              ttft_window=tuple(w_ttft), quantile=q99)
             rec = int(self.policy.desired(obs))
             target = self._stabilise(T, rec)
             cur = ns + len(self.starting)
@@ -1046,75 +1073,57 @@ class _Run:
             elif target < cur:
                 self._remove(T, cur - target)
             ticks.append((T, ns, len(self.starting), target, rec, waiting, busy))
-            # flush committed output now and then
-            if len(cur_t) >= 65536 or T >= T_end:
-                out_t.append(np.asarray(cur_t, dtype=float))
-                out_ttft.append(np.asarray(cur_ttft, dtype=np.float32))
-                out_ref.append(np.asarray(cur_ref, dtype=bool))
-                if self.record:
-                    rec_parts.append((np.asarray(cur_start, dtype=float), np.asarray(cur_end, dtype=float),
-                                      np.asarray(cur_slot, dtype=np.int64)))
-                    cur_start, cur_end, cur_slot = [], [], []
-                cur_t, cur_ttft, cur_ref = [], [], []
             if T >= T_end:
                 break
-        # requests still queued at the end: serve them on the fleet as it stands (no more decisions)
-        tail = self._drain_tail(A[p:], H[p:], F[p:], rec_parts)
-        if tail is not None:
-            out_t.append(tail[0])
-            out_ttft.append(tail[1])
-            out_ref.append(np.zeros(tail[0].size, dtype=bool))
-        return self._result(out_t, out_ttft, out_ref, rec_parts, ticks)
-
-    def _drain_tail(self, A, H, F, rec_parts):
-        if not A:
-            return None
-        heap, alive, slot_free = self.heap, self.alive, self.slot_free
-        ttft, st, en, sl = [], [], [], []
-        for a, h, f in zip(A, H, F):
-            while heap and not alive[heap[0][1]]:
-                heapq.heappop(heap)
-            if not heap:
+        # requests still queued at the end: served on the fleet as it stands (no more decisions)
+        if p < len(A):
+            ST = []
+            SL = [] if self.record else None
+            i = self._commit(A, H, p, math.inf, ST, SL)      # the queue limit still applies
+            if i < len(A):
                 raise ValueError("requests were still queued at the end of the run with no replica left to "
                                  "serve them: raise min_replicas or run longer")
-            fr, j = heap[0]
-            s = max(a, fr)
-            e = s + h
-            heapq.heapreplace(heap, (e, j))
-            slot_free[j] = e
-            ttft.append(s - a + f)
-            st.append(s)
-            en.append(e)
-            sl.append(j)
-        if self.record:
-            rec_parts.append((np.asarray(st), np.asarray(en), np.asarray(sl, dtype=np.int64)))
-        return np.asarray(A, dtype=float), np.asarray(ttft, dtype=np.float32)
+            parts.append((np.asarray(A[p:]), np.asarray(ST), np.asarray(F[p:]),
+                          None if SL is None else np.asarray(SL, dtype=np.int64),
+                          None if SL is None else np.asarray(H[p:])))
+        return self._result(parts, ticks)
 
     def _stabilise(self, t, rec):
-        sc = self.sc
-        self.recs.append((t, rec))
+        """The scaler's count: a scale-up takes the lowest recommendation of the scale-up window,
+        a scale-down the highest of the scale-down window, then the bounds."""
+        sc, recs = self.sc, self.recs
+        recs.append((t, rec))
         keep = max(sc.scale_up_window_s, sc.scale_down_window_s)
-        while self.recs and self.recs[0][0] < t - keep - 1e-9:
-            self.recs.popleft()
+        while recs[0][0] < t - keep - 1e-9:
+            recs.popleft()
         cur = len(self.serving) + len(self.starting)
-        up = min(r for (s, r) in self.recs if s >= t - sc.scale_up_window_s - 1e-9)
-        down = max(r for (s, r) in self.recs if s >= t - sc.scale_down_window_s - 1e-9)
+        if sc.scale_up_window_s > 0:
+            lo = t - sc.scale_up_window_s - 1e-9
+            up = min(r for (s_, r) in recs if s_ >= lo)
+        else:
+            up = rec
         if up > cur:
             target = up
-        elif down < cur:
-            target = down
+        elif rec < cur:
+            if sc.scale_down_window_s > 0:
+                lo = t - sc.scale_down_window_s - 1e-9
+                down = max(r for (s_, r) in recs if s_ >= lo)
+            else:
+                down = rec
+            target = down if down < cur else cur
         else:
             target = cur
         return min(max(target, sc.min_replicas), sc.max_replicas)
 
     # ---------------------------------------------------------------- the result
-    def _result(self, out_t, out_ttft, out_ref, rec_parts, ticks):
+    def _result(self, parts, ticks):
         from .sim import _integrate_intervals
 
         T_end, rep_s, obj = self.T_end, self.report_s, self.obj
-        t = np.concatenate(out_t) if out_t else np.empty(0)
-        ttft = np.concatenate(out_ttft).astype(float) if out_ttft else np.empty(0)
-        ref = np.concatenate(out_ref) if out_ref else np.empty(0, dtype=bool)
+        cat = (lambda k: np.concatenate([x[k] for x in parts])) if parts else (lambda k: np.empty(0))
+        t, start, first = cat(0), cat(1), cat(2)
+        ref = np.isnan(start)
+        ttft = np.where(ref, np.inf, start - t + first)
         nb = int(math.ceil(T_end / rep_s - 1e-9))
         edges = np.arange(nb + 1) * rep_s
         edges[-1] = T_end
@@ -1155,10 +1164,10 @@ class _Run:
         ticks = pd.DataFrame(ticks, columns=["time_s", "serving", "starting", "target", "recommended", "waiting", "busy"])
         record = None
         if self.record:
-            st = np.concatenate([x[0] for x in rec_parts]) if rec_parts else np.empty(0)
-            en = np.concatenate([x[1] for x in rec_parts]) if rec_parts else np.empty(0)
-            sl = np.concatenate([x[2] for x in rec_parts]) if rec_parts else np.empty(0, dtype=np.int64)
-            record = pd.DataFrame({"arrival": t, "start": st, "end": en, "ttft": ttft, "refused": ref,
+            sl = np.concatenate([x[3] for x in parts]) if parts else np.empty(0, dtype=np.int64)
+            hold = np.concatenate([x[4] for x in parts]) if parts else np.empty(0)
+            record = pd.DataFrame({"arrival": t, "start": start, "end": start + hold,
+                                   "ttft": np.where(ref, np.nan, ttft), "refused": ref,
                                    "replica": np.where(sl >= 0, sl // self.S, -1)})
         res = AutoscaleResult(policy=self.policy.name, hours=hours, events=events, replicas=R, ticks=ticks,
                               objectives=obj, duration_s=T_end, gpus=self.rep.gpus, record=record, slots=self.S)

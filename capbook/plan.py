@@ -1031,6 +1031,7 @@ class CapacityPlan:
     verification: Verification = _SKIPPED
     input_notes: tuple = ()
     pricing: object = None
+    autoscaling: object = None
 
     locals().update(_from("demand", "lead_time_weeks", "horizon_weeks", "quantile", "demand_scale", "peaks",
                           "observed_peak_output_tps", "output_tps", "input_tps", "request_rate",
@@ -1182,6 +1183,33 @@ class CapacityPlan:
         return dataclasses.replace(self, pricing=price_plan(self, sweep, prices, saturation_usd=saturation_usd,
                                                             gpu=gpu, tensor_parallel=tensor_parallel))
 
+    def autoscaled(self, sweep, log, *, candidates=None, rate_cv: float = 0.0, seed: int = 2026) -> "CapacityPlan":
+        """This plan with an autoscaling section: candidate policies raced through the design week
+        (:func:`capbook.autoscale_plan.plan_autoscaling`; about half a minute per candidate for a
+        week at tens of requests per second).
+
+        Parameters
+        ----------
+        sweep : capbook.sweep.Sweep
+            The plan's sweep.
+        log : capbook.traces.RequestLog or LogAggregates
+            The plan's request log (token lengths).
+        candidates : sequence of str, optional
+            Policy names (default :data:`capbook.autoscale_plan.PLAN_CANDIDATES`).
+        rate_cv : float
+            Bursts on top of the hourly shape (:func:`capbook.arrivals.rate_cv_from_log`).
+        seed : int
+        """
+        from .autoscale_plan import PLAN_CANDIDATES, plan_autoscaling
+
+        prices = None
+        if self.pricing is not None:                      # the plan's own price, USD per GPU-hour on demand
+            rp = self.pricing.cost.replica
+            prices = rp.on_demand_usd_per_hour / max(int(rp.gpus), 1)
+        a = plan_autoscaling(self, sweep, log, candidates=PLAN_CANDIDATES if candidates is None else candidates,
+                             prices=prices, rate_cv=rate_cv, seed=seed)
+        return dataclasses.replace(self, autoscaling=a)
+
     # -- exports -----------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
         """Every number of the plan, one row each: ``step``, ``quantity``, ``value``, ``unit``."""
@@ -1258,6 +1286,8 @@ class CapacityPlan:
         out = pd.DataFrame(r)
         if self.pricing is not None:
             out = pd.concat([out, self.pricing.table()], ignore_index=True)
+        if self.autoscaling is not None:
+            out = pd.concat([out, self.autoscaling.table()], ignore_index=True)
         return out
 
     def to_csv(self, path) -> Path:
@@ -1335,6 +1365,8 @@ class CapacityPlan:
                           _frame_text(t[["ttft_q_s", "goodput_share", "meets"]], markdown), ""]
         if self.pricing is not None:
             lines += [self.pricing.render(markdown)]
+        if self.autoscaling is not None:
+            lines += [self.autoscaling.render(markdown)]
         if self.notes:
             lines += [f"{h2}Notes", ""] + [f"- {n}" for n in self.notes] + [""]
         return "\n".join(lines)
