@@ -43,7 +43,7 @@ __all__ = ["design_week", "week_arrivals", "forecast_schedule", "standard_polici
 def hour_of_week(times) -> np.ndarray:
     """Hour of the week, 0 = Monday 00:00-01:00 UTC, of UTC timestamps."""
     t = pd.DatetimeIndex(pd.to_datetime(times, utc=True))
-    return (t.dayofweek * 24 + t.hour).to_numpy(dtype=np.int64)
+    return (t.day_of_week * 24 + t.hour).to_numpy(dtype=np.int64)
 
 
 def _borrowed_shape() -> tuple[np.ndarray, str]:
