@@ -1059,19 +1059,30 @@ class _Run:
             if T >= T_end:
                 break
         # requests still queued at the end: serve them on the fleet as it stands (no more decisions)
-        tail = self._drain_tail(A[p:], H[p:], F[p:], rec_parts)
+        tail = self._drain_tail(A[p:], H[p:], F[p:], rec_parts, starts_q)
         if tail is not None:
             out_t.append(tail[0])
             out_ttft.append(tail[1])
-            out_ref.append(np.zeros(tail[0].size, dtype=bool))
+            out_ref.append(tail[2])
         return self._result(out_t, out_ttft, out_ref, rec_parts, ticks)
 
-    def _drain_tail(self, A, H, F, rec_parts):
+    def _drain_tail(self, A, H, F, rec_parts, starts_q):
         if not A:
             return None
         heap, alive, slot_free = self.heap, self.alive, self.slot_free
-        ttft, st, en, sl = [], [], [], []
+        max_queue = self.max_queue
+        ttft, st, en, sl, ref = [], [], [], [], []
         for a, h, f in zip(A, H, F):
+            if max_queue is not None:        # the gateway's limit holds for arrivals served after the end too
+                while starts_q and starts_q[0] <= a:
+                    starts_q.popleft()
+                if len(starts_q) >= max_queue:
+                    ttft.append(math.inf)
+                    st.append(math.nan)
+                    en.append(math.nan)
+                    sl.append(-1)
+                    ref.append(True)
+                    continue
             while heap and not alive[heap[0][1]]:
                 heapq.heappop(heap)
             if not heap:
@@ -1082,13 +1093,16 @@ class _Run:
             e = s + h
             heapq.heapreplace(heap, (e, j))
             slot_free[j] = e
+            if max_queue is not None and s > a:
+                starts_q.append(s)
             ttft.append(s - a + f)
             st.append(s)
             en.append(e)
             sl.append(j)
+            ref.append(False)
         if self.record:
             rec_parts.append((np.asarray(st), np.asarray(en), np.asarray(sl, dtype=np.int64)))
-        return np.asarray(A, dtype=float), np.asarray(ttft, dtype=np.float32)
+        return np.asarray(A, dtype=float), np.asarray(ttft, dtype=np.float32), np.asarray(ref, dtype=bool)
 
     def _stabilise(self, t, rec):
         sc = self.sc
