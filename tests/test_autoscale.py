@@ -303,6 +303,10 @@ def test_max_queue_refuses_and_counts():
     assert rec["refused"].tolist() == [False, False, False, True, True, True, False, True]
     np.testing.assert_allclose(rec.loc[~rec["refused"], "start"], [0.0, 10.0, 20.0, 30.0])
     assert res.summary()["refused"] == 4 and int(res.hours["refused"].sum()) == 4
+    # a refused request has no first token: half the hour refused puts its p99 at infinity, not NaN
+    assert res.hours["ttft_p99_s"].tolist() == [math.inf] and not res.hours["met"].any()
+    assert res.summary()["worst_hour_ttft_p99_s"] == math.inf
+    assert res.summary()["ttft_p99_s"] == pytest.approx(np.quantile([0.0, 9.0, 18.0, 18.0], 0.99))
 
 
 def test_max_queue_does_not_depend_on_where_the_run_ends():
@@ -313,13 +317,53 @@ def test_max_queue_does_not_depend_on_where_the_run_ends():
     assert res.records["refused"].tolist() == [False, False, False, True, True, True, False, True]
 
 
+def test_token_replica_holds_prefill_plus_decode_and_ttft_is_wait_plus_prefill():
+    rng = np.random.default_rng(SEED + 20)
+    n = 3000
+    times = np.sort(rng.uniform(0, 600, n))
+    inp = rng.integers(0, 4000, n)
+    out = rng.integers(1, 500, n)
+    rep = ReplicaModel(8, prefill_time=lambda x: 0.05 + 2e-4 * x, tpot_s=0.02, gpus=2)
+    res = simulate_autoscaling(ArrivalStream(times, inp, out), rep, Static(2), Scaling(lag_s=1.0),
+                               duration_s=600.0, record=True, seed=1)
+    rec = res.records
+    pre = 0.05 + 2e-4 * inp
+    np.testing.assert_allclose(rec["end"] - rec["start"], pre + (out - 1) * 0.02, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(rec["ttft"], rec["start"] - rec["arrival"] + pre, rtol=1e-5, atol=1e-5)
+    assert (rec["start"] > rec["arrival"]).any()                 # some waited: TTFT includes the wait
+    assert res.gpu_hours == pytest.approx(2 * 2 * 600 / 3600)     # 2 replicas × 2 GPUs × 10 minutes
+
+
+def test_required_replicas_is_the_fewest_meeting_the_erlang_c_tail():
+    from capbook.autoscale import required_replicas
+
+    rep, es, wait_s, late = ReplicaModel(8, service=Exponential(2.0)), 2.0, 0.5, 0.01
+
+    def tail(c, lam):                 # P(W > t) = C(c, a) exp(-(c/E[S] - λ) t) for M/M/c
+        a = lam * es
+        if a >= c:
+            return 1.0
+        b = 1.0
+        for k in range(1, c + 1):     # Erlang B by its recursion, then Erlang C (not capbook's code)
+            b = a * b / (k + a * b)
+        return b / (1 - a / c * (1 - b)) * math.exp(-(c / es - lam) * wait_s)
+
+    rates = np.array([0.0, 0.3, 3.0, 17.0, 60.0])
+    need = required_replicas(rates, rep, es, wait_s=wait_s, late_share=late)
+    assert need[0] == 0
+    for lam, r in zip(rates[1:], need[1:]):
+        assert tail(8 * r, lam) <= late < tail(8 * (r - 1), lam) if r > 1 else tail(8, lam) <= late
+    sched = Schedule.from_rates(rates, rep, es, step_s=600.0, extra=1)
+    np.testing.assert_array_equal(sched.replicas, need + 1)
+
+
 # --------------------------------------------------------------------------- 5. the book's advice
 
 
 def test_gpu_utilisation_scaling_runs_far_more_replicas():
-    # a day compressed into 2 hours of 10-minute bins; 16 slots, 2 s per request
-    rates = 2.0 + 18.0 * np.sin(np.linspace(0, np.pi, 12)) ** 2
-    arr = RateArrivals(rates, bin_s=600.0)
+    # a day compressed into 2 hours of 150-s bins (smooth enough for a 60-s lag); 16 slots, 2 s per request
+    rates = 2.0 + 18.0 * np.sin(np.linspace(0, np.pi, 48)) ** 2
+    arr = RateArrivals(rates, bin_s=150.0)
     rep = ReplicaModel(16, service=Exponential(2.0))
     sc = Scaling(lag_s=60.0, min_replicas=1)
     obj = Objectives(ttft_s=1.0)
