@@ -357,6 +357,55 @@ def test_required_replicas_is_the_fewest_meeting_the_erlang_c_tail():
     np.testing.assert_array_equal(sched.replicas, need + 1)
 
 
+class _Recorder(Policy):
+    """A fixed fleet that keeps every observation it is shown."""
+
+    def __init__(self, n):
+        self.n, self.seen, self.name = n, [], "recorder"
+
+    def desired(self, obs):
+        self.seen.append(obs)
+        return self.n
+
+
+def test_observations_are_what_the_records_say():
+    # what a policy is shown, rebuilt from the per-request records: requests in system (busy +
+    # waiting), arrivals over the metric window, busy slots and busy replicas
+    times = _busy_arrivals(12, rate=7.0, duration=1800.0)
+    pol = _Recorder(2)
+    res = simulate_autoscaling(times, ReplicaModel(4, service=Exponential(1.0)), pol,
+                               Scaling(lag_s=1.0, metric_window_s=60.0), duration_s=1800.0, record=True, seed=12)
+    rec = res.records
+    obs = pol.seen[1:]                                 # the first is the call at time 0, before any tick
+    t = np.array([o.time_s for o in obs])
+    np.testing.assert_allclose(t, np.arange(1, t.size + 1) * 15.0)
+    n_sys = _in_system(rec, t)
+    np.testing.assert_array_equal([o.busy + o.waiting for o in obs], n_sys)
+    np.testing.assert_array_equal([o.busy for o in obs], np.minimum(n_sys, 8))
+    assert max(o.waiting for o in obs) > 0
+    a = np.sort(rec["arrival"].to_numpy())
+    for o in obs[4:]:                                  # a full 60-s window behind
+        n_win = np.searchsorted(a, o.time_s) - np.searchsorted(a, o.time_s - 60.0)
+        assert o.arrival_rate == pytest.approx(n_win / 60.0)
+    # slot utilisation is the window's mean of busy / slots, sampled at the ticks
+    busy = np.array([o.busy for o in obs])
+    for k in range(4, len(obs)):
+        assert obs[k].slot_utilisation == pytest.approx(busy[k - 3:k + 1].mean() / 8)
+    np.testing.assert_array_equal(res.ticks["busy"], busy)
+    np.testing.assert_array_equal(res.ticks["waiting"], [o.waiting for o in obs])
+
+
+def test_schedule_plus_reactive_takes_the_larger():
+    from capbook.autoscale import Observation, ScheduleReactive
+
+    pol = ScheduleReactive(Schedule([3, 1], step_s=600.0), ReactiveWaiting(0.5))
+    mk = lambda t, busy, waiting: Observation(t, 2, 0, 0, 0, 4, 1.0, 0.5, 1.0, busy, waiting, 0.0, 1.0)
+    assert pol.desired(mk(0.0, 0, 0)) == 3             # the schedule's floor
+    assert pol.desired(mk(700.0, 0, 0)) == 1
+    assert pol.desired(mk(700.0, 8, 12)) == 10         # (8 + 12) / (4 × 0.5)
+    assert pol.desired(mk(0.0, 8, 12)) == 10
+
+
 # --------------------------------------------------------------------------- 5. the book's advice
 
 
