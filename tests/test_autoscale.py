@@ -276,6 +276,15 @@ def test_stabilisation_window_delays_a_scale_down_by_the_window(window):
     assert np.allclose(drains["time_s"], 600.0 + window)
 
 
+@pytest.mark.parametrize("window", [0.0, 60.0, 180.0])
+def test_scale_up_window_delays_a_step_up_by_the_window(window):
+    sched = Schedule([1, 4, 4, 4, 4], step_s=600.0)
+    res = simulate_autoscaling(LIGHT, REPLICA, sched, Scaling(lag_s=30.0, scale_up_window_s=window), seed=7)
+    req = res.events[res.events["event"] == "request"]
+    assert len(req) == 3 and np.allclose(req["time_s"], 600.0 + window)
+    assert res.under_provisioned_s(required=sched) == pytest.approx(window + 30.0, abs=1e-6)
+
+
 def test_quick_down_step_cancels_starting_replicas_newest_first():
     sched = Schedule([1] * 10 + [4] + [3] + [1] * 40, step_s=60.0)    # 4 for one minute at 600 s, then 3
     res = simulate_autoscaling(LIGHT, REPLICA, sched, Scaling(lag_s=300.0, scale_down_window_s=0.0), seed=8)
@@ -526,6 +535,18 @@ def test_rate_cv_gives_the_stated_index_of_dispersion(lam, cv, w):
     rel_se = math.sqrt((2 + 6 * cv**2 + 3 / (lam * w)) / K)
     assert abs(d / want - 1) < 4 * rel_se, (d, want)
     assert abs(counts.mean() - lam * w) < 4 * math.sqrt(want * lam * w / K)
+
+
+def test_rate_arrivals_run_in_the_fixed_fleet_simulator():
+    arr = RateArrivals([2.0, 10.0], bin_s=1800.0)
+    res = Simulation(FleetSpec(2, 8, FixedService(Exponential(1.0))), arr, seed=SEED + 16).run()
+    a = res.arrival
+    for k, lam in enumerate([2.0, 10.0]):
+        n = int(((a >= k * 1800) & (a < (k + 1) * 1800)).sum())
+        assert abs(n - lam * 1800) < 4 * math.sqrt(lam * 1800)
+    # the busier half waits more, as Erlang C says (c = 16, ρ = 0.125 then 0.625)
+    w = res.start - res.arrival
+    assert (w[a >= 1800] > 0).mean() > (w[a < 1800] > 0).mean()
 
 
 def test_rate_cv_from_log_recovers_a_known_cv_and_zero_for_poisson_with_a_trend():
