@@ -1136,7 +1136,11 @@ class _Run:
         for k in range(nb):
             seg = ttft[bounds[k]:bounds[k + 1]]
             if seg.size:
-                p99[k] = float(np.quantile(seg, obj.ttft_quantile))
+                # refused requests count as an infinite TTFT; numpy's linear interpolation gives NaN
+                # (inf - inf) when the quantile falls among them, so interpolate here
+                lo = float(np.quantile(seg, obj.ttft_quantile, method="lower"))
+                hi = float(np.quantile(seg, obj.ttft_quantile, method="higher"))
+                p99[k] = lo if hi == lo else (math.inf if math.isinf(hi) else float(np.quantile(seg, obj.ttft_quantile)))
         # replicas
         R = pd.DataFrame({
             "requested_s": [r.requested for r in self.reps],
