@@ -214,6 +214,26 @@ def required_replicas(rate, replica: ReplicaModel, mean_holding_s: float, *, wai
 # --------------------------------------------------------------------------- the scaler
 
 
+class _NoLag(Distribution):
+    """A lag of zero seconds (a replica serves the moment it is asked for)."""
+
+    mean = 0.0
+    variance = 0.0
+
+    def sample(self, rng, size):
+        return np.zeros(size)
+
+    def __repr__(self):
+        return "0 s"
+
+
+def _lag(value, name):
+    if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+        if nonnegative(value, name) == 0.0:
+            return _NoLag()
+    return as_distribution(value, name)
+
+
 @dataclass
 class Scaling:
     """How replicas come and go.
@@ -255,9 +275,9 @@ class Scaling:
     def __post_init__(self):
         self.min_replicas = integer(self.min_replicas, "min_replicas", minimum=0)
         self.max_replicas = integer(self.max_replicas, "max_replicas", minimum=max(self.min_replicas, 1))
-        self.lag_s = as_distribution(self.lag_s, "lag_s")
+        self.lag_s = _lag(self.lag_s, "lag_s")
         self.warm_pool = integer(self.warm_pool, "warm_pool", minimum=0)
-        self.warm_lag_s = as_distribution(self.warm_lag_s, "warm_lag_s")
+        self.warm_lag_s = _lag(self.warm_lag_s, "warm_lag_s")
         self.interval_s = positive(self.interval_s, "interval_s")
         self.metric_window_s = positive(self.metric_window_s, "metric_window_s")
         self.scale_up_window_s = nonnegative(self.scale_up_window_s, "scale_up_window_s")

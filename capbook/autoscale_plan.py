@@ -337,7 +337,7 @@ def _first_obs(rep):
 def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rate: float, *,
                    ramps_per_min=(0.5,), lags_min=(8.0,), warm_lag_min: float | None = None,
                    target: float = 0.65, ramp_min: float = 30.0, objectives: Objectives | None = None,
-                   with_headroom: bool = True, seed: int = 2026) -> pd.DataFrame:
+                   with_headroom: bool = True, planned: tuple | None = None, seed: int = 2026) -> pd.DataFrame:
     """Does the burst headroom rule (ramp × lag) hold p99 TTFT while demand climbs?
 
     For each ramp (requests/s gained per minute) and lag (minutes), demand holds at
@@ -345,14 +345,20 @@ def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rat
     for 10 more. The fleet scales on waiting requests at ``target`` (:class:`ReactiveWaiting`)
     with, on top, the burst headroom of :func:`capbook.fleet.burst_headroom`: the replicas that
     carry ``ramp × lag`` requests/s at the target (or none, with ``with_headroom=False``). With
-    ``warm_lag_min``, a warm standby pool of that many replicas takes scale-ups with that lag.
+    ``warm_lag_min``, a warm standby pool takes scale-ups with that lag (it holds the replicas
+    that carry what the demand gains during one cold lag, so it refills in time).
+
+    ``planned=(ramp_per_min, lag_min)`` sizes the headroom for the ramp and lag the plan
+    assumed, while the rows simulate the ramps and lags given: the question a plan must answer
+    is what happens when the real ramp is faster, or the real lag longer, than assumed.
 
     Returns
     -------
     pandas.DataFrame
         One row per (ramp, lag): ``ramp_per_min`` (requests/s per minute), ``lag_min``,
         ``headroom_replicas``, ``ttft_p99_s`` (over the climb and the top), ``worst_minute_ttft_p99_s``,
-        ``goodput``, ``held`` (p99 TTFT and goodput within the objectives), ``gpu_hours``.
+        ``goodput``, ``held`` (p99 TTFT and goodput within the objectives), ``gpu_hours``,
+        ``planned_ramp_per_min`` and ``planned_lag_min`` (what the headroom was sized for).
     """
     from .fleet import burst_headroom
 
@@ -369,9 +375,15 @@ def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rat
         arr = RateArrivals(rates, step, lengths=lengths)
         for lag in np.atleast_1d(np.asarray(lags_min, dtype=float)):
             eff_lag = lag if warm_lag_min is None else float(warm_lag_min)
-            extra = burst_headroom(ramp, eff_lag, per_rep).replicas if with_headroom else 0
+            if planned is not None:
+                p_ramp, p_lag = (nonnegative(planned[0], "planned ramp"), nonnegative(planned[1], "planned lag"))
+                eff_ramp, eff_lag = p_ramp, (p_lag if warm_lag_min is None else float(warm_lag_min))
+            else:
+                eff_ramp = ramp
+            extra = burst_headroom(eff_ramp, eff_lag, per_rep).replicas if with_headroom else 0
             start = int(math.ceil(base / per_rep - 1e-9)) + extra
-            pool = 0 if warm_lag_min is None else extra + int(math.ceil(ramp * ramp_min / per_rep))
+            # the standby pool covers what the demand gains while one cold start refills it
+            pool = 0 if warm_lag_min is None else burst_headroom(eff_ramp, lag, per_rep).replicas
             sc = Scaling(lag_s=lag * 60.0, warm_pool=pool, warm_lag_s=(warm_lag_min or 0.0) * 60.0,
                          min_replicas=1, max_replicas=10_000, initial_replicas=start)
             res = simulate_autoscaling(arr, replica, ReactiveWaiting(target, extra=extra), sc, objectives=obj,
@@ -386,7 +398,8 @@ def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rat
                          "warm_lag_min": None if warm_lag_min is None else float(warm_lag_min),
                          "headroom_replicas": int(extra), "ttft_p99_s": p99, "worst_minute_ttft_p99_s": worst,
                          "goodput": good, "held": bool(p99 <= obj.ttft_s and good >= obj.goodput),
-                         "gpu_hours": res.gpu_hours})
+                         "gpu_hours": res.gpu_hours,
+                         "planned_ramp_per_min": float(eff_ramp), "planned_lag_min": float(eff_lag)})
     return pd.DataFrame(rows)
 
 
