@@ -170,12 +170,67 @@ def _prepare_source(work: Path, note: str) -> None:
         root_page.write_text("".join(text), encoding="utf-8")
 
 
+#: The longest single wait on a kernel channel, seconds (see :func:`_sliced_get_msg`).
+_POLL_SLICE_S = 1.0
+
+
+def _sliced_get_msg(get_msg, slice_s: float = _POLL_SLICE_S, clock=time.monotonic):
+    """``get_msg(timeout)`` of a kernel channel, waiting in slices of at most ``slice_s`` seconds.
+
+    A channel's ``get_msg`` polls its asyncio ZeroMQ socket once for the whole timeout. When the
+    socket's wake-up is missed (seen when two kernels start together, on a cell that sends many
+    widget messages), that poll sleeps until the timeout and finds the reply, long there, only
+    in its final check: the chapter then waits the whole per-cell timeout (300 s) and goes on
+    without an error. Polling in slices makes that final check every ``slice_s`` seconds. The
+    timeout is kept: ``queue.Empty`` is raised when ``timeout`` seconds have passed with no
+    message, and ``timeout=None`` waits for ever.
+
+    Examples
+    --------
+    >>> import asyncio, queue
+    >>> asked = []
+    >>> async def missed_wakeup(timeout=None):  # the reply is there; the poll sees it only at its end
+    ...     asked.append(timeout)
+    ...     return {"msg_type": "execute_reply"}
+    >>> asyncio.run(_sliced_get_msg(missed_wakeup)(timeout=300))["msg_type"], asked
+    ('execute_reply', [1.0])
+    """
+    import queue
+
+    async def get(timeout=None):
+        deadline = None if timeout is None else clock() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - clock())
+            step = slice_s if left is None else min(slice_s, left)
+            try:
+                return await get_msg(timeout=step)
+            except queue.Empty:
+                if left is not None and clock() >= deadline:
+                    raise
+
+    return get
+
+
+def _notebook_client_class():
+    """``nbclient.NotebookClient`` whose shell and IOPub channels wait in slices (:func:`_sliced_get_msg`)."""
+    from nbclient import NotebookClient
+
+    class SlicedPollClient(NotebookClient):
+        async def async_start_new_kernel_client(self):
+            kc = await super().async_start_new_kernel_client()
+            for channel in (kc.shell_channel, kc.iopub_channel):
+                channel.get_msg = _sliced_get_msg(channel.get_msg)
+            return kc
+
+    return SlicedPollClient
+
+
 def _execute(path: Path, env: dict, timeout: int) -> None:
     import nbformat
-    from nbclient import NotebookClient
 
     from traitlets.config import Config
 
+    NotebookClient = _notebook_client_class()
     nb = nbformat.read(path, as_version=4)
     kernel = (nb.metadata.get("kernelspec") or {}).get("name", "python3")
     # Kernels started at the same time by parallel workers can race for the same TCP ports;

@@ -203,6 +203,74 @@ def test_a_hung_chapter_is_killed_and_reported(tmp_path):
     assert nbformat.read(path, 4).cells[0].outputs == []      # nothing half-written
 
 
+class _FakeChannel:
+    """A kernel channel on a fake clock: each poll sleeps its whole timeout (a missed wake-up) and then
+    finds the reply if one has arrived, as the asyncio ZeroMQ poll's final check does."""
+
+    def __init__(self, reply_at_s):
+        self.now, self.reply_at_s, self.polls = 0.0, reply_at_s, []
+
+    def clock(self):
+        return self.now
+
+    async def get_msg(self, timeout=None):
+        import queue
+
+        assert timeout is not None, "a sliced wait never polls without a timeout"
+        self.polls.append(timeout)
+        self.now += timeout
+        if self.reply_at_s is not None and self.now >= self.reply_at_s:
+            return {"msg_type": "execute_reply"}
+        raise queue.Empty
+
+
+def test_a_missed_wakeup_costs_one_poll_slice_not_the_cell_timeout():
+    # regression: sweep_to_slots (and the_knee, little_law: whichever chapter raced another kernel's start)
+    # waited the whole 300 s cell timeout for an execute_reply that had arrived at once
+    import asyncio
+
+    from capbook.bookbuild import _POLL_SLICE_S, _sliced_get_msg
+
+    ch = _FakeChannel(reply_at_s=0.0)
+    assert asyncio.run(ch.get_msg(timeout=300)) and ch.now == 300            # the unsliced poll: 300 s
+    ch = _FakeChannel(reply_at_s=0.0)
+    get = _sliced_get_msg(ch.get_msg, clock=ch.clock)
+    assert asyncio.run(get(timeout=300))["msg_type"] == "execute_reply"
+    assert ch.polls == [_POLL_SLICE_S] and ch.now <= 1.0                    # seconds waited: one slice
+    ch = _FakeChannel(reply_at_s=3.5)                                        # a reply that takes 3.5 s
+    assert asyncio.run(_sliced_get_msg(ch.get_msg, clock=ch.clock)(timeout=None))
+    assert ch.polls == [1.0] * 4 and ch.now == 4.0
+
+
+def test_a_sliced_wait_keeps_the_timeout():
+    import asyncio
+    import queue
+
+    from capbook.bookbuild import _sliced_get_msg
+
+    ch = _FakeChannel(reply_at_s=None)
+    with pytest.raises(queue.Empty):
+        asyncio.run(_sliced_get_msg(ch.get_msg, clock=ch.clock)(timeout=2.5))
+    assert ch.polls == [1.0, 1.0, 0.5] and ch.now == 2.5
+
+
+def test_chapters_execute_with_sliced_channel_waits(tmp_path):
+    import nbformat
+
+    from capbook.bookbuild import _notebook_client_class
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    seen = []
+
+    def record(cell, cell_index):
+        seen.extend(getattr(ch.get_msg, "__qualname__", "") for ch in (client.kc.shell_channel, client.kc.iopub_channel))
+
+    client = _notebook_client_class()(nb, timeout=60, kernel_name="python3", on_cell_execute=record)
+    client.execute()
+    assert seen == ["_sliced_get_msg.<locals>.get"] * 2
+
+
 @pytest.mark.parametrize("kw, name", [({"jobs": True}, "jobs"), ({"jobs": "2"}, "jobs"), ({"jobs": 1.5}, "jobs"),
                                       ({"timeout": 0}, "timeout"), ({"timeout": float("nan")}, "timeout")])
 def test_build_book_refuses_bad_numbers_naming_the_argument(tmp_path, kw, name):
