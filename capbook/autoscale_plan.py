@@ -37,7 +37,7 @@ from .validation import nonnegative, positive, probability
 
 __all__ = ["design_week", "week_arrivals", "forecast_schedule", "standard_policies", "race_policies",
            "PolicyRace", "headroom_check", "hour_of_week", "PlanAutoscaling", "plan_autoscaling",
-           "PLAN_CANDIDATES"]
+           "PLAN_CANDIDATES", "log_rate_cv"]
 
 
 def hour_of_week(times) -> np.ndarray:
@@ -109,7 +109,8 @@ def design_week(plan, *, quantile: float | None = None, shape=None) -> pd.DataFr
     return frame
 
 
-def _lengths(plan, log) -> TokenLengths:
+def _traffic(plan, log) -> pd.DataFrame:
+    """The rows of the log the plan is for (its model and tier)."""
     from .plan import LogAggregates
 
     frame = log.frame if isinstance(log, LogAggregates) else (log.to_pandas() if hasattr(log, "to_pandas") else log)
@@ -118,7 +119,11 @@ def _lengths(plan, log) -> TokenLengths:
     tier = plan.source.get("tier")
     if tier not in (None, "all tiers") and "tier" in frame.columns:
         frame = frame[frame["tier"].astype(str) == tier]
-    return TokenLengths.from_log(frame)
+    return frame
+
+
+def _lengths(plan, log) -> TokenLengths:
+    return TokenLengths.from_log(_traffic(plan, log))
 
 
 def week_arrivals(plan, log, week: pd.DataFrame | None = None, *, rate_cv: float = 0.0,
@@ -427,6 +432,8 @@ class PlanAutoscaling:
         GPU-hours per week under ``policy`` (the static figure when ``policy`` is None).
     lag_min : float
         Scale-up lag simulated, minutes.
+    rate_cv : float
+        Burstiness layered on the hourly shape (:class:`capbook.arrivals.RateArrivals`).
     """
 
     race: PolicyRace
@@ -435,6 +442,7 @@ class PlanAutoscaling:
     policy: str | None
     autoscaled_gpu_hours: float
     lag_min: float
+    rate_cv: float = 0.0
 
     def schedule_frame(self) -> pd.DataFrame:
         """``hour_of_week`` (0 = Monday 00:00 UTC) and ``replicas``, the schedule as
@@ -455,6 +463,7 @@ class PlanAutoscaling:
              ("policy", self.policy or "none met the objectives: static", ""),
              ("GPU-hours saved", self.saved, "share"),
              ("scale-up lag simulated", self.lag_min, "min"),
+             ("burstiness simulated (rate CV per minute)", self.rate_cv, ""),
              ("week simulated", self.race.note, "")]
         usd = self.race.usd_per_gpu_hour
         if usd is not None:
@@ -470,8 +479,8 @@ class PlanAutoscaling:
         h2 = "## " if markdown else ""
         t = self.race.table
         lines = [f"{h2}Autoscaling through the week", "",
-                 f"The week simulated: {self.race.note}; scale-up lag {self.lag_min:g} min; "
-                 f"{int(t['requests'].iloc[0]):,} requests.", ""]
+                 f"The week simulated: {self.race.note}, with the log's minute-scale bursts (rate CV "
+                 f"{self.rate_cv:.3f}); scale-up lag {self.lag_min:g} min; {int(t['requests'].iloc[0]):,} requests.", ""]
         if self.policy is None:
             lines.append(f"No candidate policy met the objectives in every hour: the static plan's "
                          f"{self.static_gpu_hours:,.0f} GPU-hours per week stand.")
@@ -494,7 +503,22 @@ class PlanAutoscaling:
         return "\n".join(lines)
 
 
-def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=None, rate_cv: float = 0.0,
+def log_rate_cv(plan, log, window_s: float = 60.0, trend_s: float = 600.0) -> float:
+    """The burstiness of the plan's traffic in its log beyond the 10-minute trend
+    (:func:`capbook.arrivals.rate_cv_from_log` over the plan's model and tier); 0 for a log
+    shorter than ``trend_s``."""
+    from .arrivals import rate_cv_from_log
+
+    t = _traffic(plan, log)["arrival_time"]
+    secs = ((t - t.min()).dt.total_seconds() if pd.api.types.is_datetime64_any_dtype(t)
+            else pd.to_numeric(t, errors="coerce") - float(pd.to_numeric(t, errors="coerce").min())).to_numpy(float)
+    secs = secs[np.isfinite(secs)]
+    if secs.size < 2 or secs.max() < trend_s:
+        return 0.0
+    return rate_cv_from_log(secs, window_s, trend_s)
+
+
+def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=None, rate_cv="log",
                      seed: int = 2026) -> PlanAutoscaling:
     """Race the candidate policies through the plan's design week and keep the cheapest that
     meets the objectives in every hour.
@@ -507,14 +531,20 @@ def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=Non
         Names from :func:`standard_policies` (default :data:`PLAN_CANDIDATES`).
     prices : capbook.costs.PriceTable or float, optional
         For dollars per week (a table, or USD per GPU-hour).
-    rate_cv : float
-        Bursts on top of the hourly shape.
+    rate_cv : float or "log"
+        Bursts on top of the hourly shape; ``"log"`` (default) measures them in the plan's log
+        (:func:`log_rate_cv`), so the policies face the log's minute-scale bursts as the replay
+        check does.
     seed : int
 
     Returns
     -------
     PlanAutoscaling
     """
+    if isinstance(rate_cv, str):
+        if rate_cv != "log":
+            raise ValueError(f"rate_cv must be a number >= 0 or 'log', got {rate_cv!r}")
+        rate_cv = log_rate_cv(plan, log)
     week = design_week(plan)
     std = standard_policies(plan, sweep, week)
     unknown = [c for c in candidates if c not in std]
@@ -525,4 +555,5 @@ def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=Non
     best = race.best
     auto = race.static_gpu_hours if best is None else float(
         race.table.set_index("policy").loc[best, "gpu_hours"])
-    return PlanAutoscaling(race, std["schedule"], race.static_gpu_hours, best, auto, float(plan.fleet.lag_min))
+    return PlanAutoscaling(race, std["schedule"], race.static_gpu_hours, best, auto, float(plan.fleet.lag_min),
+                           float(rate_cv))

@@ -438,8 +438,15 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
                    help="survive losing one of this many zones")
     p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
-                   help="folder for plan.csv and plan.md (default ./capbook-plan)")
+                   help="folder for plan.csv, plan.md and schedule.csv (default ./capbook-plan)")
     _add_price_arguments(p.add_argument_group("cost"))
+    g = p.add_argument_group("autoscaling")
+    g.add_argument("--lag", default="8", metavar="MINUTES",
+                   help="minutes from the autoscaler's trigger to a new replica serving (node, image pull, model "
+                        "load); sizes the burst headroom and the simulated week (default 8)")
+    g.add_argument("--no-autoscale", action="store_true",
+                   help="skip the simulated week (about half a minute per policy at tens of requests per second): "
+                        "no schedule.csv and no 'autoscaling' rows")
     p.set_defaults(func=run_plan)
 
 
@@ -562,14 +569,21 @@ def run_plan(args: argparse.Namespace) -> int:
                                       history_label=args.history)
         prices = _prices_flag(args)
         replica = _replica_flags(args)
+        lag = _number(args.lag, "--lag", "a number of minutes >= 0", zero=True)
         plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier,
                              slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
                              headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
-                             spares=args.spares, zones=args.zones, simulate=not args.no_sim)
+                             spares=args.spares, zones=args.zones, lag_min=lag, simulate=not args.no_sim)
         if prices is not None:
             sat = None if args.saturation_price is None else _number(
                 args.saturation_price, "--saturation-price", "a positive number of dollars per late request")
             plan = plan.priced(inputs.arguments["sweep"], prices, saturation_usd=sat, **replica)
+        if not args.no_autoscale:
+            from capbook.autoscale_plan import PLAN_CANDIDATES
+
+            print(f"simulating the forecast week under {len(PLAN_CANDIDATES)} scaling policies "
+                  f"({', '.join(PLAN_CANDIDATES)}; --no-autoscale skips this) ...", flush=True)
+            plan = plan.autoscaled(inputs.arguments["sweep"], inputs.arguments["log"])
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))
@@ -577,7 +591,12 @@ def run_plan(args: argparse.Namespace) -> int:
     csv_path = plan.to_csv(out / "plan.csv")
     md_path = out / "plan.md"
     md_path.write_text(cli_message(plan.to_markdown()), encoding="utf-8")
-    print(f"wrote {csv_path} and {md_path}")
+    written = [str(csv_path), str(md_path)]
+    if plan.autoscaling is not None:
+        sched = out / "schedule.csv"
+        plan.autoscaling.schedule_frame().to_csv(sched, index=False)
+        written.append(str(sched))
+    print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
     return 0
 
 

@@ -1183,7 +1183,7 @@ class CapacityPlan:
         return dataclasses.replace(self, pricing=price_plan(self, sweep, prices, saturation_usd=saturation_usd,
                                                             gpu=gpu, tensor_parallel=tensor_parallel))
 
-    def autoscaled(self, sweep, log, *, candidates=None, rate_cv: float = 0.0, seed: int = 2026) -> "CapacityPlan":
+    def autoscaled(self, sweep, log, *, candidates=None, rate_cv="log", seed: int = 2026) -> "CapacityPlan":
         """This plan with an autoscaling section: candidate policies raced through the design week
         (:func:`capbook.autoscale_plan.plan_autoscaling`; about half a minute per candidate for a
         week at tens of requests per second).
@@ -1196,8 +1196,9 @@ class CapacityPlan:
             The plan's request log (token lengths).
         candidates : sequence of str, optional
             Policy names (default :data:`capbook.autoscale_plan.PLAN_CANDIDATES`).
-        rate_cv : float
-            Bursts on top of the hourly shape (:func:`capbook.arrivals.rate_cv_from_log`).
+        rate_cv : float or "log"
+            Bursts on top of the hourly shape (default: measured in the log,
+            :func:`capbook.autoscale_plan.log_rate_cv`).
         seed : int
         """
         from .autoscale_plan import PLAN_CANDIDATES, plan_autoscaling

@@ -46,7 +46,7 @@ def test_plan_command_prints_and_exports_the_api_plan(tmp_path, capsys):
     log_path = _log(tmp_path)
     out = tmp_path / "plan"
     code = main(["plan", "--requests", str(log_path), "--sweep", str(SWEEP_CSV), "--out", str(out),
-                 "--no-sim", "--slo", "tpot=100ms", "--horizon", "12", "--spares", "2"])
+                 "--no-sim", "--slo", "tpot=100ms", "--horizon", "12", "--spares", "2", "--no-autoscale"])
     assert code == 0
     text = capsys.readouterr().out
     api = capacity_plan(read_requests(log_path), load_sample_sweep("illustrative_chat"),

@@ -29,7 +29,7 @@ def sample_plan(tmp_path_factory):
 
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
-        assert cli_main(["plan", "--prices", str(PRICES), "--out", str(out)]) == 0
+        assert cli_main(["plan", "--prices", str(PRICES), "--no-autoscale", "--out", str(out)]) == 0
     return buf.getvalue(), _cost_rows(out / "plan.csv"), (out / "plan.md").read_text(), pd.read_csv(out / "plan.csv")
 
 
@@ -81,7 +81,7 @@ def test_gpu_and_tensor_parallel_flags_price_a_sweep_that_does_not_say(tmp_path,
     path = tmp_path / "mine.csv"
     sweep.to_csv(path, index=False)
     log = ROOT / "data" / "gateway" / "peak_hours.parquet"
-    args = ["plan", "--requests", str(log), "--sweep", str(path), "--no-sim", "--prices", str(PRICES)]
+    args = ["plan", "--requests", str(log), "--sweep", str(path), "--no-sim", "--no-autoscale", "--prices", str(PRICES)]
     assert cli_main([*args, "--out", str(tmp_path / "a")]) == 2
     assert "pass --gpu NAME" in capsys.readouterr().err
     assert cli_main([*args, "--gpu", "h100 sxm 80gb", "--out", str(tmp_path / "b")]) == 2
@@ -146,8 +146,8 @@ def test_plan_prices_on_a_real_log_and_sweep(shared_dir, tmp_path, capsys):
     sweep = shared_dir / "realdata" / "inference-perf-kubecon-na-2025" / "vllm"
     if not (log.is_file() and sweep.is_dir()):
         pytest.skip("the Azure conversation trace or the KubeCon sweep is not in ../shared")
-    assert cli_main(["plan", "--requests", str(log), "--sweep", str(sweep), "--no-sim", "--prices", str(PRICES),
-                     "--out", str(tmp_path)]) == 0
+    assert cli_main(["plan", "--requests", str(log), "--sweep", str(sweep), "--no-sim", "--no-autoscale",
+                     "--prices", str(PRICES), "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     rows = _cost_rows(tmp_path / "plan.csv")
     t = pd.read_csv(tmp_path / "plan.csv")
@@ -185,7 +185,8 @@ def test_saturation_price_flag(tmp_path, capsys):
     got = {}
     for usd in ("0.01", "1"):
         out = tmp_path / usd
-        assert cli_main(["plan", "--no-sim", "--prices", str(PRICES), "--saturation-price", usd, "--out", str(out)]) == 0
+        assert cli_main(["plan", "--no-sim", "--no-autoscale", "--prices", str(PRICES), "--saturation-price", usd,
+                         "--out", str(out)]) == 0
         text = capsys.readouterr().out
         rows = _cost_rows(out / "plan.csv")
         assert float(rows["price of saturation"]) == float(usd)
@@ -210,7 +211,7 @@ def test_an_unverified_plan_says_so_beside_its_price(shared_dir, tmp_path, capsy
     if not (log.is_file() and sweep.is_dir()):
         pytest.skip("the Mooncake trace or the KubeCon sweep is not in ../shared")
     assert cli_main(["plan", "--requests", str(log), "--sweep", str(sweep), "--prices", str(PRICES),
-                     "--out", str(tmp_path)]) == 0
+                     "--no-autoscale", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "NOT VERIFIED" in text.splitlines()[0]
     assert "priced are the models' count, which the replay could not verify" in text.split("\nCost\n")[1]

@@ -139,7 +139,7 @@ def test_cli_history_flag(tmp_path, capsys, history):
     assert cli_main(["plan", "--requests", str(LOG), "--history", str(tmp_path / "missing.csv"), "--no-sim",
                      "--out", str(tmp_path / "o")]) == 2
     assert "--history" in capsys.readouterr().err
-    assert cli_main(["plan", "--requests", str(LOG), "--history", str(HISTORY), "--no-sim",
+    assert cli_main(["plan", "--requests", str(LOG), "--history", str(HISTORY), "--no-sim", "--no-autoscale",
                      "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     assert "calibrated" in out and "hourly history" in out

@@ -152,14 +152,15 @@ def test_the_installed_wheel_plans_from_its_own_data(wheel, tmp_path):
     package_file, data_dir = out.splitlines()
     assert Path(package_file) == target / "capbook" / "__init__.py"
     assert Path(data_dir) == target / "capbook" / "sample_data"
-    r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--out", "out"],
+    r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--scale", "0.05", "--out", "out"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replicas" in r.stdout.lower()
     assert (cwd / "out" / "plan.csv").is_file() and (cwd / "out" / "plan.md").is_file()
+    assert (cwd / "out" / "schedule.csv").read_text().startswith("hour_of_week,replicas\n")
     assert str(ROOT) not in r.stdout + r.stderr
     # and it is that copy it reads: without it, the same command fails on the file it misses
     (target / "capbook" / "sample_data" / "gateway" / "hourly.csv").unlink()
-    r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--out", "out2"],
+    r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--no-autoscale", "--out", "out2"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
     assert r.returncode == 2 and "hourly.csv" in r.stderr, r.stdout + r.stderr

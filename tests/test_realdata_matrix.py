@@ -147,7 +147,9 @@ def test_plan_on_real_log_and_sweep(shared_dir, tmp_path, capsys, log, sweep, fl
         _assert_cli_message(err)
         assert flags[0] in err, err
     out = tmp_path / "plan"
-    code = main(args + flags + ["--out", str(out)])
+    # the simulated week for the first pairing of each log (a few seconds to half a minute each)
+    autoscale = [c[0] for c in COMBOS].index(log) == COMBOS.index((log, sweep, flags, tool))
+    code = main(args + flags + ["--out", str(out)] + ([] if autoscale else ["--no-autoscale"]))
     text = capsys.readouterr()
     assert code == 0, text.err
     assert "Traceback" not in text.err
@@ -169,3 +171,14 @@ def test_plan_on_real_log_and_sweep(shared_dir, tmp_path, capsys, log, sweep, fl
     for bad in ("nan", "inf", "None"):
         assert not re.search(rf"\b{bad}\b", text.out), f"{bad!r} in the plan:\n{text.out}"
         assert not re.search(rf"\b{bad}\b", md), f"{bad!r} in plan.md"
+    if autoscale:
+        sched = pd.read_csv(out / "schedule.csv")
+        assert list(sched.columns) == ["hour_of_week", "replicas"]
+        assert sched["hour_of_week"].tolist() == list(range(168))
+        assert (sched["replicas"] >= 1).all() and sched["replicas"].max() <= total
+        static = float(rows[("autoscaling", "GPU-hours per week (static)")])
+        auto = float(rows[("autoscaling", "GPU-hours per week (autoscaled)")])
+        assert 0 < auto <= static, (auto, static)
+        assert "Autoscaling through the week" in text.out
+    else:
+        assert not (out / "schedule.csv").exists()
