@@ -64,6 +64,7 @@ from .validation import integer, nonnegative, positive, probability
 __all__ = [
     "ReplicaModel",
     "Scaling",
+    "ProvisioningLag",
     "Observation",
     "Policy",
     "Static",
@@ -234,6 +235,59 @@ def _lag(value, name):
     return as_distribution(value, name)
 
 
+class ProvisioningLag(Distribution):
+    """A scale-up lag as the sum of its parts, each lognormal around its mean.
+
+    Parameters
+    ----------
+    components : dict
+        Part name → mean seconds (node, image pull, weights download, model load, ...).
+    scv : float
+        Squared coefficient of variation of each part (0.25: a part is typically within about
+        ±50 % of its mean).
+
+    Build one from the plan's :class:`capbook.fleet.ScaleUpLag` with :meth:`from_scale_up_lag`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lag = ProvisioningLag({"node": 180.0, "model load": 60.0}, scv=0.25)
+    >>> lag.mean, round(float(lag.sample(np.random.default_rng(0), 200_000).mean()), -1)
+    (240.0, 240.0)
+    """
+
+    def __init__(self, components: dict, scv: float = 0.25):
+        from .distributions import Lognormal
+
+        if not isinstance(components, dict) or not components:
+            raise ValueError("components must map part names to mean seconds")
+        self.components = {str(k): nonnegative(v, f"components[{k!r}]") for k, v in components.items()}
+        self.scv_each = nonnegative(scv, "scv")
+        self._parts = [Lognormal(m, self.scv_each) if (m > 0 and self.scv_each > 0) else m
+                       for m in self.components.values()]
+        self.mean = float(sum(self.components.values()))
+        if self.mean <= 0:
+            raise ValueError("the lag's parts add up to 0 s; use lag_s=0 for no lag")
+        self.variance = float(sum(self.scv_each * m * m for m in self.components.values()))
+
+    @classmethod
+    def from_scale_up_lag(cls, lag, scv: float = 0.25) -> "ProvisioningLag":
+        """From a :class:`capbook.fleet.ScaleUpLag` (minutes), without its ``detect`` part: the
+        simulator's control loop does the detecting."""
+        parts = {"node": lag.node, "image pull": lag.image_pull, "weights download": lag.weights_download,
+                 "model load": lag.model_load}
+        return cls({k: 60.0 * v for k, v in parts.items() if v > 0}, scv)
+
+    def sample(self, rng, size):
+        out = np.zeros(size)
+        for p in self._parts:
+            out += p.sample(rng, size) if hasattr(p, "sample") else p
+        return out
+
+    def __repr__(self):
+        return f"ProvisioningLag(mean={self.mean:g} s over {list(self.components)}, scv each={self.scv_each:g})"
+
+
 @dataclass
 class Scaling:
     """How replicas come and go.
@@ -305,7 +359,8 @@ class Observation:
         Mean share of serving replicas running at least one request: what a GPU's "utilisation"
         counter reports (busy whenever any kernel runs), saturating long before the slots do.
     busy : int
-        Requests in service now.
+        Requests in service on the serving replicas now (a draining replica's last requests are
+        not counted: they need no new capacity).
     waiting : int
         Requests queued now.
     ttft_p99_s : float
@@ -987,6 +1042,9 @@ class _Run:
         T_end = self.T_end
         gen_s = 3600.0 if self.source is None else max(self.source.bin_s, min(3600.0, self.source.duration_s))
         gen_s = max(gen_s, dt)
+        if self.source is not None and self.source.rate_cv > 0:      # a burst window never spans two pieces
+            w = self.source.window_s
+            gen_s = math.ceil(gen_s / w - 1e-9) * w
 
         # pending arrivals (generated, not yet committed): lists consumed from index p
         A, H, F = [], [], []

@@ -582,7 +582,7 @@ def run_plan(args: argparse.Namespace) -> int:
             from capbook.autoscale_plan import PLAN_CANDIDATES
 
             print(f"simulating the forecast week under {len(PLAN_CANDIDATES)} scaling policies "
-                  f"({', '.join(PLAN_CANDIDATES)}; --no-autoscale skips this) ...", flush=True)
+                  f"({', '.join(PLAN_CANDIDATES)}; --no-autoscale skips this) ...", file=sys.stderr, flush=True)
             plan = plan.autoscaled(inputs.arguments["sweep"], inputs.arguments["log"])
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)

@@ -155,14 +155,16 @@ def test_plan_cli_writes_schedule_and_autoscaling_rows(tmp_path, capsys):
     out = tmp_path / "plan"
     assert main(["plan", "--no-sim", "--scale", "0.05", "--prices", str(data_dir() / "prices" / "illustrative.csv"),
                  "--out", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "simulating the forecast week under 3 scaling policies" in text
+    cap = capsys.readouterr()
+    text = cap.out
+    assert "simulating the forecast week under 3 scaling policies" in cap.err      # progress, not the plan
     assert "Autoscaling through the week" in text
     sched = pd.read_csv(out / "schedule.csv")
     assert list(sched.columns) == ["hour_of_week", "replicas"] and len(sched) == 168
     t = pd.read_csv(out / "plan.csv")
     a = t[t["step"] == "autoscaling"].set_index("quantity")["value"]
     total = int(float(t[(t["step"] == "fleet") & (t["quantity"] == "total replicas")]["value"].iloc[0]))
+    assert f"{total} replicas" in text.splitlines()[0]                            # the headline comes first
     assert float(a["GPU-hours per week (static)"]) == total * 168
     assert 0 < float(a["GPU-hours per week (autoscaled)"]) <= total * 168
     assert float(a["USD per week (static, on demand)"]) == pytest.approx(total * 168 * 2.20)
@@ -202,3 +204,39 @@ def test_headroom_rule_holds_where_it_was_sized_and_breaks_beyond(plan, inputs):
     sized = headroom_check(rep, lengths, 20.0, ramps_per_min=(4.0,), lags_min=(16.0,))
     assert sized["held"].all()
     assert int(sized["headroom_replicas"].iloc[0]) > int(broke["headroom_replicas"].iloc[0])
+
+
+def test_the_target_the_book_advises_meets_where_a_hot_target_does_not(plan, inputs):
+    """Scale at 60-70 % of the slots (the book's advice): the busiest day meets its objectives;
+    at 90 % the fleet runs too hot to absorb the climb and the queue shows in TTFT."""
+    from capbook.autoscale import ReactiveWaiting
+
+    sweep, log = inputs.arguments["sweep"], inputs.arguments["log"]
+    week = design_week(plan)
+    day = int(week["request_rate"].idxmax()) // 24
+    race = race_policies(plan, sweep, log, {"65 %": ReactiveWaiting(0.65), "90 %": ReactiveWaiting(0.9)},
+                         week=week, hours=slice(24 * day, 24 * day + 24))
+    t = race.table.set_index("policy")
+    assert t.loc["65 %", "meets"] and t.loc["65 %", "worst_hour_ttft_p99_s"] <= plan.slo.ttft_target_s
+    assert not t.loc["90 %", "meets"]
+    assert t.loc["90 %", "worst_hour_ttft_p99_s"] > 10 * plan.slo.ttft_target_s
+    assert t.loc["90 %", "gpu_hours"] < t.loc["65 %", "gpu_hours"]
+
+
+def test_provisioning_lag_is_the_sum_of_its_parts():
+    from capbook.autoscale import ProvisioningLag
+    from capbook.fleet import ScaleUpLag
+
+    lag = ProvisioningLag.from_scale_up_lag(ScaleUpLag(), scv=0.25)
+    # detect is the control loop's job: the parts are node 3, image pull 1, weights 2, model load 1 minutes
+    assert lag.components == {"node": 180.0, "image pull": 60.0, "weights download": 120.0, "model load": 60.0}
+    assert lag.mean == 420.0 and lag.variance == pytest.approx(0.25 * (180**2 + 60**2 + 120**2 + 60**2))
+    x = lag.sample(np.random.default_rng(3), 400_000)
+    assert x.mean() == pytest.approx(420.0, rel=0.005)
+    assert x.var() == pytest.approx(lag.variance, rel=0.03)
+    assert (x > 0).all()
+    assert np.all(ProvisioningLag({"node": 60.0}, scv=0.0).sample(np.random.default_rng(0), 5) == 60.0)
+    with pytest.raises(ValueError, match="add up to 0"):
+        ProvisioningLag({"node": 0.0})
+    with pytest.raises(ValueError, match="components"):
+        ProvisioningLag({})
