@@ -434,6 +434,9 @@ class PlanAutoscaling:
         Scale-up lag simulated, minutes.
     rate_cv : float
         Burstiness layered on the hourly shape (:class:`capbook.arrivals.RateArrivals`).
+    unreachable : str or None
+        Why no fleet can meet the objectives, when the plan found that no size can (then no
+        policy can either, and the GPU-hours compare fleets that all miss).
     """
 
     race: PolicyRace
@@ -443,6 +446,7 @@ class PlanAutoscaling:
     autoscaled_gpu_hours: float
     lag_min: float
     rate_cv: float = 0.0
+    unreachable: str | None = None
 
     def schedule_frame(self) -> pd.DataFrame:
         """``hour_of_week`` (0 = Monday 00:00 UTC) and ``replicas``, the schedule as
@@ -481,7 +485,11 @@ class PlanAutoscaling:
         lines = [f"{h2}Autoscaling through the week", "",
                  f"The week simulated: {self.race.note}, with the log's minute-scale bursts (rate CV "
                  f"{self.rate_cv:.3f}); scale-up lag {self.lag_min:g} min; {int(t['requests'].iloc[0]):,} requests.", ""]
-        if self.policy is None:
+        if self.policy is None and self.unreachable:
+            lines.append(f"As the plan found, {self.unreachable}. No scaling policy can help either: the static "
+                         f"plan's {self.static_gpu_hours:,.0f} GPU-hours per week stand, and the rows below compare "
+                         "fleets that all miss.")
+        elif self.policy is None:
             lines.append(f"No candidate policy met the objectives in every hour: the static plan's "
                          f"{self.static_gpu_hours:,.0f} GPU-hours per week stand.")
         else:
@@ -555,5 +563,7 @@ def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=Non
     best = race.best
     auto = race.static_gpu_hours if best is None else float(
         race.table.set_index("policy").loc[best, "gpu_hours"])
+    v = plan.verification
+    unreachable = v.reason.rstrip(".") if (v.status == "impossible" and v.reason) else None
     return PlanAutoscaling(race, std["schedule"], race.static_gpu_hours, best, auto, float(plan.fleet.lag_min),
-                           float(rate_cv))
+                           float(rate_cv), unreachable)

@@ -240,3 +240,18 @@ def test_provisioning_lag_is_the_sum_of_its_parts():
         ProvisioningLag({"node": 0.0})
     with pytest.raises(ValueError, match="components"):
         ProvisioningLag({})
+
+
+def test_when_no_fleet_can_meet_the_objectives_the_section_says_so(inputs):
+    """The p99 prompt's prefill alone exceeds a 0.3 s TTFT objective: the plan finds no fleet size
+    meets it, and the autoscaling section says no policy can help instead of ranking them."""
+    from capbook.plan import SLO
+
+    p = capacity_plan(**inputs.arguments, slo=SLO(ttft_target_s=0.3), demand_scale=0.05, sim_requests=2000)
+    assert p.verification.status == "impossible"
+    a = plan_autoscaling(p, inputs.arguments["sweep"], inputs.arguments["log"], candidates=("waiting",), rate_cv=0.0)
+    assert a.policy is None and a.autoscaled_gpu_hours == a.static_gpu_hours
+    text = a.render()
+    assert "As the plan found, no fleet size can meet the objectives" in text
+    assert "No scaling policy can help" in text
+    assert not a.race.table["meets"].any()
