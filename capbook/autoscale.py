@@ -59,6 +59,7 @@ import pandas as pd
 
 from .arrivals import ArrivalStream, RateArrivals, TokenLengths
 from .distributions import Distribution, as_distribution
+from .forecast import HOURS_PER_WEEK
 from .validation import integer, nonnegative, positive, probability
 
 __all__ = [
@@ -78,7 +79,6 @@ __all__ = [
     "required_replicas",
 ]
 
-HOURS_PER_WEEK = 168
 SECONDS_PER_WEEK = HOURS_PER_WEEK * 3600.0
 
 
