@@ -29,7 +29,7 @@ def _shown(spec, lag: float) -> list[dict]:
     rows = spec["datasets"][name]
     (flt,) = [t["filter"] for t in layer["transform"] if "filter" in t]
     assert flt == HEADROOM_FILTER
-    return [r for r in rows if eval(flt, {}, {"datum": _Datum(r), "lag": lag})]
+    return [r for r in rows if eval(flt, {"abs": abs}, {"datum": _Datum(r), "lag": lag})]
 
 
 def _hand_grid():
@@ -60,6 +60,17 @@ def test_headroom_slider_shows_the_rows_of_its_lag():
     assert [r["verdict"] for r in _shown(spec, 12.0)] == ["held", "broke", "broke"]
     # the objective is the dashed rule
     assert any(r.get("ttft_s") == 1.0 for d in spec["datasets"].values() for r in d)
+
+
+def test_slider_positions_the_browser_computes_find_their_rows():
+    # lags of 3.65 min steps: the browser's min + k * step need not be the grid's value to the last bit
+    grid = _hand_grid()
+    grid["lag_min"] = grid["lag_min"].map({4.0: 3.65, 8.0: 7.3, 12.0: 3 * 3.65})
+    spec = headroom_chart(grid, ttft_s=1.0).to_dict()
+    p = {q["name"]: q for q in spec["params"]}["lag"]
+    for k in range(3):
+        at = p["bind"]["min"] + k * p["bind"]["step"]
+        assert len(_shown(spec, at)) == 3, at
 
 
 def test_headroom_rows_are_the_grid():

@@ -18,8 +18,9 @@ from . import PALETTE, slider
 
 __all__ = ["HEADROOM_FILTER", "TTFT_FLOOR_S", "TTFT_CEILING_S", "week_shapes_chart", "day_rows", "day_chart", "headroom_rows", "headroom_chart"]
 
-#: Vega filter of :func:`headroom_chart`: the rows of the lag the slider (parameter ``lag``) selects.
-HEADROOM_FILTER = "datum.lag_min == lag"
+#: Vega filter of :func:`headroom_chart`: the rows of the lag the slider (parameter ``lag``) selects
+#: (to a microsecond: the browser's min + k × step may differ from the grid's lag in the last bit).
+HEADROOM_FILTER = "abs(datum.lag_min - lag) < 1e-6"
 
 #: Seconds: the log-scale bars of :func:`headroom_chart` start here (a p99 of 0 is drawn at it) …
 TTFT_FLOOR_S = 0.01
