@@ -58,6 +58,9 @@ def test_headroom_slider_shows_the_rows_of_its_lag():
         assert [r["verdict"] for r in shown] == ["held" if h else "broke" for h in want["held"]]
     # 2 req/s per minute for 12 minutes gains 24 req/s: the hand grid's one broken row at 12 min is the fastest ramp
     assert [r["verdict"] for r in _shown(spec, 12.0)] == ["held", "broke", "broke"]
+    # the bars start at the bottom of the log axis (a log scale has no zero)
+    bar = next(l for l in spec["layer"] if l.get("mark", {}).get("type") == "bar")
+    assert bar["encoding"]["y2"] == {"datum": 0.25} and bar["encoding"]["y"]["scale"]["domain"][0] == 0.25
     # the objective is the dashed rule
     assert any(r.get("ttft_s") == 1.0 for d in spec["datasets"].values() for r in d)
 
@@ -145,8 +148,9 @@ def test_day_rows_follow_the_results():
     race = _small_race()
     demand, rows = day_rows(race, bin_min=5.0, first_hour=6.0)
     h = race.results["static"].hours
-    assert list(demand["hour"]) == pytest.approx(list(6.0 + h["start_s"] / 3600.0))
-    assert list(demand["rate"]) == list(h["rate"])
+    # one row per report bin, and one more closing the last bin at its end (600 s later)
+    assert list(demand["hour"]) == pytest.approx(list(6.0 + h["start_s"] / 3600.0) + [6.0 + 1200 / 3600.0])
+    assert list(demand["rate"]) == list(h["rate"]) + [h["rate"].iloc[-1]]
     assert list(dict.fromkeys(rows["policy"])) == ["static", "schedule"]
     assert set(rows.loc[rows["policy"] == "static", "serving"]) == {5.0}
     # the schedule's mean serving per 5-minute bin equals the ticks' mean

@@ -47,7 +47,8 @@ def day_rows(race, *, bin_min: float = 10.0, first_hour: float = 0.0) -> tuple[p
     -------
     (pandas.DataFrame, pandas.DataFrame)
         ``demand``: ``hour`` (``first_hour`` + hours from the start of the race), ``rate`` (requests/s that
-        arrived in that hour, the same for every policy: one seed); ``replicas``: ``hour``,
+        arrived in that hour, the same for every policy: one seed; a last row closes the last
+        hour at its end); ``replicas``: ``hour``,
         ``policy``, ``serving`` (mean replicas serving in the bin).
     """
     results = getattr(race, "results", None)
@@ -57,7 +58,11 @@ def day_rows(race, *, bin_min: float = 10.0, first_hour: float = 0.0) -> tuple[p
     h0 = number(first_hour, "first_hour", lo=0)
     first = next(iter(results.values()))
     h = first.hours
-    demand = pd.DataFrame({"hour": h0 + h["start_s"].to_numpy(float) / 3600.0, "rate": h["rate"].to_numpy(float)})
+    starts = h["start_s"].to_numpy(float)
+    width = float(np.diff(starts).min()) if starts.size > 1 else float(first.duration_s)
+    # one more point at the end of the last bin, so that the step line draws the last bin too
+    demand = pd.DataFrame({"hour": h0 + np.append(starts, starts[-1] + width) / 3600.0,
+                           "rate": np.append(h["rate"].to_numpy(float), float(h["rate"].iloc[-1]))})
     parts = []
     for name, res in results.items():
         t = res.ticks
@@ -92,7 +97,7 @@ def day_chart(race, *, static_replicas: int | None = None, bin_min: float = 10.0
     demand, rows = day_rows(race, bin_min=bin_min, first_hour=first_hour)
     lo = float(demand["hour"].min())
     x = alt.X("hour:Q", title="hour of the day", scale=alt.Scale(domain=[
-        lo, float(max(demand["hour"].max() + 1, rows["hour"].max()))], nice=False))
+        lo, float(max(demand["hour"].max(), rows["hour"].max()))], nice=False))
     top = alt.Chart(demand).mark_area(interpolate="step-after", opacity=0.35, color=PALETTE[4],
                                       line={"color": PALETTE[4]}).encode(
         x=x, y=alt.Y("rate:Q", title="requests/s"),
@@ -195,8 +200,10 @@ def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None =
     top = max(float(rows["ttft_shown_s"].max()), obj) * 2
     y = alt.Y("ttft_shown_s:Q", title="p99 TTFT during the ramp, s",
               scale=alt.Scale(type="log", domain=[min(float(rows["ttft_shown_s"].min()), obj) / 2, top]))
+    floor = min(float(rows["ttft_shown_s"].min()), obj) / 2
+    # a bar on a log scale has no zero to start from: it starts at the bottom of the axis
     bars = base.mark_bar(size=50).encode(
-        x=x, y=y, color=alt.Color("verdict:N", title=None, scale=alt.Scale(domain=["held", "broke"],
+        x=x, y=y, y2=alt.datum(floor), color=alt.Color("verdict:N", title=None, scale=alt.Scale(domain=["held", "broke"],
                                                                             range=[PALETTE[0], PALETTE[1]])),
         tooltip=[alt.Tooltip("ramp_per_min:O", title="ramp, req/s per min"), alt.Tooltip("lag_min:Q", title="lag, min"),
                  alt.Tooltip("headroom_replicas:Q", title="headroom replicas"),
