@@ -414,6 +414,7 @@ class Policy:
     name = "policy"
 
     def desired(self, obs: Observation) -> int:  # pragma: no cover - interface
+        """The replicas wanted now (serving plus starting), given the last window's observation."""
         raise NotImplementedError
 
     def __repr__(self):

@@ -48,8 +48,8 @@ SAMPLE_ONLY = [
     "We use the illustrative sweep at its 32 slots",
 ]
 #: Pages that read the request log, and pages that read the sweep: each must name the reader's file.
-READS_LOG = ("know_your_traffic", "variability", "replay_trace", "forecast_tokens", "backtesting", "capstone_plan",
-             "what_capacity_costs")
+READS_LOG = ("know_your_traffic", "variability", "replay_trace", "autoscaling", "forecast_tokens", "backtesting",
+             "capstone_plan", "what_capacity_costs")
 READS_SWEEP = ("know_your_traffic", "variability", "sweep_to_slots", "textbook_breaks", "mixed_workloads",
                "capstone_plan")
 _GLUE_ROLE = re.compile(r"\{glue(?::text)?\}`([^`]+)`")
