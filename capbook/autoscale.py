@@ -246,6 +246,8 @@ class ProvisioningLag(Distribution):
         Squared coefficient of variation of each part (0.25: a part is typically within about
         ±50 % of its mean).
 
+    Notes
+    -----
     Build one from the plan's :class:`capbook.fleet.ScaleUpLag` with :meth:`from_scale_up_lag`.
 
     Examples
