@@ -32,7 +32,8 @@ $(VENDOR): site/node_modules/.package-lock.json tools/vendor_assets.py
 	$(BIN)/python tools/vendor_assets.py
 
 # The unit tests, the docstring examples of every module of capbook/ and the README's examples.
-UNIT := $(BIN)/python -m pytest tests capbook --doctest-modules -q -p no:cacheprovider --ignore=tests/browser
+# --durations lists the slowest tests: the budget of `make test` is 30 minutes on two cores.
+UNIT := $(BIN)/python -m pytest tests capbook --doctest-modules -q -p no:cacheprovider --ignore=tests/browser --durations=25
 
 unit: setup
 	$(UNIT) $(XDIST)
