@@ -1,0 +1,125 @@
+"""Where a request log is aggregated: DuckDB on this machine, or Apache Spark next to the data.
+
+capbook computes every aggregate of a request log (validation counts, hourly tokens, the
+statistics the book needs) from one definition, the portable SQL of :mod:`capbook.logsql`.
+This module runs that SQL: :class:`DuckDBEngine` (the default: one machine, bounded memory)
+or :class:`SparkEngine` (PySpark, the optional extra ``capbook[spark]``, with a Java runtime).
+
+A Spark engine starts a local master (``local[*]``, every core of this machine) unless it is
+given another master URL (``spark://host:7077``, ``yarn``, ``k8s://...``); the session is
+created once per master and reused.
+
+Examples
+--------
+>>> spark_unavailable() is None or "Java" in spark_unavailable() or "pyspark" in spark_unavailable()
+True
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import threading
+from typing import Any
+
+__all__ = ["ENGINES", "spark_session", "spark_unavailable"]
+
+#: The engines :func:`capbook.traces.read_requests` accepts (``engine=``).
+ENGINES = ("duckdb", "spark")
+
+_SESSIONS: dict[str, Any] = {}
+_SESSION_LOCK = threading.Lock()
+
+
+def _java() -> str | None:
+    """The java executable Spark will start (``JAVA_HOME`` first, then ``PATH``)."""
+    home = os.environ.get("JAVA_HOME")
+    if home and os.access(os.path.join(home, "bin", "java"), os.X_OK):
+        return os.path.join(home, "bin", "java")
+    return shutil.which("java")
+
+
+def _java_major(java: str) -> int | None:
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = out.stderr + out.stdout
+    import re
+
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if not m:
+        return None
+    major = int(m.group(1))
+    return int(m.group(2) or 0) if major == 1 else major  # "1.8.0" is Java 8
+
+
+def spark_unavailable() -> str | None:
+    """Why the Spark engine cannot run here, or None when it can.
+
+    Returns
+    -------
+    str or None
+        A sentence naming what is missing (the ``pyspark`` package, a Java runtime, or a Java
+        older than 17) and how to install it; None when both are there.
+    """
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return ("the Spark engine needs the pyspark package: pip install 'capbook[spark]' "
+                "(make test installs it)")
+    java = _java()
+    if java is None:
+        return ("the Spark engine needs a Java runtime (17 or newer) and none was found on PATH "
+                "or in JAVA_HOME: install one, e.g. apt-get install default-jre-headless "
+                "(make test does this where it runs as root)")
+    major = _java_major(java)
+    if major is not None and major < 17:
+        return (f"the Spark engine needs Java 17 or newer; {java} is Java {major}: install a newer "
+                f"runtime (apt-get install default-jre-headless) or point JAVA_HOME at one")
+    return None
+
+
+def spark_session(master: str | None = None):
+    """The SparkSession capbook runs its SQL on (created once per master, then reused).
+
+    Parameters
+    ----------
+    master : str, optional
+        A Spark master URL. Default ``local[*]``: Spark in this process's JVM on every core.
+        On a cluster pass its master (``spark://host:7077``, ``yarn``, ``k8s://https://...``).
+
+    Returns
+    -------
+    pyspark.sql.SparkSession
+        With the session time zone UTC (capbook's times are UTC) and, for a local master, the
+        driver bound to the loopback address and the web UI off.
+
+    Raises
+    ------
+    RuntimeError
+        When pyspark or Java is missing (the message says what to install).
+    """
+    why = spark_unavailable()
+    if why is not None:
+        raise RuntimeError(why)
+    master = master or "local[*]"
+    with _SESSION_LOCK:
+        s = _SESSIONS.get(master)
+        if s is not None and s.sparkContext._jsc is not None:
+            return s
+        from pyspark.sql import SparkSession
+
+        b = (SparkSession.builder.master(master).appName("capbook")
+             .config("spark.sql.session.timeZone", "UTC")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.ansi.enabled", "false"))
+        if master.startswith("local"):
+            b = (b.config("spark.driver.host", "127.0.0.1")
+                 .config("spark.driver.bindAddress", "127.0.0.1")
+                 .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))))
+        s = b.getOrCreate()
+        s.sparkContext.setLogLevel("ERROR")
+        _SESSIONS[master] = s
+        return s
