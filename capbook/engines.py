@@ -114,7 +114,10 @@ def spark_session(master: str | None = None):
              .config("spark.sql.session.timeZone", "UTC")
              .config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.ansi.enabled", "false"))
+             # capbook's SQL (capbook.logsql) is written for ANSI SQL with "quoted" names
+             .config("spark.sql.ansi.enabled", "true")
+             .config("spark.sql.ansi.doubleQuotedIdentifiers", "true")
+             .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
         if master.startswith("local"):
             b = (b.config("spark.driver.host", "127.0.0.1")
                  .config("spark.driver.bindAddress", "127.0.0.1")
@@ -123,3 +126,140 @@ def spark_session(master: str | None = None):
         s.sparkContext.setLogLevel("ERROR")
         _SESSIONS[master] = s
         return s
+
+
+# --------------------------------------------------------------------------------------------
+# the engines: run capbook's SQL, return small results
+# --------------------------------------------------------------------------------------------
+class DuckDBEngine:
+    """capbook's SQL on one DuckDB connection (one per request log).
+
+    Parameters
+    ----------
+    con : duckdb.DuckDBPyConnection
+    """
+
+    name = "duckdb"
+
+    def __init__(self, con):
+        from .logsql import DUCKDB
+
+        self.con = con
+        self.dialect = DUCKDB
+
+    def table(self, name: str) -> str:
+        """The name a table or view of this log has in the engine (DuckDB: as given)."""
+        return name
+
+    def one(self, sql: str) -> tuple | None:
+        """The first row of a query."""
+        return self.con.execute(sql).fetchone()
+
+    def all(self, sql: str) -> list[tuple]:
+        """Every row of a query."""
+        return self.con.execute(sql).fetchall()
+
+    def df(self, sql: str):
+        """A query's result as a pandas DataFrame (through Arrow)."""
+        rel = self.con.execute(sql)
+        fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
+        return fetch().to_pandas()
+
+    def numpy(self, sql: str) -> dict:
+        """A query's result as a dict of numpy arrays."""
+        return self.con.execute(sql).fetchnumpy()
+
+    def materialize(self, name: str, sql: str) -> None:
+        """Compute a query once into a table."""
+        self.con.execute(f"CREATE OR REPLACE TABLE {name} AS {sql}")
+
+    def view(self, name: str, sql: str) -> None:
+        """Name a query (computed when read)."""
+        self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
+
+
+class SparkEngine:
+    """capbook's SQL on a SparkSession (shared by the logs read on the same master).
+
+    The tables and views of one log get a suffix of their own (``req`` of this log is
+    ``req_<n>``); :meth:`df` and :meth:`one` point the plain names at this log's before they
+    run a query, so the statistics' SQL reads ``req`` on either engine.
+
+    Parameters
+    ----------
+    master : str, optional
+        As :func:`spark_session`.
+    """
+
+    name = "spark"
+    _counter = 0
+    _query_lock = threading.Lock()
+
+    def __init__(self, master: str | None = None):
+        from .logsql import SPARK
+
+        self.spark = spark_session(master)
+        self.master = master or "local[*]"
+        self.dialect = SPARK
+        with _SESSION_LOCK:
+            SparkEngine._counter += 1
+            self.suffix = f"_{SparkEngine._counter}"
+        self._names: set[str] = set()
+        self._cached: list = []
+
+    def table(self, name: str) -> str:
+        return name + self.suffix
+
+    def _sql(self, sql: str):
+        return self.spark.sql(sql)
+
+    _aliased_for: tuple | None = None  # (engine suffix, names) the plain names point at now
+
+    def _aliased(self, sql: str):
+        """Run ``sql`` with the plain names of this log's views (``req``, ``pass1``, ...)."""
+        with SparkEngine._query_lock:
+            key = (self.suffix, frozenset(self._names))
+            if SparkEngine._aliased_for != key:
+                for n in self._names:
+                    self.spark.sql(f"CREATE OR REPLACE TEMP VIEW {n} AS SELECT * FROM {n}{self.suffix}")
+                SparkEngine._aliased_for = key
+            return self.spark.sql(sql)
+
+    def one(self, sql: str) -> tuple | None:
+        rows = self._aliased(sql).limit(1).collect()
+        return tuple(rows[0]) if rows else None
+
+    def all(self, sql: str) -> list[tuple]:
+        return [tuple(r) for r in self._aliased(sql).collect()]
+
+    def df(self, sql: str):
+        return self._aliased(sql).toPandas()
+
+    def numpy(self, sql: str) -> dict:
+        import numpy as np
+
+        d = self.df(sql)
+        return {c: d[c].to_numpy() for c in d.columns}
+
+    def materialize(self, name: str, sql: str) -> None:
+        sdf = self._aliased(sql)
+        sdf = sdf.persist()
+        sdf.count()  # compute it now, once
+        self._cached.append(sdf)
+        sdf.createOrReplaceTempView(name + self.suffix)
+        self._names.add(name)
+        SparkEngine._aliased_for = None
+
+    def view(self, name: str, sql: str) -> None:
+        self._aliased(sql).createOrReplaceTempView(name + self.suffix)
+        self._names.add(name)
+        SparkEngine._aliased_for = None
+
+    def release(self) -> None:
+        """Drop this log's cached tables and views."""
+        for sdf in self._cached:
+            try:
+                sdf.unpersist()
+            except Exception:  # noqa: BLE001 - a stopped session holds nothing
+                pass
+        self._cached.clear()

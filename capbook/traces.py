@@ -77,7 +77,9 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from .engines import ENGINES, DuckDBEngine, SparkEngine
 from .formats import FileFormat
+from .logsql import DUCKDB, SPARK, Dialect
 from .paths import data_path
 from .tracestats import US_PER_H as _US_PER_H, US_PER_S as _US_PER_S, LogStats, utc as _utc
 from .validation import choice, integer
@@ -578,17 +580,17 @@ def detect_log_format(path: str | os.PathLike) -> str:
     con = _connect()
     try:
         sql, cols = _source_sql(con, path)
-        return _detect(con, path, sql, cols)
+        return _detect(DuckDBEngine(con), path, sql, cols)
     except duckdb.Error as exc:
         raise ValueError(_duck_error(path, _file_kind(path), exc)) from None
 
 
-def _detect(con, path: str, sql: str, cols: dict[str, str]) -> str:
+def _detect(eng: DuckDBEngine | SparkEngine, path: str, sql: str, cols: dict[str, str]) -> str:
     names = set(cols)
 
     def first(col: str) -> str:
-        row = con.execute(f"SELECT CAST({_q(col)} AS VARCHAR) FROM {sql} "
-                          f"WHERE {_q(col)} IS NOT NULL LIMIT 1").fetchone()
+        row = eng.one(f"SELECT CAST({_q(col)} AS STRING) FROM {sql} "
+                      f"WHERE {_q(col)} IS NOT NULL LIMIT 1")
         return row[0] if row else ""
 
     probe = _LogProbe(frozenset(names), first)
@@ -606,7 +608,7 @@ def _detect(con, path: str, sql: str, cols: dict[str, str]) -> str:
     )
 
 
-def _resolve_time_unit(con: duckdb.DuckDBPyConnection, path: str, sql: str, cols: dict[str, str],
+def _resolve_time_unit(eng: DuckDBEngine | SparkEngine, path: str, sql: str, cols: dict[str, str],
                        m: Mapping, time_unit: str | None) -> tuple[Mapping, list[str]]:
     """The mapping with its time unit settled, and the note saying how.
 
@@ -620,10 +622,10 @@ def _resolve_time_unit(con: duckdb.DuckDBPyConnection, path: str, sql: str, cols
     ctype = cols[col]
     if ctype.startswith("TIMESTAMP") or ctype == "DATE":  # typed times need no unit
         return m, []
-    txt = f"NULLIF(TRIM(CAST({_q(col)} AS VARCHAR)), '')"
-    n_txt, n_num, lo, hi, first = con.execute(
+    txt = f"NULLIF(TRIM(CAST({_q(col)} AS STRING)), '')"
+    n_txt, n_num, lo, hi, first = eng.one(
         f"SELECT count(x), count(v), min(v), max(v), first(x) FILTER (WHERE v IS NULL) FROM "
-        f"(SELECT {txt} AS x, TRY_CAST({txt} AS DOUBLE) AS v FROM {sql} LIMIT {_UNIT_SAMPLE})").fetchone()
+        f"(SELECT {txt} AS x, TRY_CAST({txt} AS DOUBLE) AS v FROM {sql} LIMIT {_UNIT_SAMPLE})")
     if time_unit is not None:
         if n_txt and not n_num:
             raise ValueError(
@@ -694,11 +696,12 @@ _INT_TYPES = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT",
               "UINTEGER", "UBIGINT", "UHUGEINT"}
 
 
-def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, str]]]:
+def _time_expr(col: str, ctype: str, m: Mapping, d: Dialect = DUCKDB) -> tuple[str, list[tuple[str, str]]]:
     """Expression for microseconds since the Unix epoch, and (reason, condition) problems."""
     c = _q(col)
     if ctype.startswith("TIMESTAMP") or ctype == "DATE":
-        expr = f"epoch_us(CAST({c} AS TIMESTAMP))" if ctype == "DATE" else f"epoch_us({c})"
+        typed = ctype == "DATE" or d.spark  # Spark: a naive timestamp reads as UTC, like DuckDB's
+        expr = d.epoch_us(f"CAST({c} AS TIMESTAMP)" if typed else c)
         return expr, [("missing timestamp", f"{c} IS NULL")]
     if m.time_unit == "datetime":
         if ctype in _INT_TYPES or ctype in ("DOUBLE", "FLOAT") or ctype.startswith("DECIMAL"):
@@ -706,12 +709,12 @@ def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, s
                 f"column {col!r} holds numbers ({ctype}) but the mapping reads it as date-times; "
                 "pass time_unit='s' (or 'ms', 'us', 'ns'), or set Mapping.time_unit"
             )
-        txt = f"NULLIF(TRIM(CAST({c} AS VARCHAR)), '')"
+        txt = f"NULLIF(TRIM(CAST({c} AS STRING)), '')"
         if m.time_format:
-            parsed = f"try_strptime({txt}, {_lit(m.time_format)})"
+            parsed = d.strptime(txt, m.time_format)
         else:
-            parsed = f"TRY_CAST({txt} AS TIMESTAMPTZ)"
-        expr = f"epoch_us({parsed})"
+            parsed = f"TRY_CAST({txt} AS {d.timestamptz})"
+        expr = d.epoch_us(parsed)
         return expr, [
             ("missing timestamp", f"{txt} IS NULL"),
             ("unparseable timestamp", f"{txt} IS NOT NULL AND {parsed} IS NULL"),
@@ -721,21 +724,21 @@ def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, s
     epoch_us = int(ep.value // 1000)
     f = _US_PER_UNIT[m.time_unit]
     if ctype in _INT_TYPES:  # exact integer arithmetic (a double loses nanoseconds)
-        big = f"CAST({c} AS HUGEINT)"
-        scaled = f"{big} * {int(f)}" if f >= 1 else f"({big} + 500) // 1000"
+        big = f"CAST({c} AS {d.wide_int})"
+        scaled = f"{big} * {int(f)}" if f >= 1 else d.idiv(f"{big} + 500", 1000)
         expr = f"TRY_CAST({epoch_us} + {scaled} AS BIGINT)"
         probs = [("missing timestamp", f"{c} IS NULL")]
         fine = f"{c} IS NOT NULL"
     else:
-        txt = f"NULLIF(TRIM(CAST({c} AS VARCHAR)), '')"
+        txt = f"NULLIF(TRIM(CAST({c} AS STRING)), '')"
         num = f"TRY_CAST({txt} AS DOUBLE)"
         expr = f"TRY_CAST({epoch_us} + round({num} * {f!r}) AS BIGINT)"
         probs = [
             ("missing timestamp", f"{txt} IS NULL"),
             ("unparseable timestamp",
-             f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR isinf({num}))"),
+             f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR {d.isinf(num)})"),
         ]
-        fine = f"{num} IS NOT NULL AND NOT isnan({num}) AND NOT isinf({num})"
+        fine = f"{num} IS NOT NULL AND NOT isnan({num}) AND NOT {d.isinf(num)}"
     finer = _UNITS[_UNITS.index(m.time_unit) + 1:]
     hint = f"; pass time_unit={finer[0]!r} if they are finer" if finer else ""
     probs.append((f"timestamp out of range when read as {_UNIT_NAMES[m.time_unit]}{hint}",
@@ -743,7 +746,7 @@ def _time_expr(col: str, ctype: str, m: Mapping) -> tuple[str, list[tuple[str, s
     return expr, probs
 
 
-def _token_expr(col: str, ctype: str) -> tuple[str, list[tuple[str, str]]]:
+def _token_expr(col: str, ctype: str, d: Dialect = DUCKDB) -> tuple[str, list[tuple[str, str]]]:
     c = _q(col)
     if ctype in _INT_TYPES:
         return f"CAST({c} AS BIGINT)", [
@@ -755,7 +758,7 @@ def _token_expr(col: str, ctype: str) -> tuple[str, list[tuple[str, str]]]:
         missing = f"{c} IS NULL"
         probs = [("missing token count", missing)]
     else:
-        txt = f"NULLIF(TRIM(CAST({c} AS VARCHAR)), '')"
+        txt = f"NULLIF(TRIM(CAST({c} AS STRING)), '')"
         num = f"TRY_CAST({txt} AS DOUBLE)"
         missing = f"{txt} IS NULL"
         probs = [
@@ -765,9 +768,9 @@ def _token_expr(col: str, ctype: str) -> tuple[str, list[tuple[str, str]]]:
         ]
     probs += [
         ("NaN token count", f"isnan({num})"),
-        ("infinite token count", f"isinf({num})"),
+        ("infinite token count", d.isinf(num)),
         ("negative token count", f"{num} < 0"),
-        ("fractional token count", f"NOT isnan({num}) AND NOT isinf({num}) AND {num} <> floor({num})"),
+        ("fractional token count", f"NOT isnan({num}) AND NOT {d.isinf(num)} AND {num} <> floor({num})"),
     ]
     return f"TRY_CAST({num} AS BIGINT)", probs
 
@@ -776,7 +779,7 @@ def _text_expr(cols: tuple[str, ...], types: dict[str, str]) -> str:
     """Label expression: the column itself (empty text counts as missing); a tuple coalesces."""
     parts = []
     for c in cols:
-        v = _q(c) if types.get(c) == "VARCHAR" else f"CAST({_q(c)} AS VARCHAR)"
+        v = _q(c) if types.get(c) == "VARCHAR" else f"CAST({_q(c)} AS STRING)"
         parts.append(v if len(cols) == 1 else f"NULLIF({v}, '')")
     return parts[0] if len(parts) == 1 else f"COALESCE({', '.join(parts)})"
 
@@ -797,7 +800,8 @@ def _impossible(cols: dict[str, str], stats: dict[str, dict]) -> set[str]:
     return out
 
 
-def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | None = None) -> _Plan:
+def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | None = None,
+          d: Dialect = DUCKDB) -> _Plan:
     wanted = m.columns()
     missing = []
     present: dict[str, tuple[str, ...]] = {}
@@ -825,19 +829,19 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
 
     # times
     col = present["arrival_time"][0]
-    e, probs = _time_expr(col, cols[col], m)
+    e, probs = _time_expr(col, cols[col], m, d)
     exprs["t"] = e
     add("arrival_time", col, probs, _q(col))
     for fld in ("first_token_time", "end_time"):
         if fld in present:
             col = present[fld][0]
-            e, probs = _time_expr(col, cols[col], m)
+            e, probs = _time_expr(col, cols[col], m, d)
             exprs[fld] = e
             # an empty value is allowed here; an unparseable one is not
             add(fld, col, [p for p in probs if not p[0].startswith("missing")], _q(col))
     if "end_time" not in present and "duration" in present:
         col = present["duration"][0]
-        txt = f"NULLIF(TRIM(CAST({_q(col)} AS VARCHAR)), '')"
+        txt = f"NULLIF(TRIM(CAST({_q(col)} AS STRING)), '')"
         num = f"TRY_CAST({txt} AS DOUBLE)"
         exprs["end_time"] = f"({exprs['t']} + TRY_CAST(round({num} * 1e6) AS BIGINT))"
         add("end_time", col, [
@@ -847,7 +851,7 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
     # tokens
     for fld in ("input_tokens", "output_tokens"):
         col = present[fld][0]
-        e, probs = _token_expr(col, cols[col])
+        e, probs = _token_expr(col, cols[col], d)
         exprs[fld] = e
         add(fld, col, probs, _q(col))
     # labels (used exactly as written: "Batch" and "batch" are two tiers)
@@ -866,7 +870,7 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
     # status (values matched exactly)
     if "status" in present:
         col = present["status"][0]
-        raw = _q(col) if cols[col] == "VARCHAR" else f"CAST({_q(col)} AS VARCHAR)"
+        raw = _q(col) if cols[col] == "VARCHAR" else f"CAST({_q(col)} AS STRING)"
         if m.status_values is not None:
             cases = " ".join(f"WHEN {_lit(k)} THEN {_lit(v)}" for k, v in m.status_values.items())
             e = f"(CASE {raw} {cases} ELSE NULL END)"
@@ -904,6 +908,124 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
                  list(dict.fromkeys(label_cols)), id_col, defaults)
 
 
+_PART = 8589934592  # 2**33: Spark's monotonically_increasing_id() is partition << 33 | row
+
+
+def _unsorted_sql(d: Dialect, t: str, src: str) -> str:
+    """Rows whose arrival time ``t`` is earlier than, or tied with, the row above them in the
+    file (columns ``t`` and ``unsorted``: earlier, not tied).
+
+    DuckDB streams the file in order (``lag(t) OVER ()``). Spark reads it in partitions (each
+    a run of consecutive rows of one file, ``__file`` and ``__pos`` in its source view): the
+    rows inside each partition, then the first row of each partition against the last row of
+    the one before it (in file-name order, then file order)."""
+    if not d.spark:
+        return (f"SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER () AS pt FROM "
+                f"(SELECT {t} AS t FROM {src})) WHERE t <= pt")
+    rows = f'SELECT {t} AS t, "__file", "__pos", "__pos" DIV {_PART} AS "__part" FROM {src}'
+    inside = (f'SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER (PARTITION BY "__file", '
+              f'"__part" ORDER BY "__pos") AS pt FROM ({rows})) WHERE t <= pt')
+    ends = (f'SELECT "__file", "__part", min_by(t, "__pos") AS first_t, max_by(t, "__pos") AS '
+            f'last_t FROM ({rows}) GROUP BY ALL')
+    across = (f'SELECT first_t AS t, first_t < pt AS unsorted FROM (SELECT first_t, lag(last_t) '
+              f'OVER (ORDER BY "__file", "__part") AS pt FROM ({ends})) WHERE first_t <= pt')
+    return f"{inside} UNION ALL {across}"
+
+
+_SPARK_TYPES = {"string": "VARCHAR", "bigint": "BIGINT", "int": "INTEGER", "smallint": "SMALLINT",
+                "tinyint": "TINYINT", "double": "DOUBLE", "float": "FLOAT", "boolean": "BOOLEAN",
+                "timestamp": "TIMESTAMP WITH TIME ZONE", "timestamp_ntz": "TIMESTAMP",
+                "date": "DATE"}
+
+
+def _spark_type(simple: str) -> str:
+    """The DuckDB name of a Spark SQL type (the expression builders read DuckDB's names)."""
+    if simple.startswith("decimal"):
+        return simple.upper()
+    return _SPARK_TYPES.get(simple, simple.upper())
+
+
+def _remote(path: str) -> bool:
+    """A URL that Spark reads (s3a://, hdfs://, abfss://, gs://, ...), not a local path."""
+    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path)) and not path.startswith("file://")
+
+
+def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, str, dict[str, str]]:
+    """Register ``path`` as a Spark view; returns the view, the view with each row's number in
+    the file (``__rn``, from 1, across the files of a glob in name order) and the column types.
+
+    A local file is first opened by DuckDB's reader without being read through: the same
+    refusals (empty, binary, a header without rows, malformed JSON, a ServeGen descriptor) with
+    the same messages as the DuckDB engine, and the CSV dialect (delimiter, quote, escape) that
+    Spark's reader is then given."""
+    from pyspark.sql import functions as F
+
+    kind = _file_kind(path)
+    sep, quote, escape, array = ",", '"', '"', False
+    if not _remote(path):
+        files = _files(path)
+        con = _connect()
+        try:
+            _source_sql(con, path, notes)
+            array = any(_peek(f, kind) for f in files)
+            if kind == "csv":
+                r = con.execute(f"SELECT Delimiter, Quote, Escape FROM sniff_csv({_lit(files[0])})").fetchone()
+                given = [v if v and len(v) == 1 else None for v in r]  # "(empty)": none found
+                sep, quote = given[0] or ",", given[1] or '"'
+                escape = given[2] or quote
+        except duckdb.Error as exc:
+            raise ValueError(_duck_error(path, kind, exc)) from None
+        finally:
+            con.close()
+        files = [os.path.abspath(f) for f in files]
+    else:
+        files = [path]
+    rd = eng.spark.read.option("mode", "FAILFAST")
+    try:
+        if kind == "csv":
+            sdf = (rd.option("header", True).option("inferSchema", False).option("sep", sep)
+                   .option("quote", quote).option("escape", escape).csv(files))
+        elif kind == "json":
+            sdf = rd.option("primitivesAsString", True).option("multiLine", array).json(files)
+        else:
+            sdf = rd.parquet(*files)
+    except Exception as exc:  # noqa: BLE001 - AnalysisException, Py4JJavaError
+        raise ValueError(_spark_error(path, exc)) from None
+    cols = {f.name: _spark_type(f.dataType.simpleString()) for f in sdf.schema.fields}
+    sdf = (sdf.withColumn("__file", F.col("_metadata.file_path"))
+           .withColumn("__pos", F.monotonically_increasing_id()))
+    src = eng.table("src")
+    sdf.createOrReplaceTempView(src)
+    if _remote(path) and not sdf.limit(1).count():
+        raise ValueError(f"{path}: the file holds columns {list(cols)} but no rows")
+    # the number of each row in the file, without a global sort: each partition's offset is
+    # the rows of the partitions before it
+    parts = f'(SELECT *, "__pos" DIV {_PART} AS "__part" FROM {src})'
+    offsets = (f'(SELECT "__file", "__part", COALESCE(sum(n) OVER (ORDER BY "__file", "__part" '
+               f'ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS "__off" FROM '
+               f'(SELECT "__file", "__part", count(*) AS n FROM {parts} GROUP BY ALL))')
+    numbered = eng.table("src_numbered")
+    eng.spark.sql(
+        f'SELECT s.*, o."__off" + row_number() OVER (PARTITION BY s."__file", s."__part" ORDER BY '
+        f's."__pos") AS "__rn" FROM {parts} s JOIN {offsets} o ON s."__file" = o."__file" AND '
+        f's."__part" = o."__part"').createOrReplaceTempView(numbered)
+    return src, numbered, cols
+
+
+def _spark_error(path: str, exc: BaseException) -> str:
+    """What is wrong with a file that Spark could not read (never the Java stack trace)."""
+    msg = str(exc)
+    if "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
+        return f"{path}: no such file (Spark: path does not exist)"
+    if "MALFORMED_RECORD_IN_PARSING" in msg or "Malformed records are detected" in msg:
+        return (f"{path}: a row cannot be parsed (a ragged CSV row with more or fewer fields "
+                f"than the header, an unclosed quote, or a broken JSON line); fix that row")
+    if "UNABLE_TO_INFER_SCHEMA" in msg:
+        return f"{path}: Spark cannot read a schema from the file (is it empty, or not {_file_kind(path)}?)"
+    first = next((ln.strip() for ln in msg.splitlines() if ln.strip()), type(exc).__name__)
+    return f"{path}: Spark could not read the file: {first[:300]}"
+
+
 # --------------------------------------------------------------------------------------------
 # results
 # --------------------------------------------------------------------------------------------
@@ -935,12 +1057,6 @@ class ReplayArrays:
         return len(self.arrival_s)
 
 
-def _fetch_df(con: duckdb.DuckDBPyConnection, sql: str, params: Sequence | None = None) -> pd.DataFrame:
-    rel = con.execute(sql, params) if params else con.execute(sql)
-    fetch = getattr(rel, "to_arrow_table", None) or rel.fetch_arrow_table
-    return fetch().to_pandas()
-
-
 def _statistic(name: str):
     """A method of :class:`RequestLog` that is :class:`capbook.tracestats.LogStats`' ``name``."""
     impl = getattr(LogStats, name)
@@ -968,9 +1084,10 @@ class RequestLog:
         The source file (or glob pattern).
     mapping : Mapping
         Its columns, with the time unit settled.
-    con, source_sql, cols
-        The DuckDB connection the source is opened on, the SQL table function that reads it
-        and its column types (as :func:`read_requests` opens them).
+    engine, source_sql, cols
+        The engine the source is opened on (:class:`capbook.engines.DuckDBEngine` or
+        :class:`capbook.engines.SparkEngine`), the SQL relation that reads it and its column
+        types (as :func:`read_requests` opens them).
     notes : sequence of str
         What reading it already noted (a JSON array, a time unit detected).
     drop_invalid, sort, check_units, progress : bool
@@ -1009,9 +1126,10 @@ class RequestLog:
         path: str,
         mapping: Mapping,
         *,
-        con: duckdb.DuckDBPyConnection,
+        engine: DuckDBEngine | SparkEngine,
         source_sql: str,
         cols: dict[str, str],
+        numbered_sql: str | None = None,
         notes: Sequence[str] = (),
         drop_invalid: bool = False,
         sort: bool = False,
@@ -1024,10 +1142,16 @@ class RequestLog:
         self.notes = list(notes)
         self.format = mapping.name
         self.mapping = mapping
-        self._con = con
+        self.engine = engine.name
+        self._eng = engine
+        self._d = engine.dialect
         self._lock = threading.Lock()
         self._src = source_sql
-        plan = _plan(path, cols, mapping, _parquet_stats(con, source_sql, path))
+        # DuckDB numbers rows in file order with row_number() OVER (); Spark's source view
+        # carries the row's number in the file as a column (see _spark_source)
+        self._nsrc = numbered_sql or f'(SELECT *, row_number() OVER () AS "__rn" FROM {source_sql})'
+        stats = _parquet_stats(engine.con, source_sql, path) if engine.name == "duckdb" else {}
+        plan = _plan(path, cols, mapping, stats, self._d)
         self._plan = plan
         self.columns = tuple(
             c for c in CANONICAL_COLUMNS
@@ -1058,20 +1182,20 @@ class RequestLog:
         sel = [f"{e['t']} AS t", f"{e['input_tokens']} AS i", f"{e['output_tokens']} AS o",
                f"{e['model']} AS model", f"{e['tier']} AS tier", f"{e['status']} AS status"]
         for fld in ("first_token_time", "end_time"):
-            sel.append(f"{e[fld]} AS {fld}" if fld in e else f"NULL::BIGINT AS {fld}")
-        sel.append(f"{e['tenant']} AS tenant" if "tenant" in e else "NULL::VARCHAR AS tenant")
+            sel.append(f"{e[fld]} AS {fld}" if fld in e else f"CAST(NULL AS BIGINT) AS {fld}")
+        sel.append(f"{e['tenant']} AS tenant" if "tenant" in e else "CAST(NULL AS STRING) AS tenant")
         if flags:
             for k, ch in enumerate(p.checks):
                 sel.append(f"COALESCE({ch.cond}, false) AS bad{k}")
         if ok:
             sel.append(f"{p.ok()} AS ok")
         if rowhash:
-            sel.append(f"hash({', '.join(_q(c) for c in p.raw_cols)}) AS rowhash")
+            sel.append(f"{self._d.rowhash([_q(c) for c in p.raw_cols])} AS rowhash")
         if ids:
             sel.append(f"{self._id_sql()} AS id")
         if numbered:
-            sel.append("row_number() OVER () AS rn")
-        return f"SELECT {', '.join(sel)} FROM {self._src}"
+            sel.append('"__rn" AS rn')
+        return f"SELECT {', '.join(sel)} FROM {self._nsrc if numbered else self._src}"
 
     def _validate(self, *, drop_invalid: bool, sort: bool, progress: bool) -> None:
         p = self._plan
@@ -1087,7 +1211,7 @@ class RequestLog:
         # grouped by hour and the raw label columns: the checks on labels and the status run on
         # the few groups afterwards, not on every row
         sql_a = f"""
-        SELECT "__t" // {_US_PER_H} AS "__h"{labels}, count(*) AS "__n"{nbad}{nzero},
+        SELECT {self._d.idiv('"__t"', _US_PER_H)} AS "__h"{labels}, count(*) AS "__n"{nbad}{nzero},
                sum("__i") AS "__si", sum("__o") AS "__so", min("__t") AS "__tmin",
                max("__t") AS "__tmax"
         FROM (SELECT {p.exprs['t']} AS "__t", {p.exprs['input_tokens']} AS "__i",
@@ -1096,21 +1220,24 @@ class RequestLog:
         GROUP BY ALL
         """
         # pass B (streaming, arrival time only): rows earlier than, or tied with, the row above
-        sql_b = (f"SELECT t, t < pt AS unsorted FROM (SELECT t, lag(t) OVER () AS pt FROM "
-                 f"(SELECT {p.exprs['t']} AS t FROM {self._src})) WHERE t <= pt")
-        sqls = [f"CREATE OR REPLACE TABLE pass1 AS {sql_a}", f"CREATE OR REPLACE TABLE pass2 AS {sql_b}"]
+        sql_b = _unsorted_sql(self._d, p.exprs["t"], self._src)
+        sqls = [("pass1", sql_a), ("pass2", sql_b)]
         if p.id_col:  # pass C (parallel): request ids on more than one row
-            sqls.append(f"CREATE OR REPLACE TABLE pass3 AS SELECT id, count(*) AS c FROM "
-                        f"(SELECT {self._id_sql()} AS id FROM {self._src}) WHERE id IS NOT NULL "
-                        f"GROUP BY id HAVING count(*) > 1")
+            sqls.append(("pass3", f"SELECT id, count(*) AS c FROM "
+                         f"(SELECT {self._id_sql()} AS id FROM {self._src}) WHERE id IS NOT NULL "
+                         f"GROUP BY id HAVING count(*) > 1"))
         try:
             self._run(sqls, progress)
         except duckdb.Error as exc:  # a malformed file (e.g. a CSV row with extra fields)
             raise ValueError(_duck_error(self.path, _file_kind(self.path), exc)) from None
+        except Exception as exc:  # noqa: BLE001 - Spark's errors (py4j, AnalysisException)
+            if self.engine != "spark":
+                raise
+            raise ValueError(_spark_error(self.path, exc)) from None
         label_ok = p.ok("label")
-        tot = self._con.execute(
+        tot = self._eng.one(
             f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '
-            f'min("__tmin"), max("__tmax") FROM pass1').fetchone()
+            f'min("__tmin"), max("__tmax") FROM pass1')
         n_all = int(tot[0] or 0)
         n_valid = int(tot[1] or 0)
         self.rows_read = n_all
@@ -1118,26 +1245,26 @@ class RequestLog:
             raise ValueError(f"{self.path}: the file holds a header but no rows")
         problems = []
         if n_valid < n_all:
-            counts = self._con.execute(
+            counts = self._eng.one(
                 "SELECT " + ", ".join(f"count(*) FILTER (WHERE bad{k})" for k in range(nchk))
-                + f" FROM ({self._row_sql()})").fetchone()
+                + f" FROM ({self._row_sql()})")
             problems = [(ch, int(c), k) for k, (ch, c) in enumerate(zip(p.checks, counts)) if c]
-        n_unsorted, n_ties = self._con.execute(
+        n_unsorted, n_ties = self._eng.one(
             "SELECT count(*) FILTER (WHERE unsorted), count(*) FILTER (WHERE NOT unsorted) "
-            "FROM pass2").fetchone()
+            "FROM pass2")
         n_unsorted, self._ties = int(n_unsorted), int(n_ties)
         # duplicates among valid rows: identical in every source column (so same arrival time).
         # In a sorted log they sit in runs of tied arrival times, which pass B listed.
         n_dup = 0
         if n_ties or n_unsorted:
             restrict = "" if n_unsorted else " AND t IN (SELECT t FROM pass2)"
-            n_dup = int(self._con.execute(
+            n_dup = int(self._eng.one(
                 f"SELECT COALESCE(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM "
                 f"({self._row_sql(flags=False, rowhash=True, ok=True)}) WHERE {valid}{restrict} "
-                f"GROUP BY t, rowhash HAVING count(*) > 1)").fetchone()[0])
+                f"GROUP BY t, rowhash HAVING count(*) > 1)")[0])
         ids = None  # (ids repeated, extra rows)
         if p.id_col:
-            r = self._con.execute("SELECT count(*), COALESCE(sum(c - 1), 0) FROM pass3").fetchone()
+            r = self._eng.one("SELECT count(*), COALESCE(sum(c - 1), 0) FROM pass3")
             ids = (int(r[0]), int(r[1])) if r[0] else None
 
         if not drop_invalid and (problems or ids):
@@ -1189,24 +1316,23 @@ class RequestLog:
         if dedupe or ids:
             base = (f"SELECT * FROM ({self._row_sql(numbered=True, flags=False, rowhash=dedupe, ok=True, ids=bool(ids))}) "
                     f"WHERE {valid}")
-            if dedupe:
-                base += " QUALIFY row_number() OVER (PARTITION BY t, rowhash ORDER BY rn) = 1"
-            if ids:
-                base = (f"SELECT * FROM ({base}) QUALIFY id IS NULL OR "
-                        f"row_number() OVER (PARTITION BY id ORDER BY rn) = 1")
+            if dedupe:  # the first copy of each row
+                base = (f'SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY t, rowhash '
+                        f'ORDER BY rn) AS "__k" FROM ({base})) WHERE "__k" = 1')
+            if ids:  # the first row of each id
+                base = (f'SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY id ORDER BY '
+                        f'rn) AS "__j" FROM ({base})) WHERE id IS NULL OR "__j" = 1')
         elif problems:
             base = f"SELECT * FROM ({self._row_sql(flags=False, ok=True)}) WHERE {valid}"
         else:
             base = self._row_sql(flags=False)
-        self._con.execute(
-            f"CREATE OR REPLACE TEMP VIEW req AS SELECT t, i, o, model, tier, status, "
-            f"first_token_time, end_time, tenant FROM ({base})"
-        )
+        self._eng.view("req", f"SELECT t, i, o, model, tier, status, first_token_time, "
+                              f"end_time, tenant FROM ({base})")
         if self._pass1_ok:
             self.rows = n_valid
             self.first_us, self.last_us = (int(tot[2]), int(tot[3])) if n_valid else (0, 0)
         else:
-            n, lo, hi = self._con.execute("SELECT count(*), min(t), max(t) FROM req").fetchone()
+            n, lo, hi = self._eng.one("SELECT count(*), min(t), max(t) FROM req")
             self.rows = int(n)
             self.first_us, self.last_us = (int(lo), int(hi)) if n else (0, 0)
         self.dropped = n_all - self.rows
@@ -1235,26 +1361,38 @@ class RequestLog:
         """The first repeated ids and the data rows holding each (``later``: the first rows
         after the first of their id, i.e. the rows a drop removes)."""
         numbered = (f"SELECT id, rn, row_number() OVER (PARTITION BY id ORDER BY rn) AS k FROM "
-                    f"(SELECT {self._id_sql()} AS id, row_number() OVER () AS rn FROM {self._src}) "
+                    f'(SELECT {self._id_sql()} AS id, "__rn" AS rn FROM {self._nsrc}) '
                     f"WHERE id IN (SELECT id FROM pass3)")
         if later:
-            rows = self._con.execute(f"SELECT rn FROM ({numbered}) WHERE k > 1 ORDER BY rn "
-                                     f"LIMIT {_FIRST_ROWS}").fetchall()
+            rows = self._eng.all(f"SELECT rn FROM ({numbered}) WHERE k > 1 ORDER BY rn "
+                                 f"LIMIT {_FIRST_ROWS}")
             return [int(r[0]) for r in rows]
-        rows = self._con.execute(
-            f"SELECT id, list(rn ORDER BY rn)[1:{_FIRST_ROWS}] FROM ({numbered}) GROUP BY id "
-            f"ORDER BY min(rn) LIMIT {n_ids}").fetchall()
-        return [(r[0], [int(x) for x in r[1]]) for r in rows]
+        rows = self._eng.all(
+            f"SELECT id, rn, first_rn FROM (SELECT id, rn, k, min(rn) OVER (PARTITION BY id) AS "
+            f"first_rn FROM ({numbered})) WHERE k <= {_FIRST_ROWS} ORDER BY first_rn, rn "
+            f"LIMIT {_FIRST_ROWS * n_ids}")
+        out: dict[Any, list[int]] = {}
+        for i, rn, _ in rows:
+            if i in out or len(out) < n_ids:
+                out.setdefault(i, []).append(int(rn))
+        return list(out.items())
 
     def _plan_col(self, fld: str) -> str:
         return "/".join(self.mapping.columns().get(fld, (fld,)))
 
-    def _run(self, sqls: list[str], progress: bool) -> None:
-        """Run the statements concurrently, each on its own cursor of this log's database
-        (the streaming pass is single-threaded, so it overlaps the parallel one)."""
+    def _run(self, tables: list[tuple[str, str]], progress: bool) -> None:
+        """Compute the named tables: on DuckDB concurrently, each on its own cursor of this
+        log's database (the streaming pass is single-threaded, so it overlaps the parallel
+        one); on Spark one after the other (each is a parallel job of its own)."""
+        if self.engine != "duckdb":
+            for name, sql in tables:
+                self._eng.materialize(name, sql)
+            return
+        con = self._eng.con
+        sqls = [f"CREATE OR REPLACE TABLE {name} AS {sql}" for name, sql in tables]
         if progress:
-            self._con.execute("SET enable_progress_bar=true")
-        cursors = [self._con] + [self._con.cursor() for _ in sqls[1:]]
+            con.execute("SET enable_progress_bar=true")
+        cursors = [con] + [con.cursor() for _ in sqls[1:]]
         err: list[BaseException] = []
 
         def work(cur: duckdb.DuckDBPyConnection, sql: str) -> None:
@@ -1274,7 +1412,7 @@ class RequestLog:
                 while threads[0].is_alive():
                     threads[0].join(0.2)
                     try:
-                        pct = self._con.query_progress()
+                        pct = con.query_progress()
                     except Exception:  # noqa: BLE001 - the bar is cosmetic
                         pct = -1
                     if pct is not None and pct >= 0:
@@ -1295,26 +1433,25 @@ class RequestLog:
         """The first data rows (1-based) with problem ``k``, and their raw values."""
         ch = self._plan.checks[k]
         sql = (
-            f"SELECT rn, CAST(v AS VARCHAR) FROM (SELECT row_number() OVER () AS rn, "
-            f"COALESCE({ch.cond}, false) AS f, {ch.shown} AS v FROM {self._src}) WHERE f "
+            f'SELECT rn, CAST(v AS STRING) FROM (SELECT "__rn" AS rn, '
+            f"COALESCE({ch.cond}, false) AS f, {ch.shown} AS v FROM {self._nsrc}) WHERE f "
             f"ORDER BY rn LIMIT {_FIRST_ROWS}"
         )
-        return [(int(r[0]), r[1]) for r in self._con.execute(sql).fetchall()]
+        return [(int(r[0]), r[1]) for r in self._eng.all(sql)]
 
     def _first_unsorted(self) -> list[int]:
-        rows = self._con.execute(
-            f"SELECT rn FROM (SELECT row_number() OVER () AS rn, t, lag(t) OVER () AS pt FROM "
-            f"(SELECT {self._plan.exprs['t']} AS t FROM {self._src})) "
-            f"WHERE t < pt ORDER BY rn LIMIT {_FIRST_ROWS}"
-        ).fetchall()
+        over = "OVER ()" if self.engine == "duckdb" else "OVER (ORDER BY rn)"
+        rows = self._eng.all(
+            f"SELECT rn FROM (SELECT rn, t, lag(t) {over} AS pt FROM "
+            f'(SELECT "__rn" AS rn, {self._plan.exprs["t"]} AS t FROM {self._nsrc})) '
+            f"WHERE t < pt ORDER BY rn LIMIT {_FIRST_ROWS}")
         return [int(r[0]) for r in rows]
 
     def _first_duplicates(self, valid: str) -> list[int]:
-        rows = self._con.execute(
+        rows = self._eng.all(
             f"SELECT rn FROM (SELECT rn, row_number() OVER (PARTITION BY t, rowhash ORDER BY rn) AS k "
             f"FROM ({self._row_sql(numbered=True, flags=False, rowhash=True, ok=True)}) WHERE {valid}) "
-            f"WHERE k > 1 ORDER BY rn LIMIT {_FIRST_ROWS}"
-        ).fetchall()
+            f"WHERE k > 1 ORDER BY rn LIMIT {_FIRST_ROWS}")
         return [int(r[0]) for r in rows]
 
     def _problem_message(self, problems, ids: tuple[int, int] | None, n_all: int) -> str:
@@ -1402,7 +1539,9 @@ class RequestLog:
         return self.rows / self.span_s if self.span_s > 0 else math.inf
 
     def query(self, sql: str) -> pd.DataFrame:
-        """The result of a DuckDB query over the log's validated rows, as a DataFrame.
+        """The result of a SQL query over the log's validated rows, as a DataFrame.
+
+        The query runs on the log's engine (DuckDB, or Spark SQL for ``engine="spark"``).
 
         The rows are the view ``req`` with columns ``t`` (arrival, integer microseconds since
         the Unix epoch), ``i`` and ``o`` (input and output tokens), ``model``, ``tier``,
@@ -1410,12 +1549,12 @@ class RequestLog:
         ``tenant``; e.g. ``log.query("SELECT tier, avg(o) FROM req GROUP BY tier")``.
         """
         with self._lock:
-            return _fetch_df(self._con, sql)
+            return self._eng.df(sql)
 
     def query_one(self, sql: str) -> tuple:
-        """The first row of a DuckDB query over the view ``req`` (see :meth:`query`)."""
+        """The first row of a query over the view ``req`` (see :meth:`query`)."""
         with self._lock:
-            return self._con.execute(sql).fetchone()
+            return self._eng.one(sql)
 
     def _validated_hourly_sql(self, by: tuple[str, ...]) -> str | None:
         """SQL of the hourly sums per ``by`` that the validating pass already computed, when
@@ -1471,7 +1610,7 @@ class RequestLog:
         """
         order = " ORDER BY t"
         with self._lock:
-            d = self._con.execute(f"SELECT t, i, o, model, tier, status FROM req{order}").fetchnumpy()
+            d = self._eng.numpy(f"SELECT t, i, o, model, tier, status FROM req{order}")
         t = np.asarray(d["t"], dtype=np.int64)
         return ReplayArrays(
             arrival_s=(t - self.first_us) / _US_PER_S,
@@ -1511,8 +1650,10 @@ def read_requests(
     progress: bool = False,
     threads: int | None = None,
     memory_limit: str | None = None,
+    engine: str = "duckdb",
+    spark_master: str | None = None,
 ) -> RequestLog:
-    """Read and validate a request log (CSV, Parquet or JSON lines) through DuckDB.
+    """Read and validate a request log (CSV, Parquet or JSON lines) through DuckDB or Spark.
 
     Parameters
     ----------
@@ -1545,6 +1686,15 @@ def read_requests(
         Show a tqdm progress bar during the validating pass (appears after 1 s).
     threads, memory_limit : optional
         DuckDB settings (e.g. ``threads=2``, ``memory_limit="1GB"``).
+    engine : {"duckdb", "spark"}
+        Where the SQL runs (:mod:`capbook.logsql`, the same definition on both). ``"spark"``
+        reads the file with PySpark (the extra ``capbook[spark]`` and a Java runtime): for logs
+        that live in a data lake (``path`` may then be an ``s3a://``, ``hdfs://``, ``abfss://``
+        URL or a glob Spark expands) and a cluster next to them. Results are those of DuckDB:
+        hourly sums exactly, statistics within floating-point rounding.
+    spark_master : str, optional
+        The Spark master for ``engine="spark"`` (default ``local[*]``); see
+        :func:`capbook.engines.spark_session`.
 
     Returns
     -------
@@ -1570,20 +1720,60 @@ def read_requests(
         choice(time_unit, "time_unit", _UNITS)
     if threads is not None:
         threads = integer(threads, "threads", minimum=1)
+    choice(engine, "engine", ENGINES)
+    if engine == "spark":
+        return _read_spark(path, format, mapping, drop_invalid, sort=sort, check_units=check_units,
+                           time_unit=time_unit, threads=threads, memory_limit=memory_limit,
+                           spark_master=spark_master)
+    if spark_master is not None:
+        raise ValueError("spark_master= applies to engine='spark' only; pass engine='spark'")
     _files(path)  # FileNotFoundError when nothing is there
     con = _connect(threads, memory_limit)
     notes: list[str] = []
     try:  # a reader error in any query (e.g. the second file of a glob) says what is wrong
         src, cols = _source_sql(con, path, notes)
+        eng = DuckDBEngine(con)
         if mapping is None:
-            fmt = _detect(con, path, src, cols) if format == "auto" else format
+            fmt = _detect(eng, path, src, cols) if format == "auto" else format
             mapping = LOG_FORMATS[fmt].read
-        mapping, unit_notes = _resolve_time_unit(con, path, src, cols, mapping, time_unit)
+        mapping, unit_notes = _resolve_time_unit(eng, path, src, cols, mapping, time_unit)
         return RequestLog(path, mapping, drop_invalid=drop_invalid, sort=sort,
-                          check_units=check_units, progress=progress, con=con,
+                          check_units=check_units, progress=progress, engine=eng,
                           source_sql=src, cols=cols, notes=notes + unit_notes)
     except duckdb.Error as exc:
         raise ValueError(_duck_error(path, _file_kind(path), exc)) from None
+
+
+def _read_spark(path: str, format: str, mapping: Mapping | None, drop_invalid: bool, *, sort: bool,
+                check_units: bool, time_unit: str | None, threads: int | None,
+                memory_limit: str | None, spark_master: str | None) -> RequestLog:
+    """:func:`read_requests` with ``engine="spark"``."""
+    from .engines import spark_unavailable
+
+    if threads is not None or memory_limit is not None:
+        raise ValueError("threads= and memory_limit= are DuckDB settings; with engine='spark' the "
+                         "Spark session's own configuration (spark.driver.memory, the master's "
+                         "cores) sets them")
+    why = spark_unavailable()
+    if why is not None:
+        raise ValueError(f"engine='spark': {why}")
+    if not _remote(path):
+        _files(path)  # FileNotFoundError when nothing is there
+    eng = SparkEngine(spark_master)
+    notes: list[str] = []
+    src, numbered, cols = _spark_source(eng, path, notes)
+    try:
+        if mapping is None:
+            fmt = _detect(eng, path, src, cols) if format == "auto" else format
+            mapping = LOG_FORMATS[fmt].read
+        mapping, unit_notes = _resolve_time_unit(eng, path, src, cols, mapping, time_unit)
+        return RequestLog(path, mapping, drop_invalid=drop_invalid, sort=sort,
+                          check_units=check_units, engine=eng, source_sql=src, cols=cols,
+                          numbered_sql=numbered, notes=notes + unit_notes)
+    except ValueError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Spark's reader errors surface at the first query
+        raise ValueError(_spark_error(path, exc)) from None
 
 
 #: Where the sample request log lies inside :func:`capbook.paths.data_dir`.

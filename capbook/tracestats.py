@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import numpy as np
 import pandas as pd
 
+from . import logsql
 from .validation import array, integer, positive
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -100,11 +101,7 @@ class LogStats:
             raise ValueError(f"period_s={period_s!r}: shorter than a microsecond")
         src = self.log._validated_hourly_sql(by) if p_us == US_PER_H else None
         if src is None:
-            keys = "".join(f", COALESCE({b}, '(none)') AS {b}" if b == "tenant" else f", {b}"
-                           for b in by)
-            src = (f"SELECT t // {p_us} AS p{keys}, count(*) AS requests, "
-                   f"count(*) FILTER (WHERE status = 'throttled') AS throttled, "
-                   f"sum(i) AS input_tokens, sum(o) AS output_tokens FROM req GROUP BY ALL")
+            src = logsql.hourly_sql(self.log._d, p_us, by)
         agg = self.log.query(src)
         first, last = self.log.first_us // p_us, self.log.last_us // p_us
         if full_periods_only:
@@ -173,16 +170,8 @@ class LogStats:
             input_cap = integer(input_cap, "input_cap", minimum=0)
         by = (by,) if isinstance(by, str) else tuple(by or ())
         self._check_by(by)
-        keys = "".join(f"{b}, " for b in by)
-        parts = []
-        for kind, col, cap in (("input_tokens", "i", input_cap), ("output_tokens", "o", output_cap)):
-            capsql = f", avg(({col} > {int(cap)})::DOUBLE) AS share_above_cap" if cap is not None else ""
-            parts.append(
-                f"SELECT {keys}'{kind}' AS tokens, count(*) AS requests, avg({col}) AS mean, "
-                f"quantile_cont({col}, 0.5) AS p50, quantile_cont({col}, 0.95) AS p95, "
-                f"quantile_cont({col}, 0.99) AS p99, max({col}) AS max, min({col}) AS min{capsql} "
-                f"FROM req GROUP BY {'ALL' if by else '()'}"
-            )
+        parts = [logsql.token_stats_sql(self.log._d, col, kind, by, cap) for kind, col, cap in
+                 (("input_tokens", "i", input_cap), ("output_tokens", "o", output_cap))]
         dfs = [self.log.query(s) for s in parts]
         df = pd.concat(dfs, ignore_index=True)
         if "share_above_cap" in df:  # not applicable (no cap) for the other kind: NA, not NaN
@@ -191,10 +180,6 @@ class LogStats:
         for c in ("requests", "max", "min"):
             df[c] = df[c].astype("int64")
         return df
-
-    def _interarrival_sql(self, distinct: bool = False) -> str:
-        src = "(SELECT DISTINCT t FROM req)" if distinct else "req"
-        return f"SELECT t - lag(t) OVER (ORDER BY t) AS d FROM {src}"
 
     def arrival_stats(self, windows: Sequence[float] = (1, 10, 60, 600, 3600)) -> dict:
         """Burstiness of arrivals.
@@ -220,16 +205,11 @@ class LogStats:
         windows = array(windows, "windows", lo=0, lo_open=True, nonempty=True, ndim=1)
         if self.log.rows < 3:
             raise ValueError(f"arrival_stats needs at least 3 requests; the log has {self.log.rows}")
-        r = self.log.query_one(
-            f"SELECT count(d), avg(d::DOUBLE), var_pop(d::DOUBLE), avg((d = 0)::DOUBLE) "
-            f"FROM ({self._interarrival_sql()}) WHERE d IS NOT NULL")
-        n_gaps, mean_us, var_us, zero_share = r
-        rd = self.log.query_one(
-            f"SELECT count(d), avg(d::DOUBLE), var_pop(d::DOUBLE) "
-            f"FROM ({self._interarrival_sql(True)}) WHERE d IS NOT NULL")
+        d = self.log._d
+        n_gaps, mean_us, var_us, zero_share = self.log.query_one(logsql.gap_moments_sql(d))
+        rd = self.log.query_one(logsql.gap_moments_sql(d, distinct=True))
         distinct = int(rd[0]) + 1
-        res = self.log.query_one(
-            f"SELECT bool_and((t - {self.log.first_us}) % 1000000 = 0), bool_and((t - {self.log.first_us}) % 1000 = 0) FROM req")
+        res = self.log.query_one(logsql.resolution_sql(d, self.log.first_us))
         resolution = 1.0 if res[0] else (0.001 if res[1] else 1e-6)
         out: dict[str, Any] = {
             "requests": self.log.rows,
@@ -248,8 +228,7 @@ class LogStats:
             nbins = span_us // w_us + 1
             if w_us * 2 > span_us:
                 continue
-            s = self.log.query_one(f"SELECT sum(c::DOUBLE * c) FROM (SELECT count(*) AS c FROM req "
-                          f"GROUP BY (t - {self.log.first_us}) // {w_us})")
+            s = self.log.query_one(logsql.window_counts_sql(d, self.log.first_us, w_us))
             mean = self.log.rows / nbins
             var = s[0] / nbins - mean**2
             idc[float(w)] = var / mean
@@ -302,9 +281,7 @@ class LogStats:
             concurrency = None
         if sweep is not None or given:
             a, b = 1.0 / prefill, tpot
-            r = self.log.query_one(
-                "SELECT count(*), avg(i::DOUBLE), avg(o::DOUBLE), avg(i::DOUBLE*i), "
-                "avg(o::DOUBLE*o), avg(i::DOUBLE*o) FROM req WHERE status <> 'failed'")
+            r = self.log.query_one(logsql.service_moments_sql(self.log._d))
             n, ei, eo, eii, eoo, eio = r
             if not n:
                 raise ValueError("service_cv2: the log has no served or throttled requests")
@@ -318,10 +295,7 @@ class LogStats:
                 f"service_cv2: {self.log.path} has no end_time (or duration) column, so service "
                 f"times cannot be measured; pass sweep= (a capbook.sweep.Sweep) or prefill_rate_tps= "
                 f"and tpot_s=")
-        r = self.log.query_one(
-            "SELECT count(d), avg(d), var_pop(d), count(*) FILTER (WHERE d < 0) FROM "
-            "(SELECT (end_time - t)::DOUBLE / 1e6 AS d FROM req "
-            "WHERE status = 'served' AND end_time IS NOT NULL)")
+        r = self.log.query_one(logsql.measured_service_sql(self.log._d))
         n, mean, var, neg = r
         if neg:
             raise ValueError(f"service_cv2: {neg} served rows of {self.log.path} end before they arrive")
@@ -485,8 +459,8 @@ class LogStats:
                            f"and no inter-arrival statistics")
         if arr is None:
             caveats.append(f"fewer than 3 requests ({self.log.rows}): no arrival statistics")
-        status = self.log.query("SELECT status, count(*) AS n FROM req GROUP BY ALL ORDER BY status")
-        models = self.log.query("SELECT model, tier, count(*) AS n FROM req GROUP BY ALL ORDER BY ALL")
+        status = self.log.query(logsql.status_counts_sql(self.log._d))
+        models = self.log.query(logsql.group_counts_sql(self.log._d))
         return {
             "path": self.log.path, "format": self.log.format, "rows": self.log.rows, "rows_read": self.log.rows_read,
             "dropped": self.log.dropped, "report": list(self.log.report), "notes": list(self.log.notes),
