@@ -38,10 +38,19 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
             "token percentiles, Ca2, Cs2 and the peak hour. Exit status 2 when the log is invalid."
         ),
     )
-    p.add_argument("file", metavar="LOG", help="the request log (CSV, Parquet or JSON lines)")
+    p.add_argument("file", metavar="LOG",
+                   help="the request log (CSV, Parquet or JSON lines), or a glob of such files "
+                        "('logs/*.parquet'; with --engine spark also a URL Spark reads, e.g. s3a://...)")
     p.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
                    help="source format: auto (detect it) or a format capbook.traces reads (default: auto)")
     _add_log_reading_arguments(p)
+    p.add_argument("--engine", default="duckdb", choices=("duckdb", "spark"),
+                   help="where the aggregation runs: duckdb on this machine (default), or spark "
+                        "(PySpark: pip install 'capbook[spark]' and Java 17+) for logs next to a "
+                        "cluster; the same SQL and the same results")
+    p.add_argument("--spark-master", default=None, metavar="URL",
+                   help="the Spark master for --engine spark (default local[*]: every core here), "
+                        "e.g. spark://host:7077 or yarn")
     p.add_argument("--no-unit-check", action="store_true",
                    help="skip the span/rate sanity check of the time unit")
     p.add_argument("--output-cap", default=None, metavar="TOKENS",
@@ -91,6 +100,8 @@ def run_trace(args: argparse.Namespace) -> int:
                              "to --sweep PATH; give the sweep they are for")
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
+    if args.spark_master is not None and args.engine != "spark":
+        return _fail("trace", ValueError("--spark-master applies to --engine spark; add --engine spark"))
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
     try:
         with warnings.catch_warnings():
@@ -98,7 +109,11 @@ def run_trace(args: argparse.Namespace) -> int:
             opts = _requests_options(args)
             if args.no_unit_check:
                 opts["check_units"] = False
-            log = read_requests(args.file, format=args.format, progress=size > 20_000_000, **opts)
+            if args.engine == "spark":
+                opts.update(engine="spark", spark_master=args.spark_master)
+            else:
+                opts["progress"] = size > 20_000_000
+            log = read_requests(args.file, format=args.format, **opts)
         s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=output_cap,
                         prefill_rate_tps=prefill, tpot_s=tpot)
     except (ValueError, FileNotFoundError) as exc:
@@ -362,6 +377,8 @@ _FLAG_HINTS = [
     (r"\binput_tps\s*=?(?!\w)", "--prefill-rate TPS"),
     (r"\bprefill_rate_tps\s*=", "--prefill-rate TPS"),
     (r"\bmapping\s*=", "--format"),
+    (rf"engine\s*=\s*{_Q}(duckdb|spark){_Q}", r"--engine \1"),
+    (r"\bspark_master\s*=", "--spark-master"),
     (r"\bslo\s*=\s*'([^']*)'", r"--slo '\1'"),
     (r"\bslo\s*=(?!\S)", "--slo"),
     (r"\bkv_cache_tokens\s*=", "--kv-cache-tokens N"),

@@ -124,6 +124,14 @@ def spark_session(master: str | None = None):
                  .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))))
         s = b.getOrCreate()
         s.sparkContext.setLogLevel("ERROR")
+        try:  # capbook turns a failed query into a sentence; pyspark would also log it whole
+            import logging
+
+            from pyspark.logger import PySparkLogger
+
+            PySparkLogger.getLogger("SQLQueryContextLogger").setLevel(logging.CRITICAL)
+        except ImportError:  # pragma: no cover - pyspark before 4.0
+            pass
         _SESSIONS[master] = s
         return s
 
@@ -233,7 +241,13 @@ class SparkEngine:
         return [tuple(r) for r in self._aliased(sql).collect()]
 
     def df(self, sql: str):
-        return self._aliased(sql).toPandas()
+        import warnings
+
+        sdf = self._aliased(sql)
+        with warnings.catch_warnings():  # pyspark's own use of pandas' deprecated copy=
+            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.filterwarnings("ignore", message="The copy keyword is deprecated")
+            return sdf.toPandas()
 
     def numpy(self, sql: str) -> dict:
         import numpy as np

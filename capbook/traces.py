@@ -1355,7 +1355,7 @@ class RequestLog:
 
     def _id_sql(self) -> str:
         """SQL of the request id of a source row (text; empty means none)."""
-        return f"NULLIF(TRIM(CAST({_q(self._plan.id_col)} AS VARCHAR)), '')"
+        return f"NULLIF(TRIM(CAST({_q(self._plan.id_col)} AS STRING)), '')"
 
     def _first_repeated_ids(self, later: bool = False, n_ids: int = 3) -> Any:
         """The first repeated ids and the data rows holding each (``later``: the first rows

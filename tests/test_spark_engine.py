@@ -1,0 +1,310 @@
+"""The Spark engine gives DuckDB's answers: the same SQL (capbook.logsql) on both engines.
+
+Every log in ``../shared/traces``, a generated multi-million-row Parquet log and logs with
+every kind of problem are read by both engines; the hourly tables must be equal exactly, the
+validation outcome (rows, report, notes, error messages) identical, and the statistics equal
+within floating-point rounding. Spark runs in local mode (the ``spark`` fixture: skips where
+pyspark or Java is missing, fails under CI=true)."""
+from __future__ import annotations
+
+import json
+import math
+import warnings
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pandas as pd
+import pytest
+
+from capbook import cli
+from capbook.logsql import DUCKDB, SPARK, java_pattern
+from capbook.traces import read_requests
+
+MASTER = "local[2]"
+
+
+def _read(path, engine, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        if engine == "spark":
+            kw["spark_master"] = MASTER
+        return read_requests(path, engine=engine, **kw)
+
+
+def _error(path, engine, **kw) -> str:
+    with pytest.raises(ValueError) as exc:
+        _read(path, engine, **kw)
+    return str(exc.value)
+
+
+def _close(a, b, rel=1e-9):
+    if isinstance(a, float) and math.isnan(a):
+        return isinstance(b, float) and math.isnan(b)
+    return a == pytest.approx(b, rel=rel, abs=1e-12)
+
+
+def assert_same(path, hourly_by=(("model", "tier"), ("status",)), **kw):
+    """Both engines read ``path`` alike: rows, report, notes, hourly tables, statistics."""
+    a, b = _read(path, "duckdb", **kw), _read(path, "spark", **kw)
+    assert b.engine == "spark" and a.engine == "duckdb"
+    for attr in ("rows", "rows_read", "dropped", "first_us", "last_us", "format", "columns",
+                 "report", "notes"):
+        assert getattr(a, attr) == getattr(b, attr), attr
+    for by in hourly_by:
+        ha, hb = a.hourly(by=by), b.hourly(by=by)
+        assert len(ha) > 0
+        pd.testing.assert_frame_equal(ha, hb, check_dtype=False)  # sums exactly
+    sa, sb = a.summary(), b.summary()
+    assert sa["status"] == sb["status"]
+    pd.testing.assert_frame_equal(sa["groups"], sb["groups"], check_dtype=False)
+    pd.testing.assert_frame_equal(sa["tokens"], sb["tokens"], check_dtype=False, rtol=1e-12)
+    if sa["arrivals"] is not None:
+        for k, v in sa["arrivals"].items():
+            if k == "idc":
+                assert v.keys() == sb["arrivals"][k].keys()
+                assert all(_close(v[w], sb["arrivals"][k][w]) for w in v)
+            elif isinstance(v, float):
+                assert _close(v, sb["arrivals"][k], rel=1e-9), k
+            else:
+                assert v == sb["arrivals"][k], k
+    pd.testing.assert_frame_equal(sa["peak_to_mean"], sb["peak_to_mean"], check_dtype=False)
+    return a, b
+
+
+# --------------------------------------------------------------------------------------------
+# the dialects
+# --------------------------------------------------------------------------------------------
+def test_java_pattern_translates_strptime():
+    assert java_pattern("%d/%m/%Y %H:%M:%S") == "dd/MM/yyyy HH:mm:ss"
+    assert java_pattern("%Y-%m-%dT%H:%M:%S.%f") == "yyyy-MM-dd'T'HH:mm:ss.SSSSSS"
+    with pytest.raises(ValueError, match="'%a'"):
+        java_pattern("%a %d")
+
+
+def test_dialects_differ_only_in_spelling():
+    assert DUCKDB.idiv("t", 10) == "(t) // 10" and SPARK.idiv("t", 10) == "(t) DIV 10"
+    assert DUCKDB.epoch_us("x") == "epoch_us(x)" and SPARK.epoch_us("x") == "unix_micros(x)"
+    con = duckdb.connect()
+    assert con.execute(f"SELECT {DUCKDB.isinf('CAST(? AS DOUBLE)')}", ["inf"]).fetchone()[0]
+
+
+def test_spark_spellings_run_on_spark(spark):
+    row = spark.sql(
+        f"SELECT {SPARK.idiv('7', 2)}, {SPARK.isinf(chr(39) + 'Infinity' + chr(39) + '::DOUBLE')}, "
+        f"{SPARK.epoch_us(chr(39) + '1970-01-01 00:00:01' + chr(39) + '::TIMESTAMP')}, "
+        f"{SPARK.strptime(chr(39) + '02/01/2024 03:04:05' + chr(39), '%d/%m/%Y %H:%M:%S')}").collect()[0]
+    assert row[0] == 3 and row[1] is True and row[2] == 1_000_000
+    assert row[3] == pd.Timestamp("2024-01-02 03:04:05").to_pydatetime()
+
+
+# --------------------------------------------------------------------------------------------
+# every shared log
+# --------------------------------------------------------------------------------------------
+SHARED_LOGS = ["AzureLLMInferenceTrace_code.csv", "AzureLLMInferenceTrace_conv.csv",
+               "conversation_trace.jsonl", "synthetic_trace.jsonl",
+               "burstgpt/burstgpt_slice.csv", "burstgpt/burstgpt3_slice.csv"]
+
+
+@pytest.mark.parametrize("name", SHARED_LOGS)
+def test_every_shared_log_gives_the_same_answer(spark, shared_dir, name):
+    path = shared_dir / "traces" / name
+    if not path.exists():
+        pytest.skip(f"{path} is not in this copy of ../shared")
+    try:
+        _read(path, "duckdb")
+    except ValueError as exc:  # an invalid row: both engines refuse it with the same message
+        assert _error(path, "spark") == str(exc)
+        a, b = assert_same(path, drop_invalid=True)
+        assert a.report and a.dropped > 0
+    else:
+        assert_same(path)
+
+
+def test_the_shared_folder_has_no_other_request_log(shared_dir):
+    """A log added to ../shared/traces is added to SHARED_LOGS (ServeGen holds rate descriptors)."""
+    found = {str(p.relative_to(shared_dir / "traces")) for p in (shared_dir / "traces").rglob("*")
+             if p.suffix in (".csv", ".jsonl", ".parquet") and "servegen" not in p.parts
+             and p.name != "summary.jsonl"}
+    assert found == set(SHARED_LOGS)
+
+
+def test_servegen_descriptor_is_refused_alike(spark, shared_dir):
+    files = sorted((shared_dir / "traces" / "servegen").rglob("*.csv"))
+    if not files:
+        pytest.skip("no ServeGen descriptor in ../shared")
+    assert "ServeGen" in _error(files[0], "spark") == _error(files[0], "duckdb")
+
+
+# --------------------------------------------------------------------------------------------
+# a multi-million-row Parquet log, read in many Spark partitions
+# --------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def big_log(tmp_path_factory) -> Path:
+    """Three million canonical rows over a week, millisecond times (so ties), three tenants."""
+    path = tmp_path_factory.mktemp("big") / "requests.parquet"
+    con = duckdb.connect()
+    con.execute("SET TimeZone='UTC'")
+    con.execute(f"""
+    COPY (SELECT make_timestamp((1772409600000000 + (i * 201600 + hash(i) % 1000) // 1000 * 1000)
+                     ::BIGINT)::TIMESTAMPTZ AS arrival_time,
+                 1 + hash(i * 7) % 4000 AS input_tokens, hash(i * 11) % 900 AS output_tokens,
+                 CASE WHEN hash(i * 3) % 3 = 0 THEN 'big' ELSE 'small' END AS model,
+                 CASE WHEN hash(i * 5) % 5 = 0 THEN 'batch' ELSE 'interactive' END AS tier,
+                 CASE WHEN hash(i * 13) % 50 = 0 THEN 'throttled'
+                      WHEN hash(i * 17) % 400 = 0 THEN 'failed' ELSE 'served' END AS status,
+                 'team-' || (hash(i * 19) % 3)::VARCHAR AS tenant
+          FROM range(3000000) r(i) ORDER BY arrival_time)
+    TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 100000)""")
+    return path
+
+
+def test_multi_million_row_parquet_log(spark, big_log):
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4MB")  # many partitions, many seams
+    try:
+        a, b = assert_same(big_log, hourly_by=(("model", "tier", "tenant"), ("status",), ()))
+        parts = b._eng.one(f'SELECT count(DISTINCT "__pos" DIV {2**33}) FROM {b._src}')[0]
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert parts > 4  # the seams between partitions were checked
+    assert a.rows == 3_000_000
+    assert b.query_one("SELECT count(DISTINCT tenant) FROM req")[0] == 3
+
+
+# --------------------------------------------------------------------------------------------
+# problems: the same counts, first rows and messages on both engines
+# --------------------------------------------------------------------------------------------
+def _canonical_csv(path: Path, n: int, *, seed: int, swaps=(), bad=(), dup=(), ids=False) -> Path:
+    rng = np.random.default_rng(seed)
+    t = pd.Timestamp("2026-01-05", tz="UTC") + pd.to_timedelta(np.cumsum(rng.exponential(2.0, n)), unit="s")
+    df = pd.DataFrame({
+        "arrival_time": t.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "input_tokens": rng.integers(1, 3000, n).astype(str),
+        "output_tokens": rng.integers(0, 800, n).astype(str),
+        "model": rng.choice(["m1", "m2"], n), "tier": rng.choice(["interactive", "batch"], n),
+        "status": rng.choice(["served", "served", "served", "throttled"], n),
+    })
+    if ids:
+        df.insert(0, "request_id", [f"r{k}" for k in range(n)])
+        df.loc[n // 2, "request_id"] = "r7"
+    for k in swaps:  # row k arrives before the row above it
+        df.loc[[k, k + 1], "arrival_time"] = df.loc[[k + 1, k], "arrival_time"].to_numpy()
+    for k in bad:
+        df.loc[k, "input_tokens"] = "-3" if k % 2 else "twelve"
+    for k in dup:
+        df.loc[k + 1] = df.loc[k]
+    df.to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def small_partitions(spark):
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "32KB")
+    yield
+    spark.conf.unset("spark.sql.files.maxPartitionBytes")
+
+
+def test_unsorted_rows_across_partition_seams(tmp_path, small_partitions):
+    # ~80 bytes a row: 32 KB partitions cut the file every ~400 rows; swap rows everywhere,
+    # several of them across a cut
+    path = _canonical_csv(tmp_path / "unsorted.csv", 6000, seed=1,
+                          swaps=list(range(37, 6000, 211)) + list(range(390, 6000, 401)))
+    msg = _error(path, "duckdb")
+    assert "not sorted" in msg and _error(path, "spark") == msg
+    a, _ = assert_same(path, sort=True)
+    assert a.report[0]["reason"] == "row earlier than the row above it"
+
+
+def test_invalid_rows_duplicates_and_repeated_ids(tmp_path, small_partitions):
+    path = _canonical_csv(tmp_path / "bad.csv", 5000, seed=2, bad=(10, 11, 2500, 4999),
+                          dup=(100, 3000), ids=True)
+    msg = _error(path, "duckdb")
+    assert "invalid rows" in msg and "request id" in msg
+    assert _error(path, "spark") == msg
+    a, _ = assert_same(path, drop_invalid=True)
+    assert {r["reason"] for r in a.report} >= {"negative token count", "unparseable token count",
+                                              "repeated request id"}
+
+
+def test_exact_duplicates_are_kept_and_noted_alike(tmp_path):
+    path = _canonical_csv(tmp_path / "dups.csv", 3000, seed=3, dup=(5, 1200, 2990))
+    a, _ = assert_same(path)
+    assert any("identical to an earlier row" in n for n in a.notes)
+
+
+def test_a_glob_of_files_in_name_order(tmp_path):
+    d = tmp_path / "logs"
+    d.mkdir()
+    whole = _canonical_csv(tmp_path / "all.csv", 4000, seed=4)
+    df = pd.read_csv(whole, dtype=str)
+    df.iloc[2000:].to_csv(d / "part-a.csv", index=False)  # later rows in the first file
+    df.iloc[:2000].to_csv(d / "part-b.csv", index=False)
+    pattern = str(d / "*.csv")
+    msg = _error(pattern, "duckdb")
+    assert "not sorted" in msg and _error(pattern, "spark") == msg
+    a, _ = assert_same(pattern, sort=True)
+    assert a.rows == 4000
+
+
+def test_numeric_epoch_times_and_a_strptime_format(tmp_path):
+    n = 2000
+    t = 1_767_600_000 + np.cumsum(np.full(n, 1.5))
+    pd.DataFrame({"arrival_time": t, "input_tokens": 10, "output_tokens": 20}).to_csv(
+        tmp_path / "epoch.csv", index=False)
+    a, _ = assert_same(tmp_path / "epoch.csv", hourly_by=((),))
+    assert any("epoch seconds" in note for note in a.notes)
+    from capbook.traces import Mapping
+
+    ts = pd.to_datetime(t, unit="s").strftime("%d/%m/%Y %H:%M:%S")
+    pd.DataFrame({"ts": ts, "p": 10, "c": 20}).to_csv(tmp_path / "fmt.csv", index=False)
+    m = Mapping(arrival_time="ts", input_tokens="p", output_tokens="c", time_format="%d/%m/%Y %H:%M:%S")
+    assert_same(tmp_path / "fmt.csv", hourly_by=((),), mapping=m)
+
+
+# --------------------------------------------------------------------------------------------
+# the command line
+# --------------------------------------------------------------------------------------------
+def test_cli_trace_engine_spark_prints_duckdbs_summary(spark, shared_dir, tmp_path, capsys):
+    path = str(shared_dir / "traces" / "burstgpt" / "burstgpt_slice.csv")
+    out = {}
+    for engine in ("duckdb", "spark"):
+        hourly = tmp_path / f"{engine}.csv"
+        args = ["trace", path, "--json", "--hourly", str(hourly), "--engine", engine]
+        if engine == "spark":
+            args += ["--spark-master", MASTER]
+        assert cli.main(args) == 0
+        out[engine] = (json.loads(capsys.readouterr().out), hourly.read_text())
+    assert out["spark"][1] == out["duckdb"][1]  # the history `capbook plan --history` reads
+    js, jd = out["spark"][0], out["duckdb"][0]
+    assert js["arrivals"]["ca2"] == pytest.approx(jd["arrivals"]["ca2"], rel=1e-9)
+    js["arrivals"], jd["arrivals"] = None, None
+    assert js == jd
+
+
+def test_cli_spark_master_without_engine_names_the_flag(tmp_path, capsys):
+    path = _canonical_csv(tmp_path / "x.csv", 50, seed=5)
+    assert cli.main(["trace", str(path), "--spark-master", "local[2]"]) == 2
+    err = capsys.readouterr().err
+    assert "--spark-master applies to --engine spark" in err
+
+
+def test_cli_without_spark_says_what_to_install(tmp_path, capsys, monkeypatch):
+    import capbook.engines
+
+    monkeypatch.setattr(capbook.engines, "spark_unavailable",
+                        lambda: "the Spark engine needs a Java runtime (17 or newer)")
+    path = _canonical_csv(tmp_path / "x.csv", 50, seed=6)
+    assert cli.main(["trace", str(path), "--engine", "spark"]) == 2
+    err = capsys.readouterr().err
+    assert "--engine spark: the Spark engine needs a Java runtime" in err
+    assert "Traceback" not in err
+
+
+def test_duckdb_settings_are_refused_under_spark(tmp_path):
+    path = _canonical_csv(tmp_path / "x.csv", 50, seed=7)
+    with pytest.raises(ValueError, match="threads= and memory_limit= are DuckDB settings"):
+        read_requests(path, engine="spark", threads=2)
+    with pytest.raises(ValueError, match="spark_master= applies to engine='spark'"):
+        read_requests(path, spark_master="local[2]")
+    with pytest.raises(ValueError, match="engine"):
+        read_requests(path, engine="polars")
