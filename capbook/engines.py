@@ -119,6 +119,8 @@ def spark_session(master: str | None = None):
              .config("spark.sql.ansi.doubleQuotedIdentifiers", "true")
              .config("spark.sql.execution.arrow.pyspark.enabled", "true"))
         if master.startswith("local"):
+            # the JVM binds to loopback (and does not warn that the host name resolves to it)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
             b = (b.config("spark.driver.host", "127.0.0.1")
                  .config("spark.driver.bindAddress", "127.0.0.1")
                  .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))))
