@@ -80,6 +80,36 @@ def spark_unavailable() -> str | None:
     return None
 
 
+_LOG4J2 = """# capbook's Spark logging: errors only (capbook reports what went wrong itself)
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
+"""
+
+
+def _quiet_log4j() -> str:
+    """A log4j2 configuration file that keeps Spark's JVM to errors (written once, in the
+    temporary directory)."""
+    import tempfile
+
+    path = os.path.join(tempfile.gettempdir(), "capbook-spark-log4j2.properties")
+    try:
+        with open(path, encoding="utf-8") as f:
+            if f.read() == _LOG4J2:
+                return path
+    except OSError:
+        pass
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(_LOG4J2)
+    os.replace(tmp, path)
+    return path
+
+
 def spark_session(master: str | None = None):
     """The SparkSession capbook runs its SQL on (created once per master, then reused).
 
@@ -124,6 +154,9 @@ def spark_session(master: str | None = None):
             b = (b.config("spark.driver.host", "127.0.0.1")
                  .config("spark.driver.bindAddress", "127.0.0.1")
                  .config("spark.sql.shuffle.partitions", str(max(4, 2 * (os.cpu_count() or 2)))))
+        if "SPARK_CONF_DIR" not in os.environ:  # a user's own Spark configuration wins
+            b = b.config("spark.driver.extraJavaOptions",
+                         f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
         s = b.getOrCreate()
         s.sparkContext.setLogLevel("ERROR")
         try:  # capbook turns a failed query into a sentence; pyspark would also log it whole
