@@ -946,8 +946,8 @@ def _spark_type(simple: str) -> str:
 
 
 def _remote(path: str) -> bool:
-    """A URL that Spark reads (s3a://, hdfs://, abfss://, gs://, ...), not a local path."""
-    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path)) and not path.startswith("file://")
+    """A URL that Spark reads (s3a://, hdfs://, abfss://, gs://, file://, ...), not a path."""
+    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path))
 
 
 def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, str, dict[str, str]]:
@@ -978,8 +978,10 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
         finally:
             con.close()
         files = [os.path.abspath(f) for f in files]
-    else:
+    else:  # Spark alone sees it: the CSV dialect is the usual one, by the file's name
         files = [path]
+        if re.search(r"\.tsv(\.gz)?$", path.lower()):
+            sep = "\t"
     rd = eng.spark.read.option("mode", "FAILFAST")
     try:
         if kind == "csv":

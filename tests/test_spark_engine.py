@@ -261,6 +261,29 @@ def test_numeric_epoch_times_and_a_strptime_format(tmp_path):
     assert_same(tmp_path / "fmt.csv", hourly_by=((),), mapping=m)
 
 
+def test_a_url_is_read_by_spark_alone(tmp_path):
+    """A URL (s3a://, hdfs://, here file://) goes to Spark's reader without DuckDB's look."""
+    path = _canonical_csv(tmp_path / "u.csv", 3000, seed=8, swaps=(40,))
+    url = path.as_uri()
+    a = _read(path, "duckdb", sort=True)
+    b = _read(url, "spark", sort=True)
+    assert (a.rows, a.report, a.first_us) == (b.rows, b.report, b.first_us)
+    pd.testing.assert_frame_equal(a.hourly(), b.hourly(), check_dtype=False)
+    with pytest.raises(ValueError, match="no such file"):
+        _read((tmp_path / "missing.csv").as_uri(), "spark")
+    (tmp_path / "header.csv").write_text("arrival_time,input_tokens,output_tokens\n")
+    with pytest.raises(ValueError, match="no rows"):
+        _read((tmp_path / "header.csv").as_uri(), "spark")
+
+
+def test_the_session_logs_errors_only(spark):
+    opts = spark.sparkContext.getConf().get("spark.driver.extraJavaOptions", "")
+    conf = opts.split("log4j2.configurationFile=file:")[1]
+    assert "rootLogger.level = error" in Path(conf).read_text()
+    assert spark.conf.get("spark.sql.session.timeZone") == "UTC"
+    assert spark.conf.get("spark.sql.ansi.doubleQuotedIdentifiers") == "true"
+
+
 # --------------------------------------------------------------------------------------------
 # the command line
 # --------------------------------------------------------------------------------------------
