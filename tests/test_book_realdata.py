@@ -10,6 +10,7 @@ that describe the sample data. Each failure names the page and the offending sen
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -174,6 +175,24 @@ def test_book_reads_right_on_real_data(real_build, capsys):
     assert code == 0, f"capbook book failed on {log.name} + {sweep.name}:\n{capsys.readouterr().err[-2000:]}"
     problems = check_site(out, log, sweep)
     assert not problems, f"{len(problems)} problems in the {name} build:\n" + "\n".join(problems)
+
+
+@pytest.mark.book_build
+def test_a_real_build_says_what_the_log_allows(real_build):
+    """The site names the reader's log, and the forecasting chapters and the capstone say why a
+    log of an hour or two cannot be forecast (rather than forecasting the sample data)."""
+    name, code, out, log, sweep = real_build
+    assert code == 0
+    marker = json.loads((out / ".capbook-book.json").read_text())
+    assert set(marker) >= {"requests", "sweep", "sample", "built"} and marker["sample"] is False
+    intro = re.sub(r"<[^>]+>", "", (out / "book" / "intro.html").read_text())
+    assert "The data this copy of the book was built from" in intro and log.name in intro
+    for page in ("forecast_tokens", "backtesting"):
+        text = re.sub(r"<[^>]+>", "", (out / "book" / f"{page}.html").read_text())
+        assert re.search(re.escape(log.name) + r"\) covers \d+ hours?", text), page
+        assert "needs 20 whole weeks" in text, page
+    plan_page = re.sub(r"<[^>]+>", "", (out / "book" / "capstone_plan.html").read_text())
+    assert "forecast not possible" in plan_page
 
 
 def test_the_scan_catches_what_it_must():

@@ -153,24 +153,8 @@ def test_book_end_to_end_on_the_sample_data(tmp_path, monkeypatch):
     assert "replicas" in plan_page
 
 
-@pytest.mark.book_build
-def test_book_end_to_end_on_a_real_trace(shared_dir, tmp_path, monkeypatch):
-    for k in ("CAPBOOK_REQUESTS", "CAPBOOK_SWEEP", "CAPBOOK_REQUESTS_FORMAT"):
-        monkeypatch.delenv(k, raising=False)
-    # convert the Azure 2023 conversation trace to the canonical layout with the trace layer
-    log = read_requests(shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv")
-    conv = tmp_path / "azure_conv.parquet"
-    log.to_pandas().to_parquet(conv, index=False)
-    out = tmp_path / "site"
-    assert main(["book", "--requests", str(conv), "--out", str(out)]) == 0
-    marker = _check_site(out, "azure_conv.parquet")
-    assert marker["sample"] is False
-    # the forecasting chapters say why they fall back on a one-hour log
-    for page in ("forecast_tokens", "backtesting"):
-        text = re.sub(r"<[^>]+>", "", (out / "book" / f"{page}.html").read_text())
-        assert "azure_conv.parquet) covers 2 hours" in text and "needs 20 whole weeks" in text, page
-    plan_page = re.sub(r"<[^>]+>", "", (out / "book" / "capstone_plan.html").read_text())
-    assert "forecast not possible" in plan_page
+# The builds on real logs (and what the forecasting chapters say of a log of an hour or two)
+# are tests/test_book_realdata.py's.
 
 
 def test_a_failing_chapter_is_reported_with_its_error(tmp_path):

@@ -141,12 +141,12 @@ def test_servegen_descriptor_is_refused_alike(spark, shared_dir):
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def big_log(tmp_path_factory) -> Path:
-    """Three million canonical rows over a week, millisecond times (so ties), three tenants."""
+    """Two million canonical rows over a week, millisecond times (so ties), three tenants."""
     path = tmp_path_factory.mktemp("big") / "requests.parquet"
     con = duckdb.connect()
     con.execute("SET TimeZone='UTC'")
     con.execute(f"""
-    COPY (SELECT make_timestamp((1772409600000000 + (i * 201600 + hash(i) % 1000) // 1000 * 1000)
+    COPY (SELECT make_timestamp((1772409600000000 + (i * 302400 + hash(i) % 1000) // 1000 * 1000)
                      ::BIGINT)::TIMESTAMPTZ AS arrival_time,
                  1 + hash(i * 7) % 4000 AS input_tokens, hash(i * 11) % 900 AS output_tokens,
                  CASE WHEN hash(i * 3) % 3 = 0 THEN 'big' ELSE 'small' END AS model,
@@ -154,7 +154,7 @@ def big_log(tmp_path_factory) -> Path:
                  CASE WHEN hash(i * 13) % 50 = 0 THEN 'throttled'
                       WHEN hash(i * 17) % 400 = 0 THEN 'failed' ELSE 'served' END AS status,
                  'team-' || (hash(i * 19) % 3)::VARCHAR AS tenant
-          FROM range(3000000) r(i) ORDER BY arrival_time)
+          FROM range(2000000) r(i) ORDER BY arrival_time)
     TO '{path}' (FORMAT parquet, ROW_GROUP_SIZE 100000)""")
     return path
 
@@ -167,7 +167,7 @@ def test_multi_million_row_parquet_log(spark, big_log):
     finally:
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert parts > 4  # the seams between partitions were checked
-    assert a.rows == 3_000_000
+    assert a.rows == 2_000_000
     assert b.query_one("SELECT count(DISTINCT tenant) FROM req")[0] == 3
 
 
