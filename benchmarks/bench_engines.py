@@ -43,27 +43,17 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from bench_traces import CACHE, make_log  # noqa: E402  (the canonical generated log)
+from bench_traces import CACHE, CAPBOOK_CODE, make_log  # noqa: E402  (the log and its DuckDB side)
 
 BY = ("model", "tier")
 
-DUCKDB_CODE = r"""
-import json, resource, sys, time
-from capbook.traces import read_requests
-ru0 = resource.getrusage(resource.RUSAGE_SELF)
-t0 = time.perf_counter()
-log = read_requests(sys.argv[1])
-h = log.hourly(by=("model", "tier"))
-dt = time.perf_counter() - t0
-ru = resource.getrusage(resource.RUSAGE_SELF)
-with open("/proc/self/status") as f:  # VmHWM, not ru_maxrss: see PEAK_NOTE
-    hwm = next(int(ln.split()[1]) for ln in f if ln.startswith("VmHWM:")) / 1024
-h.to_parquet(sys.argv[2])
-print(json.dumps({"seconds": dt, "startup_s": 0.0, "work_s": dt,
-                  "cpu_s": ru.ru_utime + ru.ru_stime - ru0.ru_utime - ru0.ru_stime,
-                  "py_rss_mb": hwm, "jvm_rss_mb": None, "rows": log.rows,
-                  "hourly_rows": len(h)}))
-"""
+def duckdb_run(path: Path, out: Path) -> dict:
+    """bench_traces' capbook side (read_requests + hourly by model and tier, DuckDB), in the
+    fields the Spark side prints."""
+    d = run(CAPBOOK_CODE, [str(path), str(out)])
+    return {"seconds": d["seconds"], "startup_s": 0.0, "work_s": d["seconds"], "cpu_s": d["cpu_s"],
+            "py_rss_mb": d["peak_rss_mb"], "jvm_rss_mb": None, "rows": d["rows"]}
+
 
 SPARK_CODE = r"""
 import json, os, resource, sys, time
@@ -214,7 +204,7 @@ def main() -> None:
                 out.unlink(missing_ok=True)
                 try:
                     if eng == "duckdb":
-                        runs[eng].append(run(DUCKDB_CODE, [str(path), str(out)]))
+                        runs[eng].append(duckdb_run(path, out))
                     else:
                         runs[eng].append(run(SPARK_CODE, [str(path), str(out), args.spark_master],
                                              spark_env))
