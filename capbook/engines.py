@@ -17,6 +17,7 @@ True
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -45,8 +46,6 @@ def _java_major(java: str) -> int | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = out.stderr + out.stdout
-    import re
-
     m = re.search(r'version "(\d+)(?:\.(\d+))?', text)
     if not m:
         return None
@@ -130,14 +129,14 @@ def spark_session(master: str | None = None):
     RuntimeError
         When pyspark or Java is missing (the message says what to install).
     """
-    why = spark_unavailable()
-    if why is not None:
-        raise RuntimeError(why)
     master = master or "local[*]"
     with _SESSION_LOCK:
         s = _SESSIONS.get(master)
         if s is not None and s.sparkContext._jsc is not None:
             return s
+        why = spark_unavailable()  # checked before a JVM starts, not on every reuse
+        if why is not None:
+            raise RuntimeError(why)
         from pyspark.sql import SparkSession
 
         b = (SparkSession.builder.master(master).appName("capbook")
@@ -212,10 +211,6 @@ class DuckDBEngine:
         """A query's result as a dict of numpy arrays."""
         return self.con.execute(sql).fetchnumpy()
 
-    def materialize(self, name: str, sql: str) -> None:
-        """Compute a query once into a table."""
-        self.con.execute(f"CREATE OR REPLACE TABLE {name} AS {sql}")
-
     def view(self, name: str, sql: str) -> None:
         """Name a query (computed when read)."""
         self.con.execute(f"CREATE OR REPLACE TEMP VIEW {name} AS {sql}")
@@ -242,7 +237,6 @@ class SparkEngine:
         from .logsql import SPARK
 
         self.spark = spark_session(master)
-        self.master = master or "local[*]"
         self.dialect = SPARK
         with _SESSION_LOCK:
             SparkEngine._counter += 1
@@ -252,9 +246,6 @@ class SparkEngine:
 
     def table(self, name: str) -> str:
         return name + self.suffix
-
-    def _sql(self, sql: str):
-        return self.spark.sql(sql)
 
     _aliased_for: tuple | None = None  # (engine suffix, names) the plain names point at now
 
@@ -285,8 +276,6 @@ class SparkEngine:
             return sdf.toPandas()
 
     def numpy(self, sql: str) -> dict:
-        import numpy as np
-
         d = self.df(sql)
         return {c: d[c].to_numpy() for c in d.columns}
 
@@ -305,7 +294,7 @@ class SparkEngine:
         SparkEngine._aliased_for = None
 
     def release(self) -> None:
-        """Drop this log's cached tables and views."""
+        """Drop this log's cached tables (its RequestLog calls this when it is collected)."""
         for sdf in self._cached:
             try:
                 sdf.unpersist()

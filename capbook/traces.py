@@ -69,6 +69,7 @@ import os
 import re
 import threading
 import warnings
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Sequence
@@ -1147,6 +1148,8 @@ class RequestLog:
         self.engine = engine.name
         self._eng = engine
         self._d = engine.dialect
+        if engine.name == "spark":  # the log's cached tables go when the log does
+            weakref.finalize(self, engine.release)
         self._lock = threading.Lock()
         self._src = source_sql
         # DuckDB numbers rows in file order with row_number() OVER (); Spark's source view
@@ -1750,18 +1753,16 @@ def _read_spark(path: str, format: str, mapping: Mapping | None, drop_invalid: b
                 check_units: bool, time_unit: str | None, threads: int | None,
                 memory_limit: str | None, spark_master: str | None) -> RequestLog:
     """:func:`read_requests` with ``engine="spark"``."""
-    from .engines import spark_unavailable
-
     if threads is not None or memory_limit is not None:
         raise ValueError("threads= and memory_limit= are DuckDB settings; with engine='spark' the "
                          "Spark session's own configuration (spark.driver.memory, the master's "
                          "cores) sets them")
-    why = spark_unavailable()
-    if why is not None:
-        raise ValueError(f"engine='spark': {why}")
     if not _remote(path):
         _files(path)  # FileNotFoundError when nothing is there
-    eng = SparkEngine(spark_master)
+    try:
+        eng = SparkEngine(spark_master)
+    except RuntimeError as exc:  # no pyspark, or no Java 17+: spark_unavailable's sentence
+        raise ValueError(f"engine='spark': {exc}") from None
     notes: list[str] = []
     src, numbered, cols = _spark_source(eng, path, notes)
     try:
