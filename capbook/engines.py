@@ -109,6 +109,39 @@ def _quiet_log4j() -> str:
     return path
 
 
+class _Py4JInterruptFilter:
+    """Drops py4j's root-logger report of a call interrupted by Ctrl-C (see :func:`_restore_sigint`)."""
+
+    def filter(self, record) -> bool:
+        return not ("py4j" in (record.pathname or "") and record.exc_info is not None
+                    and record.exc_info[0] is not None and issubclass(record.exc_info[0], KeyboardInterrupt))
+
+
+def _restore_sigint() -> None:
+    """Give Ctrl-C back to Python after pyspark took it.
+
+    A SparkContext installs a SIGINT handler that cancels the running jobs over the py4j
+    connection. Called while the main thread is itself waiting on that connection, it makes a
+    reentrant call on the socket, logs pages of py4j tracebacks and turns the interrupt into a
+    failed read ("Spark could not read the file", exit 2). With Python's own handler back, Ctrl-C
+    raises ``KeyboardInterrupt`` where the main thread waits, ``capbook`` exits 130, and the JVM
+    (which pyspark starts ignoring SIGINT) ends when its parent's gateway closes.
+    """
+    import logging
+    import signal
+    import threading
+
+    # py4j reports the interrupted call through the root logger with a traceback before
+    # re-raising it; the interrupt itself is what the user needs to see
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JInterruptFilter) for f in root.filters):
+        root.addFilter(_Py4JInterruptFilter())
+    if threading.current_thread() is threading.main_thread():
+        handler = signal.getsignal(signal.SIGINT)
+        if getattr(handler, "__module__", "").startswith("pyspark"):
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def spark_session(master: str | None = None):
     """The SparkSession capbook runs its SQL on (created once per master, then reused).
 
@@ -157,6 +190,7 @@ def spark_session(master: str | None = None):
             b = b.config("spark.driver.extraJavaOptions",
                          f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
         s = b.getOrCreate()
+        _restore_sigint()
         s.sparkContext.setLogLevel("ERROR")
         try:  # capbook turns a failed query into a sentence; pyspark would also log it whole
             import logging

@@ -331,3 +331,59 @@ def test_duckdb_settings_are_refused_under_spark(tmp_path):
         read_requests(path, spark_master="local[2]")
     with pytest.raises(ValueError, match="engine"):
         read_requests(path, engine="polars")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def test_ctrl_c_stops_a_spark_read_at_once_without_tracebacks(spark, big_log):
+    """pyspark's own SIGINT handler made Ctrl-C print pages of py4j tracebacks and end in
+    "Spark could not read the file" (exit 2); capbook gives Ctrl-C back to Python."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    proc = subprocess.Popen([sys.executable, "-m", "capbook.cli", "trace", "--engine", "spark",
+                             "--spark-master", MASTER, str(big_log)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    jvm = []
+    while time.monotonic() < deadline and not jvm and proc.poll() is None:
+        time.sleep(0.5)
+        jvm = [p for p in _children(proc.pid) if b"java" in (Path("/proc") / str(p) / "cmdline").read_bytes()]
+    assert jvm, "the Spark JVM never started"
+    time.sleep(8)  # the session is up and reading two million rows (a minute's work)
+    assert proc.poll() is None, "the read ended before the interrupt: the test needs a bigger log"
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - t0 < 15
+    assert proc.returncode == 130, err
+    assert "capbook trace: interrupted" in err
+    assert "Traceback" not in err and "could not read" not in err, err
+    for _ in range(40):
+        if not any(_alive(p) for p in jvm):
+            break
+        time.sleep(0.5)
+    assert not any(_alive(p) for p in jvm), "the JVM outlived capbook"
