@@ -110,36 +110,53 @@ def _quiet_log4j() -> str:
 
 
 class _Py4JInterruptFilter:
-    """Drops py4j's root-logger report of a call interrupted by Ctrl-C (see :func:`_restore_sigint`)."""
+    """Drops py4j's root-logger report of a call interrupted by Ctrl-C (see :func:`_start_session`)."""
 
     def filter(self, record) -> bool:
         return not ("py4j" in (record.pathname or "") and record.exc_info is not None
                     and record.exc_info[0] is not None and issubclass(record.exc_info[0], KeyboardInterrupt))
 
 
-def _restore_sigint() -> None:
-    """Give Ctrl-C back to Python after pyspark took it.
+def _start_session(builder):
+    """``builder.getOrCreate()`` in a thread of its own, so that Ctrl-C stays Python's.
 
-    A SparkContext installs a SIGINT handler that cancels the running jobs over the py4j
-    connection. Called while the main thread is itself waiting on that connection, it makes a
-    reentrant call on the socket, logs pages of py4j tracebacks and turns the interrupt into a
-    failed read ("Spark could not read the file", exit 2). With Python's own handler back, Ctrl-C
-    raises ``KeyboardInterrupt`` where the main thread waits, ``capbook`` exits 130, and the JVM
-    (which pyspark starts ignoring SIGINT) ends when its parent's gateway closes.
+    Started in the main thread, a SparkContext replaces the SIGINT handler with one that
+    cancels the running jobs over the py4j connection; when the main thread is itself waiting on
+    that connection the handler makes a reentrant call on the socket, py4j logs pages of
+    tracebacks, and the interrupt becomes a failed read ("Spark could not read the file", exit
+    2) or an internal error. Started in another thread it installs nothing, and Ctrl-C raises
+    ``KeyboardInterrupt`` in the main thread, whether the session is still starting (the wait
+    below is interruptible) or a query runs; ``capbook`` then exits 130 and the JVM (which
+    pyspark starts ignoring SIGINT) ends with its parent's gateway.
     """
-    import logging
-    import signal
-    import threading
+    _quiet_py4j_interrupts()
+    if threading.current_thread() is not threading.main_thread():
+        return builder.getOrCreate()
+    box: dict[str, Any] = {}
 
-    # py4j reports the interrupted call through the root logger with a traceback before
-    # re-raising it; the interrupt itself is what the user needs to see
+    def start():
+        try:
+            box["session"] = builder.getOrCreate()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller below
+            box["error"] = exc
+
+    t = threading.Thread(target=start, name="capbook-spark-start", daemon=True)
+    t.start()
+    while t.is_alive():
+        t.join(0.25)
+    if "error" in box:
+        raise box["error"]
+    return box["session"]
+
+
+def _quiet_py4j_interrupts() -> None:
+    """py4j reports a call interrupted by Ctrl-C through the root logger, with a traceback,
+    before re-raising the interrupt; the interrupt itself is what the user needs to see."""
+    import logging
+
     root = logging.getLogger()
     if not any(isinstance(f, _Py4JInterruptFilter) for f in root.filters):
         root.addFilter(_Py4JInterruptFilter())
-    if threading.current_thread() is threading.main_thread():
-        handler = signal.getsignal(signal.SIGINT)
-        if getattr(handler, "__module__", "").startswith("pyspark"):
-            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def spark_session(master: str | None = None):
@@ -189,8 +206,7 @@ def spark_session(master: str | None = None):
         if "SPARK_CONF_DIR" not in os.environ:  # a user's own Spark configuration wins
             b = b.config("spark.driver.extraJavaOptions",
                          f"-Dlog4j2.configurationFile=file:{_quiet_log4j()}")
-        s = b.getOrCreate()
-        _restore_sigint()
+        s = _start_session(b)
         s.sparkContext.setLogLevel("ERROR")
         try:  # capbook turns a failed query into a sentence; pyspark would also log it whole
             import logging
