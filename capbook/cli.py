@@ -650,6 +650,7 @@ def run_book(args: argparse.Namespace) -> int:
     try:
         timeout = _number(args.timeout, "--timeout", "a whole number of seconds >= 1", whole=True)
         jobs = _number(args.jobs, "--jobs", "a whole number of chapters >= 1", whole=True)
+        bookbuild.check_out(args.out)  # before the data are read and long before any chapter runs
         _load_inputs(args)
         prices = args.prices if _prices_flag(args) is not None else None
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
