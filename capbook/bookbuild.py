@@ -312,6 +312,11 @@ def _manifest(folder: Path) -> dict:
     return {"files": files, "folders": sorted(folders)}
 
 
+def _write_marker(site: Path, meta: dict) -> None:
+    """Write the marker of a finished build: ``meta`` and the manifest of everything in ``site``."""
+    (site / _MARKER).write_text(json.dumps({**meta, "manifest": _manifest(site)}, indent=2), encoding="utf-8")
+
+
 def _foreign_paths(out: Path) -> list[str] | None:
     """The paths under ``out`` that the build recorded in its marker did not write (or that changed
     since); None when the marker holds no valid manifest (an older capbook's, or not capbook's)."""
@@ -442,7 +447,11 @@ def _swap_in(stage: Path, out: Path) -> None:
                          "nothing was replaced: choose a new folder")
     aside = Path(tempfile.mkdtemp(prefix=_STAGE_PREFIX + "old-", dir=out.parent))
     os.rename(out, aside)        # onto an empty folder: atomic
-    os.rename(stage, out)
+    try:
+        os.rename(stage, out)
+    except BaseException:
+        os.rename(aside, out)    # the old build back in place
+        raise
     shutil.rmtree(aside, ignore_errors=True)
 
 
@@ -841,9 +850,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
                     dst = site / "notebooks" / src.name
                     dst.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(work / src.relative_to(ROOT), dst)
-            marker = {"built": when, **source, "failed": {str(rel): err for rel, err in failed.items()},
-                      "manifest": _manifest(site)}
-            (site / _MARKER).write_text(json.dumps(marker, indent=2), encoding="utf-8")
+            _write_marker(site, {"built": when, **source, "failed": {str(rel): err for rel, err in failed.items()}})
             with signals.deferred():
                 _swap_in(site, out)
         finally:

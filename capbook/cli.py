@@ -640,6 +640,7 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prices", metavar="CSV", default=None,
                    help="price table for the chapter on costs (gpu,on_demand_usd_per_gpu_hour,"
                         "reserved_usd_per_gpu_hour; default: the illustrative data/prices/illustrative.csv)")
+    p.add_argument("--chapters", default=None, help=argparse.SUPPRESS)  # comma-separated stems (tests)
     p.set_defaults(func=run_book)
 
 
@@ -658,7 +659,7 @@ def run_book(args: argparse.Namespace) -> int:
                                     jobs=jobs, requests_options=_requests_options(args),
                                     sweep_options=_sweep_options(args),
                                     history=args.history if _history_flag(args) is not None else None,
-                                    prices=prices)
+                                    prices=prices, chapters=args.chapters.split(",") if args.chapters else None)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
 
