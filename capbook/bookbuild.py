@@ -242,7 +242,8 @@ def _execute(path: Path, env: dict, timeout: int) -> None:
     kernel = (nb.metadata.get("kernelspec") or {}).get("name", "python3")
     # Kernels started at the same time by parallel workers can race for the same TCP ports;
     # Unix sockets in a folder of this worker's own cannot collide (and stay off the network).
-    with tempfile.TemporaryDirectory(prefix="cbk-") as sock_dir:
+    # (in the build's own folder of sockets, which it removes even when this process is killed)
+    with tempfile.TemporaryDirectory(prefix="cbk-", dir=os.environ.get("CAPBOOK_SOCKETS")) as sock_dir:
         cfg = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sock_dir) / "k")}})
         client = NotebookClient(nb, timeout=timeout, startup_timeout=120, kernel_name=kernel,
                                 allow_errors=False, config=cfg,
@@ -796,13 +797,16 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
 
     children = _Children()
     with _Signals() as signals:
-        tmp = stage = pool = bar = None
+        tmp = stage = sockets = pool = bar = None
         try:
             with signals.deferred():      # a folder made is a folder known to the clean-up below
                 stage = _stage_folder(out)
                 tmp = Path(tempfile.mkdtemp(prefix="capbook-book-"))
-            (tmp / "tmp").mkdir()
-            env["TMPDIR"] = str(tmp / "tmp")   # the chapters' own temporary files go with the build's
+                # a Unix socket's path has at most 107 bytes: the kernels' go in a short one
+                short = tempfile.gettempdir() if len(tempfile.gettempdir()) <= 40 else "/tmp"
+                sockets = Path(tempfile.mkdtemp(prefix="cbk-", dir=short))
+            # the kernels' connection files and the chapters' temporary files go there too
+            env["CAPBOOK_SOCKETS"] = env["TMPDIR"] = str(sockets)
             work = tmp / "src"
             work.mkdir()
             note = data_note(source, when)
@@ -860,7 +864,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
                 pool.shutdown(wait=True, cancel_futures=True)
             if bar is not None:
                 bar.close()
-            for folder in (tmp, stage):
+            for folder in (tmp, stage, sockets):
                 if folder is not None:
                     shutil.rmtree(folder, ignore_errors=True)
     built = f"capbook book: built {out / 'index.html'} from requests={source['requests']}, sweep={source['sweep']}"

@@ -972,6 +972,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     except KeyboardInterrupt:
+        if argv is None:  # the command line itself: a second Ctrl-C while it stops changes nothing
+            import signal
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         print(f"capbook {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
