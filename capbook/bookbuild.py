@@ -10,9 +10,16 @@ that without touching the repository's own build:
 2. writes a note at the top of the copied ``intro.md`` saying which data the copy was built
    from (:func:`capbook.datasets.data_source`);
 3. executes every chapter of the table of contents, one fresh kernel each, with the data
-   variables in the kernel's environment, showing progress per chapter;
-4. builds the site from the executed copies with ``jupyter-book build`` and moves the HTML to
-   the output folder only when everything succeeded (nothing half-built is left behind).
+   variables in the kernel's environment, showing progress per chapter; a chapter that fails
+   keeps its unexecuted source under an admonition naming the error, and the first page lists it;
+4. builds the site from the executed copies with ``jupyter-book build``, writes it beside the
+   output folder and renames it into place (nothing half-built is left behind).
+
+The output folder is checked before anything runs (:func:`check_out`): capbook replaces an
+earlier build only when the folder holds nothing but the files that build's marker lists, so
+it never deletes a file it did not write. Ctrl-C or SIGTERM kills every chapter process with
+its kernel and the site build, removes the temporary folders and leaves the output folder as
+it was.
 """
 from __future__ import annotations
 

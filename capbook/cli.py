@@ -623,16 +623,20 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
         "book",
         help="re-run every chapter of the book on your data and build the site",
         description=(
-            "Validate the request log and sweep, execute every chapter on them (a fresh kernel per "
-            "chapter, progress per chapter) and build the static site into DIR. The repository's "
-            "own build and cache are not touched. Exit status 2 on invalid input, 1 when a "
-            "chapter fails."
+            "Check DIR, validate the request log and sweep, execute every chapter on them (a fresh "
+            "kernel per chapter, progress per chapter) and build the static site into DIR. The "
+            "repository's own build and cache are not touched. DIR may hold an earlier capbook book "
+            "build and nothing else (capbook deletes no file it did not write); the new site replaces "
+            "it whole. A chapter that fails is shown unexecuted with its error and the rest of the "
+            "site is built. Exit status 2 on invalid input or DIR, 1 when a chapter fails (the site "
+            "is there), 130 when interrupted (DIR untouched, nothing left running)."
         ),
     )
     _add_data_arguments(p)
     _add_history_argument(p)
     p.add_argument("--out", default="capbook-book", metavar="DIR",
-                   help="folder for the built site (default ./capbook-book); index.html inside")
+                   help="folder for the built site (default ./capbook-book); index.html inside. It must be "
+                        "new, empty, or an earlier capbook book build holding nothing else")
     p.add_argument("--timeout", default="300", metavar="SECONDS",
                    help="seconds allowed per notebook cell (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
