@@ -10,30 +10,44 @@ that without touching the repository's own build:
 2. writes a note at the top of the copied ``intro.md`` saying which data the copy was built
    from (:func:`capbook.datasets.data_source`);
 3. executes every chapter of the table of contents, one fresh kernel each, with the data
-   variables in the kernel's environment, showing progress per chapter;
-4. builds the site from the executed copies with ``jupyter-book build`` and moves the HTML to
-   the output folder only when everything succeeded (nothing half-built is left behind).
+   variables in the kernel's environment, showing progress per chapter; a chapter that fails
+   keeps its unexecuted source under an admonition naming the error, and the first page lists it;
+4. builds the site from the executed copies with ``jupyter-book build``, writes it beside the
+   output folder and renames it into place (nothing half-built is left behind).
+
+The output folder is checked before anything runs (:func:`check_out`): capbook replaces an
+earlier build only when the folder holds nothing but the files that build's marker lists, so
+it never deletes a file it did not write. Ctrl-C or SIGTERM kills every chapter process with
+its kernel and the site build, removes the temporary folders and leaves the output folder as
+it was.
 """
 from __future__ import annotations
 
 import datetime as _dt
+import errno
+import hashlib
+import html as _html
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["ROOT", "chapter_files", "data_note", "build_book"]
+__all__ = ["ROOT", "chapter_files", "data_note", "check_out", "build_book"]
 
 #: The repository root (where ``_config.yml`` and ``_toc.yml`` live).
 ROOT = Path(__file__).resolve().parents[1]
 _MARKER = ".capbook-book.json"
+#: The prefix of the folders ``capbook book`` makes beside ``--out`` (the new build, the old one set aside).
+_STAGE_PREFIX = ".capbook-book-"
 
 
 def _toc_files(node) -> list[str]:
@@ -235,7 +249,8 @@ def _execute(path: Path, env: dict, timeout: int) -> None:
     kernel = (nb.metadata.get("kernelspec") or {}).get("name", "python3")
     # Kernels started at the same time by parallel workers can race for the same TCP ports;
     # Unix sockets in a folder of this worker's own cannot collide (and stay off the network).
-    with tempfile.TemporaryDirectory(prefix="cbk-") as sock_dir:
+    # (in the build's own folder of sockets, which it removes even when this process is killed)
+    with tempfile.TemporaryDirectory(prefix="cbk-", dir=os.environ.get("CAPBOOK_SOCKETS")) as sock_dir:
         cfg = Config({"KernelManager": {"transport": "ipc", "ip": str(Path(sock_dir) / "k")}})
         client = NotebookClient(nb, timeout=timeout, startup_timeout=120, kernel_name=kernel,
                                 allow_errors=False, config=cfg,
@@ -244,31 +259,35 @@ def _execute(path: Path, env: dict, timeout: int) -> None:
     nbformat.write(nb, path)
 
 
-def _execute_timed(path: str, env: dict, timeout: int, wall_s: float = 600.0, attempts: int = 2) -> float:
+def _execute_timed(path: str, env: dict, timeout: int, wall_s: float = 600.0, attempts: int = 2,
+                   children: _Children | None = None) -> float:
     """Execute one notebook in place in a child process; returns the seconds it took.
 
     The child (``python -m capbook.bookbuild --execute``) starts the kernel and runs the
     cells. A child that makes no progress for ``wall_s`` seconds (a kernel that stopped
-    answering) is killed, and the chapter is run again, up to ``attempts`` times; the kernel
-    exits by itself when its parent dies. A cell error is not retried.
+    answering) is killed with its kernel, and the chapter is run again, up to ``attempts``
+    times. A cell error is not retried. ``children`` (of :func:`build_book`) knows the child
+    while it runs, so that an interrupt kills it; a worker asked to start a chapter after the
+    interrupt raises ``_Stopped``.
     """
+    children = children or _Children()
     cmd = [sys.executable, "-m", "capbook.bookbuild", "--execute", str(path), "--timeout", str(int(timeout))]
     t0 = time.perf_counter()
     for attempt in range(1, attempts + 1):
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = children.start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             _, err = proc.communicate(timeout=wall_s)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            _kill_tree(proc.pid)
             proc.communicate()
             if attempt < attempts:
                 continue
             raise RuntimeError(f"{Path(path).name}: no result after {wall_s:g} s, {attempts} attempts "
                                "(a kernel stopped answering, or the chapter is far too slow)") from None
+        finally:
+            children.done(proc)
+        if children.stopping:
+            raise _Stopped()
         if proc.returncode != 0:
             lines = [ln for ln in (err or "").splitlines() if ln.strip()]
             raise RuntimeError(lines[-1] if lines else f"exit status {proc.returncode}")
@@ -276,8 +295,415 @@ def _execute_timed(path: str, env: dict, timeout: int, wall_s: float = 600.0, at
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+# --------------------------------------------------------------------------------------------
+# The output folder: checked before any computation, replaced only when capbook wrote all of it
+# --------------------------------------------------------------------------------------------
+def _file_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _manifest(folder: Path) -> dict:
+    """What a build wrote under ``folder``: its folders and, per file, the size (bytes) and SHA-256."""
+    files, folders = {}, []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        base = Path(dirpath)
+        for d in dirnames:
+            folders.append((base / d).relative_to(folder).as_posix())
+        for f in filenames:
+            rel = (base / f).relative_to(folder).as_posix()
+            if rel != _MARKER:
+                files[rel] = [(base / f).stat().st_size, _file_digest(base / f)]
+    return {"files": files, "folders": sorted(folders)}
+
+
+def _write_marker(site: Path, meta: dict) -> None:
+    """Write the marker of a finished build: ``meta`` and the manifest of everything in ``site``."""
+    (site / _MARKER).write_text(json.dumps({**meta, "manifest": _manifest(site)}, indent=2), encoding="utf-8")
+
+
+def _foreign_paths(out: Path) -> list[str] | None:
+    """The paths under ``out`` that the build recorded in its marker did not write (or that changed
+    since); None when the marker holds no valid manifest (an older capbook's, or not capbook's)."""
+    try:
+        manifest = json.loads((out / _MARKER).read_text(encoding="utf-8"))["manifest"]
+        files, folders = dict(manifest["files"]), set(manifest["folders"])
+        if not all(isinstance(v, list) and len(v) == 2 for v in files.values()):
+            return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    foreign = []
+    for dirpath, dirnames, filenames in os.walk(out):
+        base = Path(dirpath)
+        for d in list(dirnames):
+            rel = (base / d).relative_to(out).as_posix()
+            if rel not in folders or (base / d).is_symlink():
+                foreign.append(rel + "/")
+                dirnames.remove(d)           # nothing inside a foreign folder is capbook's
+        for f in filenames:
+            rel = (base / f).relative_to(out).as_posix()
+            if rel == _MARKER:
+                continue
+            path = base / f
+            if rel not in files or path.is_symlink() or not path.is_file():
+                foreign.append(rel)
+                continue
+            size, digest = files[rel]
+            if path.stat().st_size != size or _file_digest(path) != digest:
+                foreign.append(rel + " (changed since capbook wrote it)")
+    return sorted(foreign)
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        return 255
+
+
+def check_out(out) -> Path:
+    """Check the output folder of :func:`build_book` before anything is computed; returns it resolved.
+
+    Raises ValueError naming ``--out`` and saying why when the path is too long a name, lies
+    inside the repository's sources, runs through a file, cannot be written (the folder where
+    the new build is staged, beside ``out``), or already holds anything ``capbook book`` did not
+    write (an earlier build's marker lists every file it wrote, with its size and SHA-256).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     check_out(Path(d) / "site") == (Path(d) / "site").resolve()
+    True
+    >>> check_out("x" * 300)
+    Traceback (most recent call last):
+    ...
+    ValueError: --out xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...: the name xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx... is 300 bytes long; this file system allows 255
+    """
+    shown = str(out) if len(str(out)) <= 80 else str(out)[:30] + "..."
+    given = Path(out)
+    if len(os.fsencode(os.path.abspath(given))) >= 4096:
+        raise ValueError(f"--out {shown}: the path is {len(os.fsencode(os.path.abspath(given))):,} bytes long; "
+                         "this system allows 4,095")
+    anchor = Path(os.path.abspath(given))
+    while not os.path.lexists(anchor) and anchor != anchor.parent:
+        anchor = anchor.parent
+    limit = _name_max(anchor if anchor.is_dir() else anchor.parent)
+    for part in given.parts:
+        if len(os.fsencode(part)) > limit:
+            name = part if len(part) <= 40 else part[:30] + "..."
+            raise ValueError(f"--out {shown}: the name {name} is {len(os.fsencode(part))} bytes long; "
+                             f"this file system allows {limit}")
+    out = given.resolve()
+    if out == ROOT or ROOT / "book" in (out, *out.parents):
+        raise ValueError(f"--out {out}: choose a folder outside the repository's sources")
+    anchor = out
+    while not os.path.lexists(anchor):
+        anchor = anchor.parent
+    if anchor != out and not anchor.is_dir():
+        raise ValueError(f"--out {out}: {anchor} is a file, not a folder; choose another path")
+    if anchor == out:
+        if not out.is_dir():
+            raise ValueError(f"--out {out} exists and is not a folder")
+        if any(out.iterdir()):
+            if not (out / _MARKER).is_file():
+                raise ValueError(f"--out {out} exists and is not empty (and is not an earlier capbook book "
+                                 "build); choose a new folder")
+            foreign = _foreign_paths(out)
+            if foreign is None:
+                raise ValueError(f"--out {out} holds a {_MARKER} without the list of the files capbook wrote "
+                                 "(an older capbook's, or not capbook's), so capbook cannot tell its files from "
+                                 "yours and deletes nothing: choose a new folder, or empty this one")
+            if foreign:
+                few = ", ".join(foreign[:4]) + (f", ... ({len(foreign)} in all)" if len(foreign) > 4 else "")
+                raise ValueError(f"--out {out} holds files capbook did not write ({few}); capbook never deletes "
+                                 "them: choose a new folder or move them out")
+        anchor = out.parent
+    if not os.access(anchor, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: cannot write in {anchor} (permission denied or a read-only file system)")
+    if os.path.lexists(out):
+        for dirpath, _, _ in os.walk(out):  # the old build is deleted once the new one is in place
+            if not os.access(dirpath, os.W_OK | os.X_OK):
+                raise ValueError(f"--out {out}: cannot delete the earlier build's files in {dirpath} "
+                                 "(permission denied); choose a new folder")
+    return out
+
+
+def _stage_folder(out: Path) -> Path:
+    """Make the folder the new build is written to, beside ``out`` (so the final rename is atomic)."""
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        return Path(tempfile.mkdtemp(prefix=_STAGE_PREFIX + "new-", dir=out.parent))
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot write in {out.parent} ({exc.strerror or exc})") from None
+
+
+def _swap_in(stage: Path, out: Path) -> None:
+    """Put the finished build ``stage`` at ``out``: the old build is renamed aside, the new one renamed
+    to ``out``, the old one removed. Call it with signals deferred (see :class:`_Signals`)."""
+    if os.path.lexists(out) and not any(out.iterdir()):
+        out.rmdir()
+    if not os.path.lexists(out):
+        os.rename(stage, out)
+        return
+    foreign = _foreign_paths(out)
+    if foreign is None or foreign:  # the user wrote there while the chapters ran
+        raise ValueError(f"--out {out} changed while the book was built ({', '.join((foreign or [_MARKER])[:4])}); "
+                         "nothing was replaced: choose a new folder")
+    aside = Path(tempfile.mkdtemp(prefix=_STAGE_PREFIX + "old-", dir=out.parent))
+    os.rename(out, aside)        # onto an empty folder: atomic
+    try:
+        os.rename(stage, out)
+    except BaseException:
+        os.rename(aside, out)    # the old build back in place
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------------
+# Interrupts: every chapter process is known, and killed with its kernel
+# --------------------------------------------------------------------------------------------
+class _Stopped(Exception):
+    """Raised in a worker asked to start a chapter after the build was interrupted."""
+
+
+def _descendants(pid: int) -> list[int]:
+    """The processes below ``pid`` (children, grandchildren, ...), read from /proc; [] elsewhere."""
+    children: dict[int, list[int]] = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in entries:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as fh:
+                stat = fh.read().decode("utf-8", "replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill the process ``pid`` (a session leader), its process group and every descendant, the
+    kernels included (jupyter_client starts them in sessions of their own)."""
+    try:
+        os.killpg(pid, signal.SIGSTOP)  # frozen, the group starts nothing more while it is listed
+    except OSError:
+        pass
+    pids = [pid, *_descendants(pid)]
+    groups = set()
+    for p in pids:
+        try:
+            if os.getpgid(p) == p:
+                groups.add(p)
+        except OSError:
+            pass
+    for p in pids:
+        try:
+            os.kill(p, signal.SIGKILL)
+        except OSError:
+            pass
+    for g in groups | {pid}:
+        try:
+            os.killpg(g, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+class _Children:
+    """The processes a build has running (chapters, the site build), so that an interrupt stops them all."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._procs: set = set()
+        self.stopping = False
+
+    def start(self, cmd, **kwargs) -> subprocess.Popen:
+        with self._lock:
+            if self.stopping:
+                raise _Stopped()
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self._procs.add(proc)
+        return proc
+
+    def done(self, proc) -> None:
+        with self._lock:
+            self._procs.discard(proc)
+
+    def stop_all(self) -> None:
+        with self._lock:
+            self.stopping = True
+            procs = list(self._procs)
+        for proc in procs:
+            _kill_tree(proc.pid)
+        for proc in procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+class _Signals:
+    """SIGINT and SIGTERM during a build: the first raises KeyboardInterrupt (SIGTERM too), later ones
+    are ignored while the build cleans up; inside :meth:`deferred` a signal waits for the block's end.
+    Does nothing outside the main thread (where Python cannot install handlers)."""
+
+    def __init__(self):
+        self.interrupted = False
+        self._defer = 0
+        self._pending = False
+        self._old = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self._old[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+        return False
+
+    def _handle(self, signum, frame):
+        if self.interrupted:
+            return                       # already stopping: a second Ctrl-C changes nothing
+        if self._defer:
+            self._pending = True
+            return
+        self.interrupted = True
+        raise KeyboardInterrupt
+
+    def cleaning_up(self) -> None:
+        """From now on every signal is ignored (the build is stopping or done)."""
+        self.interrupted = True
+
+    @contextmanager
+    def deferred(self):
+        self._defer += 1
+        try:
+            yield
+        finally:
+            self._defer -= 1
+        if not self._defer and self._pending and not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+
+
+# --------------------------------------------------------------------------------------------
+# A chapter that fails on the reader's data: its source, the error at its top, a line in the intro
+# --------------------------------------------------------------------------------------------
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+#: Characters written as HTML entities in an error shown on a page: HTML's own and MyST's markup.
+_ENTITIES = {ord(ch): f"&#{ord(ch)};" for ch in "{}$`*_[]|:\\~^@#!%'\""}
+_ENTITIES.update({ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"})
+
+
+def _html_text(text: str, limit: int = 400) -> str:
+    """``text`` on one line, HTML-escaped, with the characters MyST reads as markup written as entities
+    (it sits in a raw HTML block, which MyST passes through unparsed; the entities make sure of it)."""
+    one = " ".join(_ANSI.sub("", str(text)).split())
+    one = "".join(ch for ch in one if ch.isprintable())
+    if len(one) > limit:
+        one = one[:limit - 3] + "..."
+    return one.translate(_ENTITIES)
+
+
+def failed_chapter_admonition(error: str) -> str:
+    """The HTML block placed under the title of a chapter that failed on the reader's data.
+
+    Examples
+    --------
+    >>> print(failed_chapter_admonition("ValueError: <b>{glue}`x`</b> $1"))
+    <div class="admonition error capbook-failed">
+    <p class="admonition-title">This chapter did not run on your data</p>
+    <p>It failed with <code>ValueError&#58; &lt;b&gt;&#123;glue&#125;&#96;x&#96;&lt;/b&gt; &#36;1</code>. The code below is the chapter's, unexecuted; run it in Jupyter with the data variables set (CAPBOOK_REQUESTS, CAPBOOK_SWEEP) to see the traceback.</p>
+    </div>
+    """
+    return ("<div class=\"admonition error capbook-failed\">\n"
+            "<p class=\"admonition-title\">This chapter did not run on your data</p>\n"
+            f"<p>It failed with <code>{_html_text(error)}</code>. The code below is the chapter's, unexecuted; "
+            "run it in Jupyter with the data variables set (CAPBOOK_REQUESTS, CAPBOOK_SWEEP) to see the "
+            "traceback.</p>\n</div>\n")
+
+
+def failed_chapters_note(failed: dict) -> str:
+    """The HTML block listing, on the first page, the chapters that failed (``{title: error}``).
+
+    Examples
+    --------
+    >>> print(failed_chapters_note({"Variability": "ZeroDivisionError: float division by zero"}))
+    <div class="admonition error capbook-failed">
+    <p class="admonition-title">1 chapter did not run on these data</p>
+    <ul>
+    <li>Variability&#58; <code>ZeroDivisionError&#58; float division by zero</code></li>
+    </ul>
+    <p>Each shows its code unexecuted, with the error at its top.</p>
+    </div>
+    """
+    n = len(failed)
+    items = "".join(f"<li>{_html_text(title, 200)}&#58; <code>{_html_text(err)}</code></li>\n"
+                    for title, err in failed.items())
+    return ("<div class=\"admonition error capbook-failed\">\n"
+            f"<p class=\"admonition-title\">{n} chapter{'s' if n != 1 else ''} did not run on these data</p>\n"
+            f"<ul>\n{items}</ul>\n<p>Each shows its code unexecuted, with the error at its top.</p>\n</div>\n")
+
+
+def _chapter_title(nb) -> str | None:
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return None
+
+
+def _mark_failed(path: Path, error: str) -> str:
+    """Put the error admonition under the chapter's title (the notebook stays unexecuted); returns the title."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    block = failed_chapter_admonition(error)
+    first = nb.cells[0] if nb.cells else None
+    if first is not None and first.cell_type == "markdown" and first.source.lstrip().startswith("# "):
+        head, _, rest = first.source.lstrip().partition("\n")
+        first.source = f"{head}\n\n{block}\n{rest}"
+    else:
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(block))
+    nbformat.write(nb, path)
+    return _chapter_title(nb) or path.stem
+
+
+def _note_failures(root_page: Path, note: str, failed: dict) -> None:
+    """Add :func:`failed_chapters_note` under the data note of the first page."""
+    if not failed or not root_page.is_file():
+        return
+    text = root_page.read_text(encoding="utf-8")
+    block = "\n" + failed_chapters_note(failed) + "\n"
+    at = text.find(note)
+    if at >= 0:
+        text = text[:at + len(note)] + block + text[at + len(note):]
+    else:
+        lines = text.splitlines(keepends=True)
+        i = next((i + 1 for i, line in enumerate(lines) if line.startswith("# ")), 0)
+        text = "".join(lines[:i]) + block + "".join(lines[i:])
+    root_page.write_text(text, encoding="utf-8")
+
+
 def _first_error(exc: BaseException) -> str:
-    text = str(exc)
+    text = _ANSI.sub("", str(exc))
     lines = [ln for ln in text.splitlines() if ln.strip()]
     err = [ln for ln in lines if "Error" in ln or "Exception" in ln]
     return (err[-1] if err else (lines[-1] if lines else repr(exc)))[:500]
@@ -293,7 +719,12 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     ----------
     out : str or Path
         Output folder; it receives the HTML site (``index.html`` at its top). It must not
-        exist, be empty, or hold an earlier ``capbook book`` build (which is replaced).
+        exist, be empty, or hold an earlier ``capbook book`` build and nothing else: the
+        build's marker (``.capbook-book.json``) lists every file it wrote with its size and
+        SHA-256, and a folder holding anything more (notes, a ``drafts/`` folder, a changed
+        file) or a marker without that list is refused before anything is computed. The new
+        build is written beside ``out`` and renamed into place once finished (the old build
+        renamed aside, then deleted), so an interrupt leaves the old build or the new, never half.
     requests, sweep : str or Path, optional
         The reader's request log and sweep (default: the sample data). Validate them first
         (``capbook book`` reads both before calling this).
@@ -324,8 +755,18 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     Returns
     -------
     int
-        0 when the site was built; 1 when a chapter or the site build failed (the message
-        names the chapter and the error; ``out`` is left untouched).
+        0 when the site was built; 1 when the site was built but chapters failed (each shows
+        its code unexecuted under an admonition naming the error, the first page lists them,
+        and the message names each chapter and its error) or when the site build failed
+        (``out`` is then left untouched).
+
+    Raises
+    ------
+    ValueError
+        On a bad ``out`` (see :func:`check_out`) or argument, before anything is computed.
+    KeyboardInterrupt
+        On Ctrl-C (SIGINT) or SIGTERM: queued chapters are cancelled, running ones killed with
+        their kernels (and the site build), the temporary folders removed; ``out`` is untouched.
     """
     from tqdm.auto import tqdm
 
@@ -334,18 +775,17 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
 
     jobs = integer(jobs, "jobs", minimum=1)
     timeout = integer(timeout, "timeout", minimum=1)
-    out = Path(out).resolve()
-    if out == ROOT or ROOT / "book" in (out, *out.parents):
-        raise ValueError(f"--out {out}: choose a folder outside the repository's sources")
-    if out.exists():
-        if not out.is_dir():
-            raise ValueError(f"--out {out} exists and is not a folder")
-        if any(out.iterdir()) and not (out / _MARKER).is_file():
-            raise ValueError(f"--out {out} exists and is not empty (and is not an earlier capbook book "
-                             "build); choose a new folder")
+    out = check_out(out)
     for p, name in ((requests, "requests"), (sweep, "sweep"), (history, "history"), (prices, "prices")):
         if p is not None and not Path(p).exists():
             raise FileNotFoundError(f"--{name} {p}: no such file")
+    all_chapters = chapter_files(ROOT)
+    if chapters is not None:
+        wanted = set(chapters)
+        unknown = wanted - {p.stem for p in all_chapters}
+        if unknown:
+            raise ValueError(f"chapters {sorted(unknown)} are not in _toc.yml")
+        all_chapters = [p for p in all_chapters if p.stem in wanted]
     env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options, history, prices)
     with _environ(env_vars):
         source = datasets.data_source()
@@ -357,73 +797,99 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
             env[k] = v
     env.setdefault("MPLBACKEND", "Agg")
     when = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    all_chapters = chapter_files(ROOT)
-    if chapters is not None:
-        wanted = set(chapters)
-        unknown = wanted - {p.stem for p in all_chapters}
-        if unknown:
-            raise ValueError(f"chapters {sorted(unknown)} are not in _toc.yml")
-        all_chapters = [p for p in all_chapters if p.stem in wanted]
 
     def say(msg):
         if progress:
             tqdm.write(msg, file=sys.stderr)
 
-    with tempfile.TemporaryDirectory(prefix="capbook-book-") as tmp:
-        work = Path(tmp) / "src"
-        work.mkdir()
-        _prepare_source(work, data_note(source, when))
-        say(f"capbook book: {len(all_chapters)} chapters on requests={source['requests']}, sweep={source['sweep']}")
-        bar = tqdm(total=len(all_chapters), desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
-        failed = None
-        n_jobs = max(1, min(jobs, len(all_chapters))) if all_chapters else 1
-        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
-            futures = {pool.submit(_execute_timed, str(work / p.relative_to(ROOT)), env, timeout): p
-                       for p in all_chapters}
+    children = _Children()
+    with _Signals() as signals:
+        tmp = stage = sockets = pool = bar = None
+        try:
+            with signals.deferred():      # a folder made is a folder known to the clean-up below
+                stage = _stage_folder(out)
+                tmp = Path(tempfile.mkdtemp(prefix="capbook-book-"))
+                # a Unix socket's path has at most 107 bytes: the kernels' go in a short one
+                short = tempfile.gettempdir() if len(tempfile.gettempdir()) <= 40 else "/tmp"
+                sockets = Path(tempfile.mkdtemp(prefix="cbk-", dir=short))
+            # the kernels' connection files and the chapters' temporary files go there too
+            env["CAPBOOK_SOCKETS"] = env["TMPDIR"] = str(sockets)
+            work = tmp / "src"
+            work.mkdir()
+            note = data_note(source, when)
+            _prepare_source(work, note)
+            say(f"capbook book: {len(all_chapters)} chapters on requests={source['requests']}, sweep={source['sweep']}")
+            bar = tqdm(total=len(all_chapters), desc="chapters", unit="chapter", file=sys.stderr, disable=not progress)
+            failed: dict[Path, str] = {}
+            pool = ThreadPoolExecutor(max_workers=max(1, min(jobs, len(all_chapters))) if all_chapters else 1)
+            futures = {pool.submit(_execute_timed, str(work / p.relative_to(ROOT)), env, timeout,
+                                   children=children): p for p in all_chapters}
             for fut in as_completed(futures):
                 rel = futures[fut].relative_to(ROOT)
                 try:
                     seconds = fut.result()
-                except Exception as exc:  # a chapter failed: report it, build nothing
-                    failed = (rel, exc)
-                    for other in futures:
-                        other.cancel()
-                    break
+                except Exception as exc:  # a chapter failed: the others go on, it shows its error
+                    failed[rel] = _first_error(exc)
+                    say(f"  {rel.stem:<24} failed: {failed[rel]}")
+                else:
+                    say(f"  {rel.stem:<24} {seconds:6.1f} s")
                 bar.update(1)
                 bar.set_postfix_str(rel.stem)
-                say(f"  {rel.stem:<24} {seconds:6.1f} s")
-        bar.close()
-        if failed is not None:
-            rel, exc = failed
-            print(f"capbook book: chapter {rel} failed on this data: {_first_error(exc)}\n"
-                  f"(run it in Jupyter with CAPBOOK_REQUESTS / CAPBOOK_SWEEP set to see the traceback); "
-                  f"nothing was written to {out}", file=sys.stderr)
-            return 1
-        say("capbook book: building the site (execution off; the chapters ran above)")
-        build_dir = Path(tmp) / "build"
-        jb = Path(sys.executable).with_name("jupyter-book")
-        cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(work), "--path-output", str(build_dir)]
-        log_path = Path(tmp) / "jupyter-book.log"
-        with open(log_path, "w", encoding="utf-8") as fh:
-            r = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=str(work))
-        html = build_dir / "_build" / "html"
-        if r.returncode != 0 or not (html / "index.html").is_file():
-            tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
-            print("capbook book: the site build failed:\n" + "\n".join(tail) + f"\nnothing was written to {out}",
-                  file=sys.stderr)
-            return 1
-        if out.exists():
-            shutil.rmtree(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(html, out, symlinks=False)
-        if keep_notebooks:
-            for src in all_chapters:
-                dst = out / "notebooks" / src.name
-                dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(work / src.relative_to(ROOT), dst)
-        (out / _MARKER).write_text(json.dumps({"built": when, **source}, indent=2), encoding="utf-8")
-    print(f"capbook book: built {out / 'index.html'} from requests={source['requests']}, sweep={source['sweep']}")
-    return 0
+            bar.close()
+            titles = {rel: _mark_failed(work / rel, err) for rel, err in failed.items()}
+            _note_failures(_root_page(work), note, {titles[rel]: err for rel, err in failed.items()})
+            say("capbook book: building the site (execution off; the chapters ran above)")
+            build_dir = tmp / "build"
+            jb = Path(sys.executable).with_name("jupyter-book")
+            cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(work), "--path-output", str(build_dir)]
+            log_path = tmp / "jupyter-book.log"
+            with open(log_path, "w", encoding="utf-8") as fh:
+                with signals.deferred():
+                    proc = children.start(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=str(work))
+                proc.wait()
+                children.done(proc)
+            html = build_dir / "_build" / "html"
+            if proc.returncode != 0 or not (html / "index.html").is_file():
+                tail = log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-25:]
+                print("capbook book: the site build failed:\n" + "\n".join(tail) + f"\nnothing was written to {out}",
+                      file=sys.stderr)
+                return 1
+            site = stage / "site"
+            shutil.copytree(html, site, symlinks=False)
+            if keep_notebooks:
+                for src in all_chapters:
+                    dst = site / "notebooks" / src.name
+                    dst.parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(work / src.relative_to(ROOT), dst)
+            _write_marker(site, {"built": when, **source, "failed": {str(rel): err for rel, err in failed.items()}})
+            with signals.deferred():
+                _swap_in(site, out)
+        finally:
+            signals.cleaning_up()        # from here on, Ctrl-C and SIGTERM are ignored until all is gone
+            children.stop_all()
+            if pool is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+            if bar is not None:
+                bar.close()
+            for folder in (tmp, stage, sockets):
+                if folder is not None:
+                    shutil.rmtree(folder, ignore_errors=True)
+    built = f"capbook book: built {out / 'index.html'} from requests={source['requests']}, sweep={source['sweep']}"
+    if failed:
+        lines = [f"capbook book: {len(failed)} of {len(all_chapters)} chapters failed on this data; the site was "
+                 "built with each of them unexecuted, its error at its top:"]
+        lines += [f"  {rel}: {err}" for rel, err in sorted(failed.items())]
+        lines.append("(run a chapter in Jupyter with CAPBOOK_REQUESTS / CAPBOOK_SWEEP set to see the traceback)")
+        print("\n".join(lines), file=sys.stderr)
+    print(built)
+    return 1 if failed else 0
+
+
+def _root_page(work: Path) -> Path:
+    import yaml
+
+    toc = yaml.safe_load((work / "_toc.yml").read_text(encoding="utf-8"))
+    return work / (str(toc.get("root", "book/intro")) + ".md")
 
 
 def _main(argv=None) -> int:  # the child process of _execute_timed

@@ -623,16 +623,20 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
         "book",
         help="re-run every chapter of the book on your data and build the site",
         description=(
-            "Validate the request log and sweep, execute every chapter on them (a fresh kernel per "
-            "chapter, progress per chapter) and build the static site into DIR. The repository's "
-            "own build and cache are not touched. Exit status 2 on invalid input, 1 when a "
-            "chapter fails."
+            "Check DIR, validate the request log and sweep, execute every chapter on them (a fresh "
+            "kernel per chapter, progress per chapter) and build the static site into DIR. The "
+            "repository's own build and cache are not touched. DIR may hold an earlier capbook book "
+            "build and nothing else (capbook deletes no file it did not write); the new site replaces "
+            "it whole. A chapter that fails is shown unexecuted with its error and the rest of the "
+            "site is built. Exit status 2 on invalid input or DIR, 1 when a chapter fails (the site "
+            "is there), 130 when interrupted (DIR untouched, nothing left running)."
         ),
     )
     _add_data_arguments(p)
     _add_history_argument(p)
     p.add_argument("--out", default="capbook-book", metavar="DIR",
-                   help="folder for the built site (default ./capbook-book); index.html inside")
+                   help="folder for the built site (default ./capbook-book); index.html inside. It must be "
+                        "new, empty, or an earlier capbook book build holding nothing else")
     p.add_argument("--timeout", default="300", metavar="SECONDS",
                    help="seconds allowed per notebook cell (default 300)")
     p.add_argument("--keep", action="store_true", help="keep the executed notebooks in DIR/notebooks")
@@ -640,6 +644,7 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prices", metavar="CSV", default=None,
                    help="price table for the chapter on costs (gpu,on_demand_usd_per_gpu_hour,"
                         "reserved_usd_per_gpu_hour; default: the illustrative data/prices/illustrative.csv)")
+    p.add_argument("--chapters", default=None, help=argparse.SUPPRESS)  # comma-separated stems (tests)
     p.set_defaults(func=run_book)
 
 
@@ -650,6 +655,7 @@ def run_book(args: argparse.Namespace) -> int:
     try:
         timeout = _number(args.timeout, "--timeout", "a whole number of seconds >= 1", whole=True)
         jobs = _number(args.jobs, "--jobs", "a whole number of chapters >= 1", whole=True)
+        bookbuild.check_out(args.out)  # before the data are read and long before any chapter runs
         _load_inputs(args)
         prices = args.prices if _prices_flag(args) is not None else None
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
@@ -657,7 +663,7 @@ def run_book(args: argparse.Namespace) -> int:
                                     jobs=jobs, requests_options=_requests_options(args),
                                     sweep_options=_sweep_options(args),
                                     history=args.history if _history_flag(args) is not None else None,
-                                    prices=prices)
+                                    prices=prices, chapters=args.chapters.split(",") if args.chapters else None)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
 
@@ -970,6 +976,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             pass
         return 0
     except KeyboardInterrupt:
+        if argv is None:  # the command line itself: a second Ctrl-C while it stops changes nothing
+            import signal
+
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         print(f"capbook {args.command}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
