@@ -1122,7 +1122,7 @@ def _parse_guidellm_csv(text, path, skipped=None):
             return _opt(r, c, scale)
         for c in need:
             if math.isnan(f(c)):
-                raise _err(path, f"row {i}: column {c!r} is empty or not a number ({r[c]!r})")
+                raise _err(path, f"line {i + 2}: column {c!r} is empty or not a number ({r[c]!r})")
         prof = r.get("profile")
         if prof == "synchronous":
             kind, src = "concurrency", "set"
@@ -1149,6 +1149,7 @@ def _parse_guidellm_csv(text, path, skipped=None):
             num_requests=ok, load_kind=kind, concurrency_source=src,
             request_rate_target=f("rate"), failed_requests=f("error_requests"),
             format="guidellm-csv", point=r.get("source_file"), offered_rps=f("rate"),
+            source_line=i + 2,
         )
         e2e = f("req_latency_mean_s")
         _tpot_check(row, e2e=e2e, ttft=f("ttft_mean_ms", 1e-3), out=row["mean_output_tokens"],
@@ -1387,7 +1388,7 @@ def _parse_capbook(text, path):
             row["load_kind"] = "concurrency"
         if not isinstance(row["concurrency_source"], str):
             row["concurrency_source"] = "set"
-        row["_line"] = line
+        row["source_line"] = line
         rows.append(row)
     return rows
 
@@ -1427,8 +1428,8 @@ _TPOT_MAX_S = 10.0
 
 def _point_name(row: dict, i: int, n: int) -> str:
     """How an error names a load point: the file's line, the tool's point name, or its index."""
-    if row.get("_line") is not None:
-        return f"line {row['_line']}"
+    if _finite(row.get("source_line")):
+        return f"line {row['source_line']:g}"
     if isinstance(row.get("point"), str) and row["point"]:
         return f"point {row['point']}"
     return f"point {i + 1} of {n}" if n > 1 else ""
@@ -1464,7 +1465,6 @@ def _check_points(rows: list, path: Path) -> None:
             raise _err(path, f"{where} 'tpot_p50_s' is {float(r['tpot_p50_s']):g} s per token, "
                              f"over {_TPOT_MAX_S:g} s: a value in milliseconds? The sweep table is in "
                              "seconds (divide the column by 1000)")
-        r.pop("_line", None)
 
 
 def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):
@@ -1760,7 +1760,8 @@ _RESULT_WORDS = re.compile(r"ttft|time_to_first_token|tpot|inter_token|latency|t
 
 def _looks_like_result(path: Path, exc: ValueError) -> bool:
     """Whether a file :func:`read_points` cannot read inside a folder looks like a result file: by
-    its name (any unreadable file), or by the words of its partial content (broken JSON)."""
+    its name (any unreadable file), or by the words of its partial content (broken JSON: a result
+    field, or no key at all before the break)."""
     if _RESULT_NAMES.search(path.name):
         return True
     if isinstance(exc, _Unparsable):
@@ -1768,7 +1769,8 @@ def _looks_like_result(path: Path, exc: ValueError) -> bool:
             head = path.read_text(encoding="utf-8-sig", errors="replace")[:200_000]
         except OSError:
             return True
-        return bool(_RESULT_WORDS.search(head))
+        # too little left to tell (no key before the break): taken for a result, not skipped
+        return bool(_RESULT_WORDS.search(head)) or not re.search(r'"[^"\\]{1,200}"\s*:', head)
     return False
 
 
@@ -1819,13 +1821,20 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
         ``config`` (plus, where the files allow, ``run_number``, ``in_system``,
         ``queue_wait_s``, ``mean_e2e_s``, ``mean_ttft_s``, ``offered_rps``, ``engine_args``,
         ``num_gpus``, ``engine_config_source``, ``tpot_reported_mean_s``,
-        ``tpot_derived_mean_s``, ``tpot_rescale``, ``token_quantiles_source``). Every row has
+        ``tpot_derived_mean_s``, ``tpot_rescale``, ``token_quantiles_source``, ``source_line``: the
+        line of a CSV row). Every row has
         the engine-limit columns :data:`LIMIT_COLUMNS` and the token-length columns
         :data:`TOKEN_COLUMNS` (NaN / None when the files do not state them; see the module
         notes); ``engine_config_source`` names the files the engine fields came from.
         ``df.attrs["skipped"]`` lists files (or points inside a file) that were not load points
         and why (READMEs, configs, aggregates, server-side metrics, failed runs);
-        ``df.attrs["notes"]`` the failed runs skipped.
+        ``df.attrs["notes"]`` the failed runs skipped and a summary of the other skipped files.
+        Inside a folder, only files that are not results are skipped: a file named like a
+        result of a supported format, or a JSON file that does not parse and mentions result
+        fields (a file cut short), raises instead, since skipping it would drop a load point.
+        Every load point's numbers are checked: an infinite or NaN value where one is needed, a
+        negative or zero time, level, rate or count, and a median TPOT above 10 s per token (a
+        value in milliseconds) raise, naming the file, the point (or CSV line) and the column.
 
     Notes
     -----
@@ -1859,8 +1868,9 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     Raises
     ------
     ValueError
-        A file named explicitly is not a supported format or holds a failed run, or a
-        recognised file lacks a field (the message names the file and the field).
+        A file named explicitly is not a supported format or holds a failed run; a file in a
+        folder looks like a result but cannot be read; a recognised file lacks a field or holds
+        a value that is not a measurement (the message names the file, the point and the field).
     """
     if max_num_seqs is not None:  # the engine's running-sequence limit, vLLM --max-num-seqs
         max_num_seqs = integer(max_num_seqs, "max_num_seqs", minimum=1)
@@ -2106,7 +2116,9 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     dup = pts["concurrency"][pts["concurrency"].duplicated()]
     if len(dup):
         if repeats == "error":
-            files = pts[pts["concurrency"].isin(dup)]["source_file"].tolist()
+            at = pts[pts["concurrency"].isin(dup)]
+            lines = at["source_line"] if "source_line" in at else pd.Series(None, index=at.index)
+            files = [f"{f} line {n:g}" if _finite(n) else f for f, n in zip(at["source_file"], lines)]
             raise ValueError(
                 f"{src} has several points at concurrency {sorted(set(dup))} ({files}); pass "
                 "repeats='mean' to average repeated runs, or where=... to choose"
