@@ -1777,23 +1777,26 @@ def _looks_like_result(path: Path, exc: ValueError) -> bool:
 def _skipped_note(skipped: list) -> str | None:
     """One note for :attr:`capbook.sweep.Sweep.notes` on the files passed over (failed runs have
     their own): how many, why, and a few of their names."""
+    import os
+
+    kept = [(f, why) for f, why in skipped if not why.startswith(("failed run", "same point as"))]
+    if not kept:
+        return None
+    files = [f for f, _ in kept]
+    base = os.path.commonpath(files) if len(set(files)) > 1 else str(Path(files[0]).parent)
     groups: dict = {}
-    for f, why in skipped:
-        if why.startswith(("failed run", "same point as")):
-            continue
+    for f, why in kept:
         why = why[len(f) + 2:] if why.startswith(f + ": ") else why
         why = re.sub(r" \(supported: [^)]*\)", "", why)
-        groups.setdefault(why, []).append(Path(f.split(" results[")[0]).name)
-    if not groups:
-        return None
+        groups.setdefault(why, []).append(os.path.relpath(f, base))
     parts = []
     for why, names in list(groups.items())[:6]:
-        shown = ", ".join(dict.fromkeys(names[:2])) + (f", and {len(names) - 2} more" if len(names) > 2 else "")
+        shown = ", ".join(names[:2]) + (f", and {len(names) - 2} more" if len(names) > 2 else "")
         parts.append(f"{len(names)} × {why} ({shown})")
     more = f"; {len(groups) - 6} other reasons" if len(groups) > 6 else ""
     n = sum(map(len, groups.values()))
-    return (f"{n} file{'s' if n > 1 else ''} in the folder read skipped as not load points "
-            f"(sweep.skipped lists each): " + "; ".join(parts) + more)
+    return (f"{n} file{'s' if n > 1 else ''} skipped as not load points (each with its reason in "
+            "sweep.skipped): " + "; ".join(parts) + more)
 
 
 def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.DataFrame:

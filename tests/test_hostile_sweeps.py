@@ -289,3 +289,21 @@ def test_a_level_with_no_successful_request_in_a_folder_is_skipped_with_a_note(t
     assert any("failed run skipped" in n and "serving_qps_2.json" in n for n in sw.notes), sw.notes
     with pytest.raises(ValueError, match=r"serving_qps_2\.json: field 'completed' is 0"):
         read_sweep(d / "serving_qps_2.json")
+
+
+@pytest.mark.parametrize("command", [["plan"], ["predict", "--rate", "1"], ["compare"]])
+def test_every_command_that_reads_a_sweep_refuses_a_truncated_result(tmp_path, capsys, command):
+    d = _vllm_folder(tmp_path)
+    victim = d / "serving_qps_2.json"
+    victim.write_text(victim.read_text()[:300])
+    flag = [] if command == ["compare"] else ["--sweep"]
+    _refused(capsys, [*command, *flag, str(d)], "serving_qps_2.json: not valid JSON", "line", "column")
+
+
+def test_plan_output_lists_the_skipped_files(shared_dir, tmp_path, capsys):
+    folder = shared_dir / "sweeps/aiperf/anud18-qwen36"
+    assert main(["plan", "--sweep", str(folder), "--load", "concurrency", "--no-autoscale", "--no-sim",
+                 "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "skipped as not load points" in x)
+    assert line.startswith("- sweep: 8 files skipped") and "c16/meta.json" in line, line
