@@ -697,6 +697,8 @@ def _read_text(path: Path) -> str:
         raise ValueError(f"{path}: file does not exist") from None
     except UnicodeDecodeError:
         raise _err(path, "not a text file") from None
+    except OSError as exc:  # permission denied, a broken link, a folder named *.json
+        raise _err(path, f"cannot be read ({exc.strerror or exc})") from None
 
 
 class _Probe(NamedTuple):
@@ -1463,8 +1465,9 @@ def _check_points(rows: list, path: Path) -> None:
                                  + "): fix the file, or remove the point and read the sweep again")
         if float(r["tpot_p50_s"]) > _TPOT_MAX_S:
             raise _err(path, f"{where} 'tpot_p50_s' is {float(r['tpot_p50_s']):g} s per token, "
-                             f"over {_TPOT_MAX_S:g} s: a value in milliseconds? The sweep table is in "
-                             "seconds (divide the column by 1000)")
+                             f"over {_TPOT_MAX_S:g} s: a value in milliseconds where seconds are "
+                             "expected? (a capbook sweep CSV holds seconds: divide its *_s columns "
+                             "by 1000)")
 
 
 def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):

@@ -170,7 +170,7 @@ def test_real_folders_list_their_skipped_files_in_the_notes(shared_dir):
     ("num_requests", "0", "no successful request holds no measurement"),
     ("mean_output_tokens", "0", "must be >= 1"),
     ("request_throughput_rps", "-1", "must be > 0"),
-    ("tpot_p50_s", "12.5", "a value in milliseconds?"),
+    ("tpot_p50_s", "12.5", "a value in milliseconds where seconds are expected"),
 ])
 def test_capbook_csv_bad_value_names_file_line_and_column(tmp_path, capsys, repo_root, column, value, says):
     p = _capbook_csv(tmp_path, repo_root, _set_cell(column, value))
