@@ -95,6 +95,10 @@ def run_trace(args: argparse.Namespace) -> int:
                 raise ValueError("--sweep needs --slots (the concurrency at which to read TPOT)")
             concurrency = _number(args.slots, "--slots", "a positive number of slots")
             sweep = _read_sweep_flag(args)
+            try:  # the sweep is read, not extended: --slots must fall in what it measured
+                sweep.tpot(concurrency)
+            except ValueError as exc:
+                raise ValueError(f"--slots {args.slots}: {exc}") from None
         elif set(_sweep_options(args)) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
             raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
                              "to --sweep PATH; give the sweep they are for")
@@ -388,6 +392,9 @@ _FLAG_HINTS = [
     (r"\bgpu\s*=(?!\S)", "--gpu NAME"),
     (r"\btensor_parallel\s*=\s*N\b", "--tensor-parallel N"),
     (r"\btensor_parallel\s*=(?!\S)", "--tensor-parallel N"),
+    (r"pass extrapolate\s*=\s*True to extend the end segments linearly",
+     "choose a value within the measured range (the command line reads a sweep where it was "
+     "measured and does not extend it)"),
 ]
 
 

@@ -96,6 +96,14 @@ class _Failed(_Reject):
     """A recognised run in which no request completed: skipped inside a folder, an error alone."""
 
 
+class _Unparsable(ValueError):
+    """A file whose text is not valid JSON / JSON Lines (cut short, edited by hand)."""
+
+
+class _Unrecognised(ValueError):
+    """A readable file that is no load generator's output (a config, a README, another tool's file)."""
+
+
 #: Open-loop point flagged saturated when its completion rate is below this share of what the
 #: offered rate would give over the run (count / (count / rate + mean E2E)), or (inference-perf)
 #: when the achieved send rate is below ``_SEND_SHARE`` of the requested rate.
@@ -134,6 +142,9 @@ def _num(v, path, field) -> float:
         x = float(v)
     except (TypeError, ValueError):
         raise _err(path, f"field {field!r} is not a number: {v!r}") from None
+    if not math.isfinite(x) or isinstance(v, bool):
+        raise _err(path, f"field {field!r} is {v!r}, not a measurement (a finite number): fix the "
+                         "file, or leave it out of the sweep")
     return x
 
 
@@ -634,17 +645,37 @@ def _renamed(d, names: Mapping) -> dict:
 
 
 # -- detection -----------------------------------------------------------------------------------
+def _json_error_at(exc: json.JSONDecodeError, text: str, line_offset: int = 0, char_offset: int = 0) -> str:
+    """Where ``exc`` broke, as line, column and character offset of the whole file."""
+    pos = char_offset + exc.pos
+    where = (f"{exc.msg} at line {exc.lineno + line_offset}, column {exc.colno} (character {pos:,} "
+             f"of {len(text):,})")
+    if not text[pos:].strip():
+        where += ": the text ends before the JSON is complete (the file was cut short, e.g. by a run " \
+                 "that stopped while writing it or an interrupted copy)"
+    return where
+
+
 def _load_json_or_jsonl(path: Path, text: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as first:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if len(lines) > 1:
-            try:
-                return [json.loads(ln) for ln in lines]
-            except json.JSONDecodeError:
-                pass
-        raise _err(path, f"not valid JSON or JSON Lines ({first.msg} at line {first.lineno})") from None
+        lines = text.splitlines(keepends=True)
+        if sum(1 for ln in lines if ln.strip()) > 1:
+            out, start = [], 0
+            for i, ln in enumerate(lines):
+                if ln.strip():
+                    try:
+                        out.append(json.loads(ln))
+                    except json.JSONDecodeError as exc:
+                        if not out:  # not JSON Lines either: report the document's error
+                            break
+                        raise _Unparsable(f"{path}: not valid JSON Lines: "
+                                          + _json_error_at(exc, text, i, start)) from None
+                start += len(ln)
+            else:
+                return out
+        raise _Unparsable(f"{path}: not valid JSON: " + _json_error_at(first, text)) from None
 
 
 def detect_sweep_format(path) -> str:
@@ -666,6 +697,8 @@ def _read_text(path: Path) -> str:
         raise ValueError(f"{path}: file does not exist") from None
     except UnicodeDecodeError:
         raise _err(path, "not a text file") from None
+    except OSError as exc:  # permission denied, a broken link, a folder named *.json
+        raise _err(path, f"cannot be read ({exc.strerror or exc})") from None
 
 
 class _Probe(NamedTuple):
@@ -697,10 +730,10 @@ def _detect_text(path: Path, text: str) -> tuple[str, _Probe]:
     if probe.json is not None:
         obj = probe.json
         keys = list(obj)[:8] if isinstance(obj, Mapping) else f"a list of {len(obj)} items"
-        raise _err(path, f"JSON with top-level {keys} is not a recognised load-generator "
-                         f"output (supported: {supported})")
-    raise _err(path, f"not a recognised load-generator output (first line {first[:80]!r}; "
-                     f"supported: {supported})")
+        raise _Unrecognised(f"{path}: JSON with top-level {keys} is not a recognised "
+                            f"load-generator output (supported: {supported})")
+    raise _Unrecognised(f"{path}: not a recognised load-generator output (first line {first[:80]!r}; "
+                        f"supported: {supported})")
 
 
 # -- per-format parsers (each returns a list of row dicts) ----------------------------------------
@@ -1091,7 +1124,7 @@ def _parse_guidellm_csv(text, path, skipped=None):
             return _opt(r, c, scale)
         for c in need:
             if math.isnan(f(c)):
-                raise _err(path, f"row {i}: column {c!r} is empty or not a number ({r[c]!r})")
+                raise _err(path, f"line {i + 2}: column {c!r} is empty or not a number ({r[c]!r})")
         prof = r.get("profile")
         if prof == "synchronous":
             kind, src = "concurrency", "set"
@@ -1118,6 +1151,7 @@ def _parse_guidellm_csv(text, path, skipped=None):
             num_requests=ok, load_kind=kind, concurrency_source=src,
             request_rate_target=f("rate"), failed_requests=f("error_requests"),
             format="guidellm-csv", point=r.get("source_file"), offered_rps=f("rate"),
+            source_line=i + 2,
         )
         e2e = f("req_latency_mean_s")
         _tpot_check(row, e2e=e2e, ttft=f("ttft_mean_ms", 1e-3), out=row["mean_output_tokens"],
@@ -1334,9 +1368,21 @@ def _parse_inference_benchmarker(d, path, skipped=None):
 
 
 def _parse_capbook(text, path):
-    df = pd.read_csv(io.StringIO(text))
+    recs = list(csv.reader(io.StringIO(text)))
+    width = len(recs[0])
+    for line, rec in enumerate(recs[1:], start=2):
+        extra = [c for c in rec[width:] if c.strip()]
+        if extra:  # pandas would take the first column for an index and shift every column by one
+            raise _err(path, f"line {line} has {len(rec)} fields but the header names {width} columns "
+                             f"(extra value {extra[0]!r} in an unnamed column): every value needs a "
+                             "column name in the header line")
+    try:
+        df = pd.read_csv(io.StringIO(text), index_col=False)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise _err(path, f"not a readable CSV ({exc})".replace("\n", " ")) from None
+    df = df.drop(columns=[c for c in df.columns if str(c).startswith("Unnamed: ") and df[c].isna().all()])
     rows = []
-    for _, r in df.iterrows():
+    for line, (_, r) in enumerate(df.iterrows(), start=2):
         row = _row(**{k: (None if (isinstance(v, float) and math.isnan(v) and k in CONFIG_COLUMNS) else v)
                       for k, v in r.items()})
         row["format"] = "capbook"
@@ -1344,6 +1390,7 @@ def _parse_capbook(text, path):
             row["load_kind"] = "concurrency"
         if not isinstance(row["concurrency_source"], str):
             row["concurrency_source"] = "set"
+        row["source_line"] = line
         rows.append(row)
     return rows
 
@@ -1360,12 +1407,76 @@ def _llmperf_summary_for(path: Path) -> Path | None:
     return next((c for c in cands if c.is_file()), None)
 
 
+#: What a load point's numbers must be, by sweep-table column: (lowest allowed, whether the lowest
+#: is allowed, whether the column may be empty, what the column is). A value outside is an
+#: error naming the file, the point and the column: never a point dropped or a silent NaN.
+_POINT_RULES = {
+    "concurrency": (0.0, False, False, "the load level"),
+    "ttft_p50_s": (0.0, False, False, "seconds"), "tpot_p50_s": (0.0, False, False, "seconds per token"),
+    "ttft_p95_s": (0.0, False, True, "seconds"), "ttft_p99_s": (0.0, False, True, "seconds"),
+    "tpot_p95_s": (0.0, False, True, "seconds per token"), "tpot_p99_s": (0.0, False, True, "seconds per token"),
+    "request_throughput_rps": (0.0, False, True, "requests per second"),
+    "output_throughput_tps": (0.0, False, True, "tokens per second"),
+    "mean_input_tokens": (0.0, False, False, "tokens"),
+    "mean_output_tokens": (1.0, True, False, "tokens (every completed request has at least one)"),
+    "num_requests": (0.0, False, True, "successful requests"),
+    "failed_requests": (0.0, True, True, "requests"),
+    "request_rate_target": (0.0, False, True, "requests per second"),
+}
+#: A median TPOT above this (seconds per token) is a value in milliseconds: 10 s per token is a
+#: thousand times slower than any engine in the sweeps capbook was tested on (at most about 1 s).
+_TPOT_MAX_S = 10.0
+
+
+def _point_name(row: dict, i: int, n: int) -> str:
+    """How an error names a load point: the file's line, the tool's point name, or its index."""
+    if _finite(row.get("source_line")):
+        return f"line {row['source_line']:g}"
+    if isinstance(row.get("point"), str) and row["point"]:
+        return f"point {row['point']}"
+    return f"point {i + 1} of {n}" if n > 1 else ""
+
+
+def _check_points(rows: list, path: Path) -> None:
+    """Refuse a load point whose numbers cannot be a measurement (infinite, NaN where required,
+    negative, zero where impossible, a TPOT in milliseconds), naming the file, point and column."""
+    for i, r in enumerate(rows):
+        where = _point_name(r, i, len(rows))
+        where = f"{where}: column" if where else "column"
+        for col, (lo, lo_ok, may_be_empty, unit) in _POINT_RULES.items():
+            v = r.get(col)
+            if v is None and may_be_empty:
+                continue
+            try:
+                x = float(v)
+            except (TypeError, ValueError):
+                raise _err(path, f"{where} {col!r} is {v!r}, not a number ({unit})") from None
+            if math.isnan(x) and may_be_empty:
+                continue
+            if not math.isfinite(x):
+                raise _err(path, f"{where} {col!r} is {v!r}, not a measurement ({unit}); the "
+                                 "file records no usable value for this load point: fix the file, or "
+                                 "remove the point (or the file) and read the sweep again")
+            if x < lo or (x == lo and not lo_ok):
+                raise _err(path, f"{where} {col!r} is {x:g}; {unit} must be "
+                                 f"{'>=' if lo_ok else '>'} {lo:g} (a load point with "
+                                 + ("no successful request holds no measurement"
+                                    if col == "num_requests" else "this value was not measured")
+                                 + "): fix the file, or remove the point and read the sweep again")
+        if float(r["tpot_p50_s"]) > _TPOT_MAX_S:
+            raise _err(path, f"{where} 'tpot_p50_s' is {float(r['tpot_p50_s']):g} s per token, "
+                             f"over {_TPOT_MAX_S:g} s: a value in milliseconds where seconds are "
+                             "expected? (a capbook sweep CSV holds seconds: divide its *_s columns "
+                             "by 1000)")
+
+
 def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):
     if in_folder and path.name in _SIDECAR_NAMES:
         raise _Reject(f"{path}: {_SIDECAR_NAMES[path.name]}, read for the configuration columns "
                       "(gpu, engine, tensor_parallel), not as load points")
     kind, probe = _detect_text(path, _read_text(path))
     rows = SWEEP_FORMATS[kind].read(probe, path, _ReadOptions(concurrency, skipped, in_folder))
+    _check_points(rows, path)
     for r in rows:
         r["source_file"] = str(path)
     return rows
@@ -1641,6 +1752,56 @@ def _saturate_df(df, i, why) -> None:
     df.at[i, "saturation_reason"] = _with_reason(df.at[i, "saturation_reason"], why)
 
 
+#: File names of the results of the formats capbook reads: such a file that cannot be read is an
+#: error inside a folder too, not a skipped side file.
+_RESULT_NAMES = re.compile(r"profile_export|_lifecycle_metrics\.json$|^benchmarks?\.(json|ya?ml|csv)$|"
+                           r"_summary\.json$|_individual_responses\.json$|^run=\d+\.json$", re.I)
+#: Words of a result file's content: a broken JSON file that holds one is taken for a result.
+_RESULT_WORDS = re.compile(r"ttft|time_to_first_token|tpot|inter_token|latency|throughput|request_rate|"
+                           r"concurrency|load_summary|benchmarks|completed|request_count|successes", re.I)
+
+
+def _looks_like_result(path: Path, exc: ValueError) -> bool:
+    """Whether a file :func:`read_points` cannot read inside a folder looks like a result file: by
+    its name (any unreadable file), or by the words of its partial content (broken JSON: a result
+    field, or no key at all before the break)."""
+    if _RESULT_NAMES.search(path.name):
+        return True
+    if isinstance(exc, _Unparsable):
+        try:
+            head = path.read_text(encoding="utf-8-sig", errors="replace")[:200_000]
+        except OSError:
+            return True
+        # too little left to tell (no key before the break): taken for a result, not skipped
+        return bool(_RESULT_WORDS.search(head)) or not re.search(r'"[^"\\]{1,200}"\s*:', head)
+    return False
+
+
+def _skipped_note(skipped: list) -> str | None:
+    """One note for :attr:`capbook.sweep.Sweep.notes` on the files passed over (failed runs have
+    their own): how many, why, and a few of their names."""
+    import os
+
+    kept = [(f, why) for f, why in skipped if not why.startswith(("failed run", "same point as"))]
+    if not kept:
+        return None
+    files = [f for f, _ in kept]
+    base = os.path.commonpath(files) if len(set(files)) > 1 else str(Path(files[0]).parent)
+    groups: dict = {}
+    for f, why in kept:
+        why = why[len(f) + 2:] if why.startswith(f + ": ") else why
+        why = re.sub(r" \(supported: [^)]*\)", "", why)
+        groups.setdefault(why, []).append(os.path.relpath(f, base))
+    parts = []
+    for why, names in list(groups.items())[:6]:
+        shown = ", ".join(names[:2]) + (f", and {len(names) - 2} more" if len(names) > 2 else "")
+        parts.append(f"{len(names)} × {why} ({shown})")
+    more = f"; {len(groups) - 6} other reasons" if len(groups) > 6 else ""
+    n = sum(map(len, groups.values()))
+    return (f"{n} file{'s' if n > 1 else ''} skipped as not load points (each with its reason in "
+            "sweep.skipped): " + "; ".join(parts) + more)
+
+
 def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.DataFrame:
     """Read every load point from files or folders into one flat table.
 
@@ -1666,13 +1827,20 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
         ``config`` (plus, where the files allow, ``run_number``, ``in_system``,
         ``queue_wait_s``, ``mean_e2e_s``, ``mean_ttft_s``, ``offered_rps``, ``engine_args``,
         ``num_gpus``, ``engine_config_source``, ``tpot_reported_mean_s``,
-        ``tpot_derived_mean_s``, ``tpot_rescale``, ``token_quantiles_source``). Every row has
+        ``tpot_derived_mean_s``, ``tpot_rescale``, ``token_quantiles_source``, ``source_line``: the
+        line of a CSV row). Every row has
         the engine-limit columns :data:`LIMIT_COLUMNS` and the token-length columns
         :data:`TOKEN_COLUMNS` (NaN / None when the files do not state them; see the module
         notes); ``engine_config_source`` names the files the engine fields came from.
         ``df.attrs["skipped"]`` lists files (or points inside a file) that were not load points
         and why (READMEs, configs, aggregates, server-side metrics, failed runs);
-        ``df.attrs["notes"]`` the failed runs skipped.
+        ``df.attrs["notes"]`` the failed runs skipped and a summary of the other skipped files.
+        Inside a folder, only files that are not results are skipped: a file named like a
+        result of a supported format, or a JSON file that does not parse and mentions result
+        fields (a file cut short), raises instead, since skipping it would drop a load point.
+        Every load point's numbers are checked: an infinite or NaN value where one is needed, a
+        negative or zero time, level, rate or count, and a median TPOT above 10 s per token (a
+        value in milliseconds) raise, naming the file, the point (or CSV line) and the column.
 
     Notes
     -----
@@ -1706,8 +1874,9 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     Raises
     ------
     ValueError
-        A file named explicitly is not a supported format or holds a failed run, or a
-        recognised file lacks a field (the message names the file and the field).
+        A file named explicitly is not a supported format or holds a failed run; a file in a
+        folder looks like a result but cannot be read; a recognised file lacks a field or holds
+        a value that is not a measurement (the message names the file, the point and the field).
     """
     if max_num_seqs is not None:  # the engine's running-sequence limit, vLLM --max-num-seqs
         max_num_seqs = integer(max_num_seqs, "max_num_seqs", minimum=1)
@@ -1731,14 +1900,18 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
             if f in explicit:
                 raise ValueError(str(exc)) from None
             skipped.append((str(f), str(exc)))
-        except ValueError as exc:
+        except (_Unparsable, _Unrecognised) as exc:
             # inside a folder, files that are not load-generator output (configs, READMEs,
-            # side files) are listed as skipped; a recognised file with a problem still raises
-            msg = str(exc)
-            if f not in explicit and ("not a recognised" in msg or "not valid JSON" in msg):
-                skipped.append((str(f), msg))
-                continue
-            raise
+            # side files) are skipped, and sweep.notes says so; a file that looks like a result
+            # but cannot be read stops the read: skipping it would drop its load point silently
+            if f in explicit:
+                raise
+            if _looks_like_result(f, exc):
+                raise ValueError(f"{exc}. It looks like a load generator's result file, and a result "
+                                 f"that cannot be read is not skipped (the sweep would lose that load "
+                                 f"point): repair or re-export it, or move it out of {f.parent} and "
+                                 "read the folder again") from None
+            skipped.append((str(f), str(exc)))
     notes.extend(f"failed run skipped: {a} ({b})" for a, b in skipped
                  if b.startswith("failed run:"))
     if not rows:
@@ -1759,6 +1932,9 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     for r in dup_csv:
         skipped.append((r["source_file"], "same point as profile_export_aiperf.json beside it"))
     uniq = [r for r in uniq if r not in dup_csv]
+    note = _skipped_note(skipped)
+    if note:
+        notes.append(note)
     _fill_context(uniq, max_num_seqs, {})
     df = pd.DataFrame(uniq)
     first = METRIC_COLUMNS + CONFIG_COLUMNS + _EXTRA
@@ -1946,7 +2122,9 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     dup = pts["concurrency"][pts["concurrency"].duplicated()]
     if len(dup):
         if repeats == "error":
-            files = pts[pts["concurrency"].isin(dup)]["source_file"].tolist()
+            at = pts[pts["concurrency"].isin(dup)]
+            lines = at["source_line"] if "source_line" in at else pd.Series(None, index=at.index)
+            files = [f"{f} line {n:g}" if _finite(n) else f for f, n in zip(at["source_file"], lines)]
             raise ValueError(
                 f"{src} has several points at concurrency {sorted(set(dup))} ({files}); pass "
                 "repeats='mean' to average repeated runs, or where=... to choose"

@@ -128,6 +128,8 @@ def test_module_entry_point(tmp_path):
     ("not a pure prefill; pass input_tps", "pass --prefill-rate TPS"),
     ("or pass check_units=False if the span is right", "pass --no-unit-check if"),
     ("the engine limit is unknown; pass max_num_seqs=", "pass --max-num-seqs N"),
+    ("concurrency [4096.0] outside the measured range [1, 64] of sweep 's'; pass extrapolate=True to "
+     "extend the end segments linearly", "choose a value within the measured range"),
 ])
 def test_cli_messages_name_flags_not_keywords(message, flag):
     from capbook.cli import cli_message
@@ -347,3 +349,47 @@ def test_format_flag_lists_the_formats_only_when_wrong(capsys):
         build_parser().parse_args(["plan", "--format", "nope"])
     err = capsys.readouterr().err
     assert "invalid choice: 'nope'" in err and "burstgpt" in err and "canonical" in err
+
+
+def test_trace_slots_outside_the_sweep_name_the_flag_and_range(tmp_path, capsys, repo_root):
+    # a --slots the sweep did not measure: exit 2 naming --slots and the range, no Python keyword
+    p, _ = _small_log(tmp_path)
+    sweep_file = repo_root / "data" / "sweeps" / "illustrative_chat.csv"
+    for slots in ("4096", "0.2"):
+        assert main(["trace", str(p), "--sweep", str(sweep_file), "--slots", slots]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"capbook trace: --slots {slots}: ") and "[1, 64]" in err, err
+        assert "choose a value within the measured range" in err and "extrapolate" not in err, err
+    assert main(["trace", str(p), "--sweep", str(sweep_file), "--slots", "32"]) == 0
+
+
+# Keyword hints in the sweep path's messages that the CLI never shows as they are, and why.
+_HINTS_NOT_SHOWN = {
+    ("sweep.py", "q"): "q='mean' is a Python choice only: the CLI's objectives take percentiles",
+    ("tracestats.py", "sweep"): "LogSummary catches it and prints 'Cs2 n/a (...; pass --sweep and --slots, "
+                                "or --prefill-rate and --tpot)'",
+}
+
+
+def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
+    # every "pass KEY=..." (or use/give/with/set) in a message of the modules `capbook trace|plan|
+    # predict --sweep` reads through is rewritten to a flag by cli_message, or listed above with why
+    import re
+    from pathlib import Path
+
+    import capbook
+    from capbook.cli import cli_message
+
+    root = Path(capbook.__file__).parent
+    hint = re.compile(r"\b(?:pass|use|give|with|set)[ \t]+([a-z_][a-z0-9_]*)\s*=[^\n]*")
+    found = []
+    for name in ("importers.py", "sweep.py", "tracestats.py", "cli.py", "datasets.py"):
+        for m in hint.finditer((root / name).read_text(encoding="utf-8")):
+            key, text = m.group(1), re.sub(r"[\"')]+\s*(\)|,|\+)?\s*$", "", m.group(0))
+            found.append((name, key))
+            if (name, key) in _HINTS_NOT_SHOWN:
+                continue
+            out = cli_message(text)
+            assert not re.search(rf"(?<![\w-]){key}\s*=", out), f"{name}: {text!r} -> {out!r}"
+    assert ("sweep.py", "extrapolate") in found and ("importers.py", "load") in found, found
+    assert set(_HINTS_NOT_SHOWN) <= set(found), "a listed hint is gone: drop it from _HINTS_NOT_SHOWN"
