@@ -1756,25 +1756,33 @@ def _saturate_df(df, i, why) -> None:
 #: error inside a folder too, not a skipped side file.
 _RESULT_NAMES = re.compile(r"profile_export|_lifecycle_metrics\.json$|^benchmarks?\.(json|ya?ml|csv)$|"
                            r"_summary\.json$|_individual_responses\.json$|^run=\d+\.json$", re.I)
+#: File names of the summaries (one load point each) of the formats capbook reads: such a file
+#: that parses but holds no load point is an error too.
+_SUMMARY_NAMES = re.compile(r"^profile_export_(aiperf|genai_perf)\.(json|csv)$|_lifecycle_metrics\.json$|"
+                            r"^benchmarks?\.(json|ya?ml|csv)$|_summary\.json$|^run=\d+\.json$", re.I)
 #: Words of a result file's content: a broken JSON file that holds one is taken for a result.
 _RESULT_WORDS = re.compile(r"ttft|time_to_first_token|tpot|inter_token|latency|throughput|request_rate|"
                            r"concurrency|load_summary|benchmarks|completed|request_count|successes", re.I)
 
 
 def _looks_like_result(path: Path, exc: ValueError) -> bool:
-    """Whether a file :func:`read_points` cannot read inside a folder looks like a result file: by
-    its name (any unreadable file), or by the words of its partial content (broken JSON: a result
-    field, or no key at all before the break)."""
+    """Whether a file :func:`read_points` cannot parse inside a folder looks like a result file: by
+    its name, or by the words of its partial content (a result field, or no key at all before the
+    break). A file that parses but holds no load point is never one (it is skipped with a note)."""
+    if not isinstance(exc, _Unparsable):
+        # a whole file that holds no load point is skipped with a note, unless it bears the very
+        # name of a supported tool's summary (then its layout changed, and a level would be lost);
+        # per-request exports (genai-perf's profile_export.json, AIPerf's profile_export.jsonl,
+        # llmperf's *_individual_responses.json) are not summaries
+        return bool(_SUMMARY_NAMES.search(path.name))
     if _RESULT_NAMES.search(path.name):
         return True
-    if isinstance(exc, _Unparsable):
-        try:
-            head = path.read_text(encoding="utf-8-sig", errors="replace")[:200_000]
-        except OSError:
-            return True
-        # too little left to tell (no key before the break): taken for a result, not skipped
-        return bool(_RESULT_WORDS.search(head)) or not re.search(r'"[^"\\]{1,200}"\s*:', head)
-    return False
+    try:
+        head = path.read_text(encoding="utf-8-sig", errors="replace")[:200_000]
+    except OSError:
+        return True
+    # too little left to tell (no key before the break): taken for a result, not skipped
+    return bool(_RESULT_WORDS.search(head)) or not re.search(r'"[^"\\]{1,200}"\s*:', head)
 
 
 def _skipped_note(skipped: list) -> str | None:

@@ -307,3 +307,19 @@ def test_plan_output_lists_the_skipped_files(shared_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if "skipped as not load points" in x)
     assert line.startswith("- sweep: 8 files skipped") and "c16/meta.json" in line, line
+
+
+@pytest.mark.parametrize("name, content", [
+    # genai-perf's per-request export beside its summary, AIPerf's inputs: whole files that are
+    # not load points are skipped with a note, never an error (a real artifacts folder holds them)
+    ("profile_export.json", {"experiments": [{"experiment": {"mode": "concurrency", "value": 4},
+                                              "requests": []}], "service_kind": "openai"}),
+    ("inputs.json", {"data": [{"payload": [{"messages": []}]}]}),
+])
+def test_a_tools_per_request_export_beside_the_results_is_skipped_with_a_note(tmp_path, name, content):
+    d = _vllm_folder(tmp_path)
+    (d / name).write_text(json.dumps(content))
+    sw = read_sweep(d)
+    assert len(sw.concurrency) + len(sw.saturated) == len(RATES)
+    assert name in " ".join(p for p, _ in sw.skipped)
+    assert any(name in n and "skipped as not load points" in n for n in sw.notes)
