@@ -322,7 +322,7 @@ def browser_problems(out: Path, shots: Path) -> tuple[list[str], int]:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium, headless=True, args=CHROMIUM_ARGS)
             try:
-                for rel in pages:
+                for rel in pages + ["search.html?q=onerror"]:   # search shows snippets of the pages' text
                     page = browser.new_page(viewport=VIEWPORT)
                     dialogs, errors = [], []
                     page.on("dialog", lambda d, dialogs=dialogs: (dialogs.append(d.message), d.dismiss()))
@@ -330,7 +330,7 @@ def browser_problems(out: Path, shots: Path) -> tuple[list[str], int]:
                     page.on("pageerror", lambda e, errors=errors: errors.append(str(e)))
                     page.goto(base + rel, wait_until="networkidle", timeout=60_000)
                     wait_for_charts(page)
-                    page.wait_for_timeout(300)
+                    page.wait_for_timeout(1000 if "?q=" in rel else 300)
                     if rel in ("book/intro.html", "book/know_your_traffic.html"):
                         page.screenshot(path=str(shots / (Path(rel).stem + ".png")), full_page=False)
                     page.close()
