@@ -20,7 +20,6 @@ import re
 
 #: Inline script types whose body is JSON (``application/json``, ``…+json``).
 _JSON_TYPE = re.compile(r"^application/(.+\+)?json$", re.IGNORECASE)
-_JSON_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\u2028", "\u2029": "\\u2029"}
 #: In a script of code: the sequences the HTML parser acts on inside a script element.
 _CODE_DANGER = re.compile(r"<(?=/script|!--|script)", re.IGNORECASE)
 
@@ -29,8 +28,9 @@ def safe_script_body(body: str, script_type: str | None) -> str:
     """An inline script's body that cannot end its ``<script>`` element or open another.
 
     A JSON body (``type`` ``application/json`` or ``application/…+json``) gets ``<``, ``>``,
-    ``&``, U+2028 and U+2029 written as ``\\uXXXX``: JSON has these characters only inside
-    strings, where the escape reads as the same character. In code, ``<`` before ``/script``,
+    ``&``, U+2028 and U+2029 written as ``\\uXXXX`` (:func:`capbook.charts.script_safe_json`, as
+    for the charts): JSON has these characters only inside strings, where the escape reads as
+    the same character. In code, ``<`` before ``/script``,
     ``script`` or ``!--`` becomes ``\\x3C`` (such text can only sit in a string literal).
 
     Examples
@@ -41,9 +41,9 @@ def safe_script_body(body: str, script_type: str | None) -> str:
     'var s = "\\\\x3C/script>\\\\x3C!--";'
     """
     if script_type and _JSON_TYPE.match(script_type.strip()):
-        for ch, esc in _JSON_ESCAPES.items():
-            body = body.replace(ch, esc)
-        return body
+        from capbook.charts import script_safe_json
+
+        return script_safe_json(body)
     return _CODE_DANGER.sub(r"\\x3C", body)
 
 
