@@ -117,50 +117,76 @@ def _data_env(requests, requests_format, sweep, requests_options=None, sweep_opt
     }
 
 
+#: Characters a data note shows as themselves; every other one becomes a numeric character
+#: reference (see :func:`_inert`).
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ,.-_/:()+=")
+
+
+def _inert(value) -> str:
+    """``str(value)`` as HTML text that no parser of the page can take for anything but text.
+
+    Letters, digits and a few punctuation marks stay; every other character (``<``, ``&``,
+    quotes, backticks, braces, ``$``, ``%``, ``*``, ``[``, ``!``, line breaks, U+2028, …) becomes
+    a numeric character reference such as ``&#96;``. So a file name cannot end the HTML block,
+    open a tag, or reach MyST as a backtick, a role, a directive, math or a ``{{ }}``
+    substitution (which MyST's ``substitution`` extension evaluates with Jinja2).
+
+    Examples
+    --------
+    >>> _inert("logs/a`{{ x }}<b>.csv")
+    'logs/a&#96;&#123;&#123; x &#125;&#125;&#60;b&#62;.csv'
+    """
+    return "".join(c if c in _PLAIN else f"&#{ord(c)};" for c in str(value))
+
+
 def _options_text(opts: dict | None) -> str:
     if not opts:
         return ""
-    return " (read with " + ", ".join(f"`{k}={v!r}`" for k, v in opts.items()) + ")"
+    return " (read with " + ", ".join(f"<code>{_inert(f'{k}={v!r}')}</code>" for k, v in opts.items()) + ")"
 
 
 def data_note(source: dict, when: str) -> str:
-    """The MyST admonition placed at the top of the first page of a reader's build.
+    """The note placed at the top of the first page of a reader's build, naming its data.
+
+    It is an HTML block, not MyST: the paths and reading options come from the reader's files
+    and command line, and every character of them that could mean something to MyST or to
+    HTML is written as a character reference (:func:`_inert`), so a file named
+    ``{{ ... }}.csv`` is shown, never evaluated. It renders as the theme's "note" admonition.
 
     Examples
     --------
     >>> note = data_note({"requests": "logs/gw.parquet", "sweep": "h100/", "sample": False,
     ...                   "requests_options": {"time_unit": "ms"}}, "2026-12-01 16:00 UTC")
     >>> print(note.splitlines()[0])
-    :::{admonition} The data this copy of the book was built from
-    >>> for line in note.splitlines()[2:6]:
+    <div class="admonition note capbook-data-note">
+    >>> for line in note.splitlines()[2:5]:
     ...     print(line)
-    Built by `capbook book` on 2026-12-01 16:00 UTC from:
-    <BLANKLINE>
-    - request log: `logs/gw.parquet` (read with `time_unit='ms'`)
-    - sweep: `h100/`
+    <p>Built by <code>capbook book</code> on 2026-12-01 16:00 UTC from:</p>
+    <ul>
+    <li>request log: <code>logs/gw.parquet</code> (read with <code>time_unit=&#39;ms&#39;</code>)</li>
     """
-    lines = [
-        ":::{admonition} The data this copy of the book was built from",
-        ":class: note",
-        f"Built by `capbook book` on {when} from:",
-        "",
-        f"- request log: `{source['requests']}`" + _options_text(source.get("requests_options")),
-        f"- sweep: `{source['sweep']}`" + _options_text(source.get("sweep_options")),
-        "",
-    ]
+    items = [("request log", source["requests"], source.get("requests_options")),
+             ("sweep", source["sweep"], source.get("sweep_options"))]
     if source.get("history"):
-        lines.insert(-1, f"- hourly history: `{source['history']}`")
+        items.append(("hourly history", source["history"], None))
     if source.get("prices") and not str(source["prices"]).startswith("illustrative"):
-        lines.insert(-1, f"- prices: `{source['prices']}`")
+        items.append(("prices", source["prices"], None))
     if source["sample"]:
-        lines.append("These are the book's sample data, so every figure matches the published book.")
+        closing = "These are the book&#39;s sample data, so every figure matches the published book."
     else:
-        lines.append(
-            "Every number in the chapters was recomputed from these data. Hidden checks of the "
-            "book's published figures apply only to the sample data and were skipped; where a "
-            "chapter needs something your data lack (weeks of history for a forecast, a column), "
-            "it says so and shows the sample data instead.")
-    lines.append(":::")
+        closing = ("Every number in the chapters was recomputed from these data. Hidden checks of the "
+                   "book&#39;s published figures apply only to the sample data and were skipped; where a "
+                   "chapter needs something your data lack (weeks of history for a forecast, a column), "
+                   "it says so and shows the sample data instead.")
+    # one HTML block: no blank line inside (a blank line would end it and hand the rest to MyST)
+    lines = ['<div class="admonition note capbook-data-note">',
+             '<p class="admonition-title">The data this copy of the book was built from</p>',
+             f"<p>Built by <code>capbook book</code> on {_inert(when)} from:</p>",
+             "<ul>",
+             *(f"<li>{what}: <code>{_inert(path)}</code>{_options_text(opts)}</li>" for what, path, opts in items),
+             "</ul>",
+             f"<p>{closing}</p>",
+             "</div>"]
     return "\n".join(lines) + "\n"
 
 

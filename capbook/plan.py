@@ -1400,8 +1400,29 @@ class CapacityPlan:
         # stacked, not side by side: the two panels together must fit the book's content column
         return alt.vconcat(water, bars)
 
-    def _repr_markdown_(self) -> str:
-        return self.render(markdown=True)
+    def _repr_html_(self) -> str:
+        """The Markdown document as HTML, for notebooks and the book's pages.
+
+        Not ``_repr_markdown_``: the book's MyST parser would read that Markdown with its
+        ``{{ }}`` substitutions (Jinja2) and roles, and the document holds the reader's file,
+        model, tier and tenant names. Rendered here by markdown-it with raw HTML, links, images,
+        code spans and entities off, and ``\\``, ``*``, ``_`` escaped (the document's one bold
+        phrase excepted), every name is shown as written, as escaped text; without markdown-it
+        the text document is shown, escaped, in a ``<pre>``.
+        """
+        import html
+
+        try:
+            from markdown_it import MarkdownIt
+        except ImportError:  # pragma: no cover - markdown-it ships with the book's dependencies
+            return f"<pre>{html.escape(self.render())}</pre>"
+        text = self.render(markdown=True)
+        for ch in "\\*_":
+            text = text.replace(ch, "\\" + ch)
+        text = text.replace(r"\*\*NOT VERIFIED\*\*", "**NOT VERIFIED**")
+        md = MarkdownIt("commonmark", {"html": False}).enable("table").disable(
+            ["link", "image", "autolink", "backticks", "entity", "html_inline"])
+        return md.render(text)
 
 
 def _frame_text(df: pd.DataFrame, markdown: bool) -> str:

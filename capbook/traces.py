@@ -362,8 +362,11 @@ _PEEK_BYTES = 8192
 
 
 def _files(path: str) -> list[str]:
-    """The files a path or glob pattern names (sorted); raises FileNotFoundError for none."""
-    if not any(ch in path for ch in "*?["):
+    """The files a path or glob pattern names (sorted); raises FileNotFoundError for none.
+
+    A file that exists is that file, even when its name holds ``*``, ``?`` or ``[``
+    (``log[1].csv``, ``[x](y).parquet``): only a path naming no file is read as a pattern."""
+    if os.path.isfile(path) or not any(ch in path for ch in "*?["):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
         return [path]
