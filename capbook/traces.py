@@ -33,7 +33,8 @@ with bounded memory; pandas only ever sees the small results (and :meth:`Request
 for logs that fit in memory).
 
 Validation never drops a row silently. A missing column, an unparseable timestamp, a token
-count that is missing, negative, fractional or NaN, an unknown status, rows out of arrival
+count that is missing, negative, fractional, NaN or above :data:`MAX_TOKENS` (10 million), an
+``end_time`` before its arrival, an unknown status, rows out of arrival
 order, a request id on more than one row, or an empty file raise :class:`ValueError` naming the
 file, the column, the reason and the first offending rows. Rows identical to an earlier row in
 every column are kept and counted (two identical requests in the same millisecond are normal
@@ -88,6 +89,7 @@ from .validation import choice, integer
 __all__ = [
     "CANONICAL_COLUMNS",
     "LOG_FORMATS",
+    "MAX_TOKENS",
     "STATUSES",
     "Mapping",
     "RequestLog",
@@ -112,6 +114,11 @@ CANONICAL_COLUMNS = (
 )
 #: Allowed values of ``status``.
 STATUSES = ("served", "throttled", "failed")
+#: The largest token count a row may hold (input or output tokens): 10 million, above the
+#: largest context window any served model offers (about 1-2 million tokens in 2025-26). A
+#: larger count is a corrupt or mis-scaled value, and one such row would size a fleet for
+#: terabytes of tokens, so it is an invalid row (refused, or dropped with drop_invalid=True).
+MAX_TOKENS = 10_000_000
 
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}
 _UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
@@ -361,16 +368,38 @@ _COMPRESSED = (".gz", ".zst", ".zstd")
 _PEEK_BYTES = 8192
 
 
+_GLOB_CHARS = "*?["
+
+
 def _files(path: str) -> list[str]:
-    """The files a path or glob pattern names (sorted); raises FileNotFoundError for none."""
-    if not any(ch in path for ch in "*?["):
+    """The files a path or glob pattern names (sorted); raises FileNotFoundError for none.
+
+    Paths are paths: a name that exists is that file, even when it holds glob characters
+    (``log[1].csv``); a pattern is expanded only when no file has that name."""
+    if os.path.exists(path) or not any(ch in path for ch in _GLOB_CHARS):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise ValueError(f"{path}: is a folder, not a file; name a file, or the files in it "
+                             f"with a glob such as {os.path.join(path, '*.parquet')}")
         return [path]
     found = sorted(p for p in _glob.glob(path) if os.path.isfile(p))
     if not found:
         raise FileNotFoundError(f"{path}: no file matches this pattern")
     return found
+
+
+def _duck_path(path: str) -> str:
+    """``path`` as DuckDB's readers take it: an existing file's glob characters escaped (each
+    as a one-character class, ``[[]``), so that ``log[1].csv`` reads that file, not ``log1.csv``."""
+    if not os.path.exists(path):
+        return path  # a pattern (or a URL DuckDB reads)
+    return re.sub(r"([*?\[])", r"[\1]", path)
+
+
+def _spark_path(path: str) -> str:
+    """An existing file's path as Spark (Hadoop's glob) takes it: glob characters escaped."""
+    return re.sub(r"([*?\[\]{}\\])", r"\\\1", path)
 
 
 def _peek(path: str, kind: str) -> str | None:
@@ -474,7 +503,7 @@ def _source_sql(con: duckdb.DuckDBPyConnection, path: str,
     kind = _file_kind(path)
     files = _files(path)
     shapes = {f: _peek(f, kind) for f in files}
-    lp = _lit(path)
+    lp = _lit(_duck_path(path))
     if kind == "csv":
         sql = f"read_csv({lp}, header=true, all_varchar=true)"
     elif kind == "parquet":
@@ -516,7 +545,7 @@ def _ragged_header(con: duckdb.DuckDBPyConnection, path: str, header: str) -> st
     delim = max((",", ";", "\t", "|"), key=header.count)
     names = ", ".join(f"'c{k}': 'VARCHAR'" for k in range(header.count(delim) + 1))
     try:  # no sniffing: the header's delimiter, strict parsing
-        con.execute(f"SELECT count(*) FROM read_csv({_lit(path)}, header=true, auto_detect=false, "
+        con.execute(f"SELECT count(*) FROM read_csv({_lit(_duck_path(path))}, header=true, auto_detect=false, "
                     f"delim={_lit(delim)}, quote='\"', columns={{{names}}})").fetchone()
     except duckdb.Error as exc:
         return _duck_error(path, "csv", exc)
@@ -532,7 +561,7 @@ def _refuse_servegen(con: duckdb.DuckDBPyConnection, path: str) -> None:
             f"SELECT count(*), count(*) FILTER (WHERE TRY_CAST(column0 AS DOUBLE) % 600 = 0), "
             f"count(*) FILTER (WHERE COALESCE(column3, '') IN ('Gamma', 'Weibull', '')), "
             f"count(*) FILTER (WHERE column3 IN ('Gamma', 'Weibull')) FROM "
-            f"(SELECT * FROM read_csv({_lit(path)}, header=false, all_varchar=true) LIMIT 200)"
+            f"(SELECT * FROM read_csv({_lit(_duck_path(path))}, header=false, all_varchar=true) LIMIT 200)"
         ).fetchone()
     except duckdb.Error:
         return
@@ -555,7 +584,7 @@ def _parquet_stats(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> dict[
         rows = con.execute(
             "SELECT path_in_schema, count(*) = count(stats_null_count), sum(stats_null_count), "
             "min(TRY_CAST(stats_min_value AS DOUBLE)), count(*) = count(stats_min_value), "
-            f"min(stats_min_value) FROM parquet_metadata({_lit(path)}) GROUP BY 1"
+            f"min(stats_min_value) FROM parquet_metadata({_lit(_duck_path(path))}) GROUP BY 1"
         ).fetchall()
     except duckdb.Error:
         return {}
@@ -747,12 +776,23 @@ def _time_expr(col: str, ctype: str, m: Mapping, d: Dialect = DUCKDB) -> tuple[s
     return expr, probs
 
 
+_ABOVE_MAX = (f"token count above {MAX_TOKENS:,} (capbook.traces.MAX_TOKENS, more than the "
+              f"largest context any model serves)")
+
+
 def _token_expr(col: str, ctype: str, d: Dialect = DUCKDB) -> tuple[str, list[tuple[str, str]]]:
+    """Expression of a token count (BIGINT; NULL for a row that fails a check, so that no sum
+    can overflow on either engine), and (reason, condition) problems.
+
+    Text is read as a DOUBLE and compared with :data:`MAX_TOKENS` before any cast to BIGINT:
+    ``9223372036854775813``, ``1e30`` and ``"1e12"`` are rows above the limit, never a NULL
+    or an overflow."""
     c = _q(col)
-    if ctype in _INT_TYPES:
-        return f"CAST({c} AS BIGINT)", [
+    if ctype in _INT_TYPES:  # compared in the column's own type (HUGEINT, UBIGINT: no cast)
+        return f"(CASE WHEN {c} <= {MAX_TOKENS} THEN TRY_CAST({c} AS BIGINT) END)", [
             ("missing token count", f"{c} IS NULL"),
             ("negative token count", f"{c} < 0"),
+            (_ABOVE_MAX, f"{c} > {MAX_TOKENS}"),
         ]
     if ctype in ("DOUBLE", "FLOAT") or ctype.startswith("DECIMAL"):
         num = f"CAST({c} AS DOUBLE)"
@@ -771,9 +811,12 @@ def _token_expr(col: str, ctype: str, d: Dialect = DUCKDB) -> tuple[str, list[tu
         ("NaN token count", f"isnan({num})"),
         ("infinite token count", d.isinf(num)),
         ("negative token count", f"{num} < 0"),
-        ("fractional token count", f"NOT isnan({num}) AND NOT {d.isinf(num)} AND {num} <> floor({num})"),
+        # floor() only of counts in range (Spark's floor is a BIGINT: 1e30 would overflow)
+        ("fractional token count", f"(CASE WHEN abs({num}) <= {MAX_TOKENS} THEN {num} <> floor({num}) "
+                                   f"ELSE false END)"),
+        (_ABOVE_MAX, f"NOT isnan({num}) AND NOT {d.isinf(num)} AND {num} > {MAX_TOKENS}"),
     ]
-    return f"TRY_CAST({num} AS BIGINT)", probs
+    return f"(CASE WHEN {num} <= {MAX_TOKENS} THEN TRY_CAST({num} AS BIGINT) END)", probs
 
 
 def _text_expr(cols: tuple[str, ...], types: dict[str, str]) -> str:
@@ -840,6 +883,10 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
             exprs[fld] = e
             # an empty value is allowed here; an unparseable one is not
             add(fld, col, [p for p in probs if not p[0].startswith("missing")], _q(col))
+    if "end_time" in present:  # one row ending before it arrives is that row's problem only
+        col = present["end_time"][0]
+        add("end_time", col, [(f"end_time before its arrival ({present['arrival_time'][0]!r})",
+                               f"{exprs['end_time']} < {exprs['t']}")], _q(col))
     if "end_time" not in present and "duration" in present:
         col = present["duration"][0]
         txt = f"NULLIF(TRIM(CAST({_q(col)} AS STRING)), '')"
@@ -970,7 +1017,7 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
             _source_sql(con, path, notes)
             array = any(_peek(f, kind) for f in files)
             if kind == "csv":
-                r = con.execute(f"SELECT Delimiter, Quote, Escape FROM sniff_csv({_lit(files[0])})").fetchone()
+                r = con.execute(f"SELECT Delimiter, Quote, Escape FROM sniff_csv({_lit(_duck_path(files[0]))})").fetchone()
                 given = [v if v and len(v) == 1 else None for v in r]  # "(empty)": none found
                 sep, quote = given[0] or ",", given[1] or '"'
                 escape = given[2] or quote
@@ -978,7 +1025,7 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
             raise ValueError(_duck_error(path, kind, exc)) from None
         finally:
             con.close()
-        files = [os.path.abspath(f) for f in files]
+        files = [_spark_path(os.path.abspath(f)) for f in files]
     else:  # Spark alone sees it: the CSV dialect is the usual one, by the file's name
         files = [path]
         if re.search(r"\.tsv(\.gz)?$", path.lower()):
