@@ -127,6 +127,7 @@ _UNITS = ("s", "ms", "us", "ns")  # coarse to fine
 _EPOCH_BANDS = {"s": (1e8, 4.2e9), "ms": (1e11, 4.2e12), "us": (1e14, 4.2e15), "ns": (1e17, 4.2e18)}
 _UNIT_SAMPLE = 1000  # rows sampled to detect a numeric time column's unit
 _FIRST_ROWS = 5  # offending rows quoted in an error message
+_SHOWN_CHARS = 80  # characters of an offending value quoted (a 3 MB field is cut)
 
 # sanity limits of the span/rate check (see RequestLog._check_units)
 _MAX_SPAN_DAYS = 400.0
@@ -366,6 +367,9 @@ def _connect(threads: int | None = None, memory_limit: str | None = None) -> duc
 
 _COMPRESSED = (".gz", ".zst", ".zstd")
 _PEEK_BYTES = 8192
+#: The longest CSV line DuckDB's reader accepts (bytes): 16 MiB, eight times DuckDB's default
+#: (a prompt logged with its request can be megabytes long); reading costs no more memory.
+_MAX_LINE_BYTES = 16 * 1024 * 1024
 
 
 _GLOB_CHARS = "*?["
@@ -402,16 +406,46 @@ def _spark_path(path: str) -> str:
     return re.sub(r"([*?\[\]{}\\])", r"\\\1", path)
 
 
+# the first bytes of compressed files: (magic, name, what DuckDB calls the codec or None)
+_MAGIC = ((b"\x1f\x8b", "gzip", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd"),
+          (b"BZh", "bzip2", None), (b"\xfd7zXZ\x00", "xz", None), (b"PK\x03\x04", "zip", None))
+
+
+def _utf16(head: bytes) -> str | None:
+    """``"little-endian"`` or ``"big-endian"`` (with ``", with a byte-order mark"``) when the
+    bytes are UTF-16 text, else None (text of ASCII characters in UTF-16 has a NUL in every
+    other byte)."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return ("little" if head[:2] == b"\xff\xfe" else "big") + "-endian, with a byte-order mark"
+    even, odd = head[0:200:2], head[1:200:2]
+    if len(head) >= 8:
+        if odd.count(0) >= 0.8 * len(odd) and even.count(0) <= 0.1 * len(even):
+            return "little-endian, without a byte-order mark"
+        if even.count(0) >= 0.8 * len(even) and odd.count(0) <= 0.1 * len(odd):
+            return "big-endian, without a byte-order mark"
+    return None
+
+
 def _peek(path: str, kind: str) -> str | None:
-    """Refuse a file that cannot be a request log from its first bytes (empty, binary, a
-    Parquet file under another name, or the reverse). Returns ``"array"`` for a JSON file
-    that holds one array rather than one object per line, else None."""
+    """Refuse a file that cannot be a request log from its first bytes (empty, binary, UTF-16
+    text, a compression DuckDB cannot read, a Parquet file under another name, or the
+    reverse). Returns ``"array"`` for a JSON file that holds one array rather than one object
+    per line, ``"gzip"`` or ``"zstd"`` for compressed text under a name without ``.gz`` or
+    ``.zst``, else None."""
     with open(path, "rb") as f:
         head = f.read(_PEEK_BYTES)
     if not head:
         raise ValueError(f"{path}: the file is empty (0 bytes)")
     if path.lower().endswith(_COMPRESSED):
         return None
+    packed = next(((name, codec) for magic, name, codec in _MAGIC if head.startswith(magic)), None)
+    if packed is not None and kind != "parquet":
+        name, codec = packed
+        if codec is None:
+            raise ValueError(f"{path}: the file is {name}-compressed (its first bytes are {name}'s "
+                             f"signature), a compression capbook cannot read; decompress it, or "
+                             f"compress it with gzip and name it {Path(path).name}.gz")
+        return codec
     if kind == "parquet":
         if head[:4] != b"PAR1":
             looks = ("; it looks like text: a CSV or JSON-lines file needs a .csv or .jsonl name"
@@ -422,6 +456,15 @@ def _peek(path: str, kind: str) -> str | None:
     if head[:4] == b"PAR1":
         raise ValueError(f"{path}: this is a Parquet file (it starts with the Parquet magic "
                          f"bytes); name it .parquet")
+    wide = _utf16(head)
+    if wide is not None:
+        import shlex
+
+        stem, ext = os.path.splitext(path)
+        enc = "UTF-16" if "with a" in wide else ("UTF-16LE" if wide.startswith("l") else "UTF-16BE")
+        raise ValueError(f"{path}: UTF-16 text ({wide}): capbook reads UTF-8; convert it with "
+                         f"`iconv -f {enc} -t UTF-8 {shlex.quote(path)} > "
+                         f"{shlex.quote(stem + '.utf8' + ext)}`")
     if b"\0" in head:
         raise ValueError(f"{path}: the file holds binary data, not text (NUL bytes in its first "
                          f"{len(head):,} bytes); capbook reads request logs as CSV, JSON lines "
@@ -441,6 +484,18 @@ def _peek(path: str, kind: str) -> str | None:
     return None
 
 
+def _compression(path: str, shapes: dict[str, str | None]) -> str | None:
+    """The codec of compressed files named without ``.gz``/``.zst`` (None when there are none);
+    raises when only some of a glob's files are."""
+    codecs = {v for v in shapes.values() if v in ("gzip", "zstd")}
+    if not codecs:
+        return None
+    if len(codecs) > 1 or len(codecs) < len(set(shapes.values())):
+        raise ValueError(f"{path}: some of the files this pattern matches are compressed and some "
+                         f"not (or with different codecs); name compressed files .gz or .zst")
+    return codecs.pop()
+
+
 def _duck_error(path: str, kind: str, exc: BaseException) -> str:
     """Translate a DuckDB reader error into what is wrong with the file (a line number when
     DuckDB gives one), never the raw error with its list of reader options."""
@@ -457,13 +512,18 @@ def _duck_error(path: str, kind: str, exc: BaseException) -> str:
             return (f"{where}{shown} has {has} where the header has {want}: a ragged row (a "
                     f"missing or extra delimiter, or a delimiter inside an unquoted value); fix "
                     f"that line")
+        size = re.search(r"Maximum line size of (\d+) bytes exceeded", msg)
+        if size:  # before "quote", which DuckDB's list of reader options always mentions
+            line, length = _long_line(path, int(size.group(1)))
+            where = (f"{path}: line {line:,} of the file ({length:,} bytes)" if line
+                     else f"{path}: a line of the file")
+            return (f"{where} is longer than the CSV reader's limit of {int(size.group(1)):,} "
+                    f"bytes per line: a field that long (a logged prompt?), binary data, or rows "
+                    f"not separated by newlines; shorten or drop that field")
         if "unicode" in msg.lower() or "utf-8" in msg.lower():
             return f"{where} is not UTF-8 text (binary data, or another encoding); save it as UTF-8"
         if "quote" in msg.lower():
             return f"{where}{shown} opens a quote that is never closed"
-        if "line size" in msg.lower():
-            return (f"{where} is longer than the CSV reader's maximum line size: binary data, or "
-                    f"rows not separated by newlines")
         return f"{where}{shown} cannot be read as CSV"
     if "Error when sniffing file" in msg:
         return (f"{path}: the CSV reader could not work out the file's layout (delimiter, quotes, "
@@ -493,6 +553,27 @@ def _duck_error(path: str, kind: str, exc: BaseException) -> str:
     return f"{path}: cannot read the file as {'JSON lines' if kind == 'json' else kind}: {first}"
 
 
+def _long_line(path: str, limit: int) -> tuple[int | None, int]:
+    """The number (from 1) and length in bytes of the first line of ``path`` longer than
+    ``limit`` bytes, or (None, 0) (the error path only: reads the file once more)."""
+    if not os.path.isfile(path) or path.lower().endswith(_COMPRESSED):
+        return None, 0
+    line, length, found = 1, 0, None
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            pieces = chunk.split(b"\n")
+            for k, piece in enumerate(pieces):
+                length += len(piece)
+                last = k == len(pieces) - 1  # no newline after it in this chunk
+                if found is None and length > limit:
+                    found = line
+                if found is not None and not last:
+                    return found, length
+                if not last:
+                    line, length = line + 1, 0
+    return (found, length) if found is not None else (None, 0)
+
+
 def _source_sql(con: duckdb.DuckDBPyConnection, path: str,
                 notes: list[str] | None = None) -> tuple[str, dict[str, str]]:
     """SQL table function reading ``path`` leniently, and the column -> type of its columns.
@@ -504,13 +585,22 @@ def _source_sql(con: duckdb.DuckDBPyConnection, path: str,
     files = _files(path)
     shapes = {f: _peek(f, kind) for f in files}
     lp = _lit(_duck_path(path))
+    codec = _compression(path, shapes)
+    packed = ""
+    if codec is not None:
+        packed = f", compression='{codec}'"
+        lp += packed
+        if notes is not None:
+            notes.append(f"the file is {codec}-compressed although its name does not say so; read "
+                         f"it decompressed (naming it {Path(files[0]).name}"
+                         f"{'.gz' if codec == 'gzip' else '.zst'} says so)")
     if kind == "csv":
-        sql = f"read_csv({lp}, header=true, all_varchar=true)"
+        sql = f"read_csv({lp}, header=true, all_varchar=true, max_line_size={_MAX_LINE_BYTES})"
     elif kind == "parquet":
         sql = f"read_parquet({lp})"
     else:
         # sniff the keys, then read every key as text so that a bad value cannot abort the read
-        jfmt = "array" if any(shapes.values()) else "newline_delimited"
+        jfmt = "array" if "array" in shapes.values() else "newline_delimited"
         if jfmt == "array" and notes is not None:
             notes.append("the file holds one JSON array rather than one JSON object per line; "
                          "each element was read as one request")
@@ -546,7 +636,7 @@ def _ragged_header(con: duckdb.DuckDBPyConnection, path: str, header: str) -> st
     names = ", ".join(f"'c{k}': 'VARCHAR'" for k in range(header.count(delim) + 1))
     try:  # no sniffing: the header's delimiter, strict parsing
         con.execute(f"SELECT count(*) FROM read_csv({_lit(_duck_path(path))}, header=true, auto_detect=false, "
-                    f"delim={_lit(delim)}, quote='\"', columns={{{names}}})").fetchone()
+                    f"max_line_size={_MAX_LINE_BYTES}, delim={_lit(delim)}, quote='\"', columns={{{names}}})").fetchone()
     except duckdb.Error as exc:
         return _duck_error(path, "csv", exc)
     return (f"{path}: the CSV reader could not split the header {header!r} into columns; a row "
@@ -561,7 +651,8 @@ def _refuse_servegen(con: duckdb.DuckDBPyConnection, path: str) -> None:
             f"SELECT count(*), count(*) FILTER (WHERE TRY_CAST(column0 AS DOUBLE) % 600 = 0), "
             f"count(*) FILTER (WHERE COALESCE(column3, '') IN ('Gamma', 'Weibull', '')), "
             f"count(*) FILTER (WHERE column3 IN ('Gamma', 'Weibull')) FROM "
-            f"(SELECT * FROM read_csv({_lit(_duck_path(path))}, header=false, all_varchar=true) LIMIT 200)"
+            f"(SELECT * FROM read_csv({_lit(_duck_path(path))}, header=false, all_varchar=true, "
+            f"max_line_size={_MAX_LINE_BYTES}) LIMIT 200)"
         ).fetchone()
     except duckdb.Error:
         return
@@ -1015,7 +1106,15 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
         con = _connect()
         try:
             _source_sql(con, path, notes)
-            array = any(_peek(f, kind) for f in files)
+            shapes = {f: _peek(f, kind) for f in files}
+            array = "array" in shapes.values()
+            codec = _compression(path, shapes)
+            if codec is not None:  # Spark picks the codec from the name alone
+                raise ValueError(
+                    f"{path}: the file is {codec}-compressed although its name does not say so; "
+                    f"Spark chooses how to decompress a file from its name: name it "
+                    f"{Path(files[0]).name}{'.gz' if codec == 'gzip' else '.zst'} (the DuckDB "
+                    f"engine reads it as it is)")
             if kind == "csv":
                 r = con.execute(f"SELECT Delimiter, Quote, Escape FROM sniff_csv({_lit(_duck_path(files[0]))})").fetchone()
                 given = [v if v and len(v) == 1 else None for v in r]  # "(empty)": none found
@@ -1485,11 +1584,12 @@ class RequestLog:
         """The first data rows (1-based) with problem ``k``, and their raw values."""
         ch = self._plan.checks[k]
         sql = (
-            f'SELECT rn, CAST(v AS STRING) FROM (SELECT "__rn" AS rn, '
+            f'SELECT rn, substr(CAST(v AS STRING), 1, {_SHOWN_CHARS}) FROM (SELECT "__rn" AS rn, '
             f"COALESCE({ch.cond}, false) AS f, {ch.shown} AS v FROM {self._nsrc}) WHERE f "
             f"ORDER BY rn LIMIT {_FIRST_ROWS}"
         )
-        return [(int(r[0]), r[1]) for r in self._eng.all(sql)]
+        return [(int(r[0]), r[1] if r[1] is None or len(r[1]) < _SHOWN_CHARS else r[1] + "...")
+                for r in self._eng.all(sql)]
 
     def _first_unsorted(self) -> list[int]:
         over = "OVER ()" if self.engine == "duckdb" else "OVER (ORDER BY rn)"
