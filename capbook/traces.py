@@ -796,6 +796,7 @@ class _Plan:
     label_cols: list[str] = field(default_factory=list)  # raw columns of model, tier, status
     id_col: str | None = None  # source column of the request id
     defaults: dict[str, str] = field(default_factory=dict)  # label field -> what every row gets (prose)
+    zoned: str | None = None  # SQL boolean: the arrival date-time text has a UTC offset
 
     def ok(self, which: str = "all") -> str:
         """SQL boolean: the row has none of the problems (NULL-safe; a NULL condition only
@@ -1043,8 +1044,16 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         checks = [ch for ch in checks if ch.cond not in gone]
     label_cols = [c for f in _LABEL_FIELDS for c in present.get(f, ())]
     id_col = present["request_id"][0] if "request_id" in present else None
+    zoned = None
+    col = present["arrival_time"][0]
+    if m.time_unit == "datetime" and not m.time_format and cols[col] == "VARCHAR":
+        zoned = d.regexp(f"TRIM({_q(col)})", _ZONED)
     return _Plan(exprs, checks, list(cols), opt, throttled, m.failed_if_zero_output,
-                 list(dict.fromkeys(label_cols)), id_col, defaults)
+                 list(dict.fromkeys(label_cols)), id_col, defaults, zoned)
+
+
+# a date-time text that ends with a UTC offset (Z, UTC, +02, +02:00, -0500) after its time
+_ZONED = ":[0-9][0-9]([.,][0-9]+)? ?(Z|z|UTC|GMT|[+-][0-9][0-9](:?[0-9][0-9])?)$"
 
 
 _PART = 8589934592  # 2**33: Spark's monotonically_increasing_id() is partition << 33 | row
@@ -1359,14 +1368,19 @@ class RequestLog:
         nbad = f', count(*) FILTER (WHERE NOT "__ok") AS "__nbad"' if row_ok != "true" else ', 0 AS "__nbad"'
         nzero = (', count(*) FILTER (WHERE "__o" = 0) AS "__nzero"' if p.zero_output_fails
                  else ', 0 AS "__nzero"')
+        # date-times with and without a UTC offset (those without are read as UTC)
+        zoned = (f', count(*) FILTER (WHERE "__z") AS "__nzoned", count(*) FILTER (WHERE NOT '
+                 f'"__z") AS "__nnaive"' if p.zoned else ', 0 AS "__nzoned", 0 AS "__nnaive"')
+        zcol = (f', CASE WHEN {p.exprs["t"]} IS NOT NULL THEN {p.zoned} END AS "__z"'
+                if p.zoned else "")
         # grouped by hour and the raw label columns: the checks on labels and the status run on
         # the few groups afterwards, not on every row
         sql_a = f"""
         SELECT {self._d.idiv('"__t"', _US_PER_H)} AS "__h"{labels}, count(*) AS "__n"{nbad}{nzero},
                sum("__i") AS "__si", sum("__o") AS "__so", min("__t") AS "__tmin",
-               max("__t") AS "__tmax"
+               max("__t") AS "__tmax"{zoned}
         FROM (SELECT {p.exprs['t']} AS "__t", {p.exprs['input_tokens']} AS "__i",
-                     {p.exprs['output_tokens']} AS "__o", {row_ok} AS "__ok"{labels}
+                     {p.exprs['output_tokens']} AS "__o", {row_ok} AS "__ok"{labels}{zcol}
               FROM {self._src})
         GROUP BY ALL
         """
@@ -1388,8 +1402,10 @@ class RequestLog:
         label_ok = p.ok("label")
         tot = self._eng.one(
             f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '
-            f'min("__tmin"), max("__tmax") FROM pass1')
+            f'min("__tmin"), max("__tmax"), sum("__nzoned"), sum("__nnaive") FROM pass1')
         n_all = int(tot[0] or 0)
+        if tot[4] and tot[5]:
+            self.notes.append(self._mixed_zones_note(int(tot[4]), int(tot[5])))
         n_valid = int(tot[1] or 0)
         self.rows_read = n_all
         if n_all == 0:
@@ -1503,6 +1519,20 @@ class RequestLog:
         self._sorted = n_unsorted == 0
         self.start = _utc(self.first_us)
         self.end = _utc(self.last_us)
+
+    def _mixed_zones_note(self, n_zoned: int, n_naive: int) -> str:
+        """The note on an arrival column whose date-times have a UTC offset on some rows and
+        none on others (those are read as UTC), naming the first row of each kind."""
+        p = self._plan
+        first = self._eng.all(
+            f'SELECT z, min(rn) FROM (SELECT "__rn" AS rn, {p.zoned} AS z FROM {self._nsrc} '
+            f"WHERE {p.exprs['t']} IS NOT NULL) GROUP BY z")
+        row = {bool(z): int(rn) for z, rn in first}
+        col = self._plan_col("arrival_time")
+        return (f"column {col!r} mixes date-times with a UTC offset ({n_zoned:,} rows, first: data "
+                f"row {row.get(True)}) and without one ({n_naive:,} rows, first: data row "
+                f"{row.get(False)}); those without were read as UTC. If they are local times, "
+                f"add their offset to the file")
 
     def _id_sql(self) -> str:
         """SQL of the request id of a source row (text; empty means none)."""
