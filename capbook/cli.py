@@ -246,7 +246,9 @@ def _print_summary(s: dict) -> None:
             w(f"caveat    {cli_message(a['caveat'])}")
     svc = s["service"]
     if svc is None:
-        w("Cs2       n/a (no end times in the log; pass --sweep and --slots, or "
+        why = s.get("no_service") or "no end times in the log"
+        why = why.split("; pass ")[0]  # the remedy is spelled below, in flags
+        w(f"Cs2       n/a ({cli_message(why)}; pass --sweep and --slots, or "
           "--prefill-rate and --tpot)")
     else:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")

@@ -985,8 +985,12 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         num = f"TRY_CAST({txt} AS DOUBLE)"
         exprs["end_time"] = f"({exprs['t']} + TRY_CAST(round({num} * 1e6) AS BIGINT))"
         add("end_time", col, [
-            ("unparseable duration", f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}))"),
+            ("unparseable duration", f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR "
+                                     f"{d.isinf(num)})"),
             ("negative duration", f"{num} < 0"),
+            # a finite duration whose end overflows (1e30 s) is not silently an empty end time
+            ("duration out of range", f"{num} >= 0 AND NOT {d.isinf(num)} AND "
+                                      f"{exprs['end_time']} IS NULL AND {exprs['t']} IS NOT NULL"),
         ], _q(col))
     # tokens
     for fld in ("input_tokens", "output_tokens"):
