@@ -79,15 +79,6 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
 def run_trace(args: argparse.Namespace) -> int:
     """Run ``capbook trace``; returns the exit code."""
     sweep = concurrency = prefill = tpot = None
-    try:  # every input path first: nothing is computed for a file that cannot be read
-        if not (args.engine == "spark" and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", args.file)):
-            _check_path("", args.file, pattern=True)
-        if args.sweep is not None:
-            _check_path("--sweep", args.sweep, folder=True)
-    except (ValueError, FileNotFoundError) as exc:
-        return _fail("trace", exc)
-    from capbook.traces import read_requests
-
     if (args.prefill_rate is None) != (args.tpot is None):
         print("capbook trace: give both --prefill-rate and --tpot (or neither)", file=sys.stderr)
         return 2
@@ -104,14 +95,22 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.slots is None:
                 raise ValueError("--sweep needs --slots (the concurrency at which to read TPOT)")
             concurrency = _number(args.slots, "--slots", "a positive number of slots")
+        sweep_opts = _sweep_options(args)  # the sweep-reading flags' numbers, checked
+        # every input path before any reading: nothing is computed for a file that cannot be read
+        if not (args.engine == "spark" and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", args.file)):
+            _check_path("", args.file, pattern=True)
+        if args.sweep is not None:
+            _check_path("--sweep", args.sweep, folder=True)
             sweep = _read_sweep_flag(args)
-        elif set(_sweep_options(args)) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
+        elif set(sweep_opts) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
             raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
                              "to --sweep PATH; give the sweep they are for")
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
     if args.spark_master is not None and args.engine != "spark":
         return _fail("trace", ValueError("--spark-master applies to --engine spark; add --engine spark"))
+    from capbook.traces import read_requests
+
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
     try:
         with warnings.catch_warnings():
