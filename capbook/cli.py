@@ -522,8 +522,7 @@ def _prices_flag(args):
         return None
     from capbook.costs import read_prices
 
-    if not os.path.isfile(args.prices):
-        raise FileNotFoundError(f"--prices {args.prices}: no such file")
+    _check_path("--prices", args.prices)
     try:
         return read_prices(args.prices)
     except ValueError as exc:

@@ -170,6 +170,18 @@ def test_every_input_path_is_checked_first(tmp_path, capsys, monkeypatch, flag, 
     assert not computed  # refused before the log was read
 
 
+@pytest.mark.parametrize("flag", ["--prices", "--history", "--requests"])
+def test_compare_checks_its_paths_first(tmp_path, capsys, monkeypatch, flag):
+    log = _write(tmp_path / "log.csv", _rows())
+    bad = _write(tmp_path / "bad.csv", _rows())
+    _deny(monkeypatch, bad)
+    argv = ["compare", "--requests", str(log), "--no-sim", "--out", str(tmp_path / "out")]
+    argv = argv[:1] + (argv[1:] if flag != "--requests" else argv[3:]) + [flag, str(bad)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"capbook compare: {flag} {bad}: not readable (permission denied)\n", err
+
+
 def test_an_unreadable_folder_above_a_file_is_named(tmp_path, monkeypatch):
     def denied(p, *a, **k):
         raise PermissionError(13, "Permission denied", str(p))
