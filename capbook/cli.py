@@ -18,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from typing import Callable, Sequence
@@ -40,7 +41,9 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("file", metavar="LOG",
                    help="the request log (CSV, Parquet or JSON lines), or a glob of such files "
-                        "('logs/*.parquet'; with --engine spark also a URL Spark reads, e.g. s3a://...)")
+                        "('logs/*.parquet'; with --engine spark also a URL Spark reads, e.g. s3a://...). "
+                        "Paths are paths: a file that exists is read as that file even with *, ? or [ "
+                        "in its name; a glob is expanded only when no file has that name")
     p.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
                    help="source format: auto (detect it) or a format capbook.traces reads (default: auto)")
     _add_log_reading_arguments(p)
@@ -75,8 +78,6 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
 
 def run_trace(args: argparse.Namespace) -> int:
     """Run ``capbook trace``; returns the exit code."""
-    from capbook.traces import read_requests
-
     sweep = concurrency = prefill = tpot = None
     if (args.prefill_rate is None) != (args.tpot is None):
         print("capbook trace: give both --prefill-rate and --tpot (or neither)", file=sys.stderr)
@@ -94,18 +95,26 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.slots is None:
                 raise ValueError("--sweep needs --slots (the concurrency at which to read TPOT)")
             concurrency = _number(args.slots, "--slots", "a positive number of slots")
+        sweep_opts = _sweep_options(args)  # the sweep-reading flags' numbers, checked
+        # every input path before any reading: nothing is computed for a file that cannot be read
+        if not (args.engine == "spark" and re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", args.file)):
+            _check_path("", args.file, pattern=True)
+        if args.sweep is not None:
+            _check_path("--sweep", args.sweep, folder=True)
             sweep = _read_sweep_flag(args)
             try:  # the sweep is read, not extended: --slots must fall in what it measured
                 sweep.tpot(concurrency)
             except ValueError as exc:
                 raise ValueError(f"--slots {args.slots}: {exc}") from None
-        elif set(_sweep_options(args)) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
+        elif set(sweep_opts) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
             raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
                              "to --sweep PATH; give the sweep they are for")
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
     if args.spark_master is not None and args.engine != "spark":
         return _fail("trace", ValueError("--spark-master applies to --engine spark; add --engine spark"))
+    from capbook.traces import read_requests
+
     size = os.path.getsize(args.file) if os.path.isfile(args.file) else 0
     try:
         with warnings.catch_warnings():
@@ -124,10 +133,11 @@ def run_trace(args: argparse.Namespace) -> int:
         return _fail("trace", exc)
     if args.hourly is not None:
         try:
-            rows = _write_hourly(log, args.hourly)
+            rows, note = _write_hourly(log, args.hourly)
         except (ValueError, OSError) as exc:
             return _fail("trace", ValueError(f"--hourly {args.hourly}: {exc}"))
-        print(f"capbook trace: wrote {rows:,} hourly rows to {args.hourly}", file=sys.stderr)
+        print(f"capbook trace: wrote {rows:,} hourly rows to {args.hourly} (every hour of the log, "
+              f"zeros included){'; ' + note if note else ''}", file=sys.stderr)
     if args.json:
         print(json.dumps(_jsonable(s), indent=2))
         return 0
@@ -135,17 +145,33 @@ def run_trace(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_hourly(log, path) -> int:
+#: Rows ``trace --hourly`` writes per tenant at most: beyond, it writes per model and tier.
+_HOURLY_MAX_ROWS = 5_000_000
+
+
+def _write_hourly(log, path) -> tuple[int, str]:
     """Write ``log``'s hourly sums (per model, tier and tenant when it has one) as the CSV that
-    :func:`capbook.forecast.read_token_csv` and ``capbook plan --history`` read; returns rows."""
-    try:
-        hourly = log.hourly(by=("model", "tier", "tenant"))
-    except ValueError:
+    :func:`capbook.forecast.read_token_csv` and ``capbook plan --history`` read; returns the
+    rows written and a note ("" or why the tenants were left out).
+
+    Every hour from the log's first to its last arrival appears for every group, with zero
+    counts in hours without requests (a forecast needs the silent hours too)."""
+    note = ""
+    if "tenant" in log.columns:
+        groups = len(log.query("SELECT DISTINCT model, tier, COALESCE(tenant, '(none)') FROM req"))
+        hours = log.last_us // 3_600_000_000 - log.first_us // 3_600_000_000 + 1
+        if groups * hours <= _HOURLY_MAX_ROWS:
+            hourly = log.hourly(by=("model", "tier", "tenant"))
+        else:
+            note = (f"{groups:,} model, tier and tenant groups over {hours:,} hours would be "
+                    f"{groups * hours:,} rows: written per model and tier instead")
+            hourly = log.hourly()
+    else:
         hourly = log.hourly()
-    hourly = hourly[hourly["requests"] > 0].copy()
+    hourly = hourly.copy()
     hourly["period_start"] = hourly["period_start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
     hourly.to_csv(path, index=False, lineterminator="\n")
-    return len(hourly)
+    return len(hourly), note
 
 
 def _jsonable(s: dict) -> dict:
@@ -223,7 +249,9 @@ def _print_summary(s: dict) -> None:
             w(f"caveat    {cli_message(a['caveat'])}")
     svc = s["service"]
     if svc is None:
-        w("Cs2       n/a (no end times in the log; pass --sweep and --slots, or "
+        why = s.get("no_service") or "no end times in the log"
+        why = why.split("; pass ")[0]  # the remedy is spelled below, in flags
+        w(f"Cs2       n/a ({cli_message(why)}; pass --sweep and --slots, or "
           "--prefill-rate and --tpot)")
     else:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
@@ -271,7 +299,8 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("request log")
     g.add_argument("--requests", metavar="LOG", default=None,
                    help="request log (CSV, Parquet or JSON lines; a glob reads several files as one "
-                        "log); default: the sample log")
+                        "log, but a file that exists is read as that file even with *, ? or [ in its "
+                        "name); default: the sample log")
     g.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
                    help="request log format: auto (detect it) or a format capbook.traces reads "
                         "(default: auto)")
@@ -500,8 +529,7 @@ def _prices_flag(args):
         return None
     from capbook.costs import read_prices
 
-    if not os.path.isfile(args.prices):
-        raise FileNotFoundError(f"--prices {args.prices}: no such file")
+    _check_path("--prices", args.prices)
     try:
         return read_prices(args.prices)
     except ValueError as exc:
@@ -522,16 +550,90 @@ def _replica_flags(args) -> dict:
     return out
 
 
+_GLOB_CHARS = "*?["
+
+
+def _check_path(flag: str, path: str, *, folder: bool = False, pattern: bool = False) -> None:
+    """Refuse an input path that cannot be read, before any computation: no such file, a
+    folder where a file is wanted, or a file or folder this user may not read.
+
+    Paths are paths: a name that exists is that file, even with glob characters in it; with
+    ``pattern`` a name that does not exist and holds ``*``, ``?`` or ``[`` is a glob, whose
+    every match is checked. ``folder``: a folder is allowed (every file under it is checked).
+
+    Raises
+    ------
+    FileNotFoundError, ValueError
+        Starting with ``flag`` and ``path`` and saying why.
+    """
+    import glob as _glob
+
+    where = f"{flag} {path}".strip()
+    if pattern and not os.path.lexists(path) and any(c in path for c in _GLOB_CHARS):
+        found = sorted(_glob.glob(path))
+        if not found:
+            raise FileNotFoundError(f"{where}: no file matches this pattern")
+        for f in found:
+            _check_path(f"{where}: matched file", f)
+        return
+    try:
+        st = os.stat(path)
+    except PermissionError:
+        raise ValueError(f"{where}: not readable (permission denied on a folder above it)") from None
+    except FileNotFoundError:
+        what = "no such file or folder" if folder else "no such file"
+        raise FileNotFoundError(f"{where}: {what}") from None
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot be opened ({exc.strerror or exc})") from None
+    import stat
+
+    if stat.S_ISDIR(st.st_mode):
+        if not folder:
+            hint = (f"; name a file, or its files with a glob such as {os.path.join(path, '*.parquet')}"
+                    if pattern else "; name a file")
+            raise ValueError(f"{where}: is a folder, not a file{hint}")
+        if not os.access(path, os.R_OK | os.X_OK):
+            raise ValueError(f"{where}: not readable (permission denied: the folder cannot be listed)")
+        try:
+            for root, dirs, files in os.walk(path, onerror=_raise):
+                for name in files:
+                    _check_path(f"{where}: file", os.path.join(root, name))
+        except PermissionError as exc:
+            raise ValueError(f"{where}: not readable (permission denied on {exc.filename})") from None
+        return
+    try:
+        with open(path, "rb") as f:
+            f.read(1)
+    except PermissionError:
+        raise ValueError(f"{where}: not readable (permission denied)") from None
+    except OSError as exc:
+        raise ValueError(f"{where}: cannot be read ({exc.strerror or exc})") from None
+
+
+def _raise(exc: OSError) -> None:
+    """os.walk's onerror: stop at an unreadable folder."""
+    raise exc
+
+
+def _check_input_paths(args) -> None:
+    """Check every input path flag of plan, book and compare (:func:`_check_path`)."""
+    if getattr(args, "requests", None) is not None:
+        _check_path("--requests", args.requests, pattern=True)
+    if getattr(args, "sweep", None) is not None:
+        _check_path("--sweep", args.sweep, folder=True)
+    for flag in ("history", "prices"):
+        if getattr(args, flag, None) is not None:
+            _check_path(f"--{flag}", getattr(args, flag))
+
+
 def _load_inputs(args) -> tuple:
-    """Read and validate --requests/--sweep; raises ValueError/FileNotFoundError."""
+    """Check every input path flag, then read and validate --requests/--sweep; raises
+    ValueError/FileNotFoundError."""
     from capbook import traces
 
-    import glob
-
+    _check_input_paths(args)
     log = sweep = None
     if args.requests is not None:
-        if not (os.path.exists(args.requests) or glob.glob(args.requests)):
-            raise FileNotFoundError(f"--requests {args.requests}: no such file")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)
             try:

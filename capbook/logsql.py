@@ -99,6 +99,13 @@ class Dialect:
             return f"try_strptime({text}, {lit})"
         return f"try_to_timestamp({text}, {_lit(java_pattern(fmt))})"
 
+    def regexp(self, text: str, pattern: str) -> str:
+        """True where ``text`` contains a match of the regular expression ``pattern`` (keep to
+        what RE2 and java.util.regex read alike, and no backslashes: Spark unescapes them)."""
+        if "\\" in pattern:
+            raise ValueError(f"pattern={pattern!r}: write it without backslashes ([0-9] for \\d)")
+        return f"({text} RLIKE {_lit(pattern)})" if self.spark else f"regexp_matches({text}, {_lit(pattern)})"
+
     def rowhash(self, cols: Sequence[str]) -> str:
         """A 64-bit hash of the listed (quoted) columns."""
         return f"xxhash64({', '.join(cols)})" if self.spark else f"hash({', '.join(cols)})"

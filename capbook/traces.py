@@ -33,7 +33,8 @@ with bounded memory; pandas only ever sees the small results (and :meth:`Request
 for logs that fit in memory).
 
 Validation never drops a row silently. A missing column, an unparseable timestamp, a token
-count that is missing, negative, fractional or NaN, an unknown status, rows out of arrival
+count that is missing, negative, fractional, NaN or above :data:`MAX_TOKENS` (10 million), an
+``end_time`` before its arrival, an unknown status, rows out of arrival
 order, a request id on more than one row, or an empty file raise :class:`ValueError` naming the
 file, the column, the reason and the first offending rows. Rows identical to an earlier row in
 every column are kept and counted (two identical requests in the same millisecond are normal
@@ -88,6 +89,7 @@ from .validation import choice, integer
 __all__ = [
     "CANONICAL_COLUMNS",
     "LOG_FORMATS",
+    "MAX_TOKENS",
     "STATUSES",
     "Mapping",
     "RequestLog",
@@ -112,6 +114,11 @@ CANONICAL_COLUMNS = (
 )
 #: Allowed values of ``status``.
 STATUSES = ("served", "throttled", "failed")
+#: The largest token count a row may hold (input or output tokens): 10 million, above the
+#: largest context window any served model offers (about 1-2 million tokens in 2025-26). A
+#: larger count is a corrupt or mis-scaled value, and one such row would size a fleet for
+#: terabytes of tokens, so it is an invalid row (refused, or dropped with drop_invalid=True).
+MAX_TOKENS = 10_000_000
 
 _US_PER_UNIT = {"s": 1_000_000, "ms": 1_000, "us": 1, "ns": 0.001}
 _UNIT_NAMES = {"s": "seconds", "ms": "milliseconds", "us": "microseconds", "ns": "nanoseconds"}
@@ -120,6 +127,7 @@ _UNITS = ("s", "ms", "us", "ns")  # coarse to fine
 _EPOCH_BANDS = {"s": (1e8, 4.2e9), "ms": (1e11, 4.2e12), "us": (1e14, 4.2e15), "ns": (1e17, 4.2e18)}
 _UNIT_SAMPLE = 1000  # rows sampled to detect a numeric time column's unit
 _FIRST_ROWS = 5  # offending rows quoted in an error message
+_SHOWN_CHARS = 80  # characters of an offending value quoted (a 3 MB field is cut)
 
 # sanity limits of the span/rate check (see RequestLog._check_units)
 _MAX_SPAN_DAYS = 400.0
@@ -359,16 +367,26 @@ def _connect(threads: int | None = None, memory_limit: str | None = None) -> duc
 
 _COMPRESSED = (".gz", ".zst", ".zstd")
 _PEEK_BYTES = 8192
+#: The longest CSV line DuckDB's reader accepts (bytes): 8 MiB, four times DuckDB's default (a
+#: prompt logged with its request can be megabytes long). Reading costs about the same up to
+#: 8 MiB; at 16 MiB a read takes twice as long (DuckDB's buffers grow), so the limit stays here.
+_MAX_LINE_BYTES = 8 * 1024 * 1024
+
+
+_GLOB_CHARS = "*?["
 
 
 def _files(path: str) -> list[str]:
     """The files a path or glob pattern names (sorted); raises FileNotFoundError for none.
 
-    A file that exists is that file, even when its name holds ``*``, ``?`` or ``[``
-    (``log[1].csv``, ``[x](y).parquet``): only a path naming no file is read as a pattern."""
-    if os.path.isfile(path) or not any(ch in path for ch in "*?["):
+    Paths are paths: a name that exists is that file, even when it holds glob characters
+    (``log[1].csv``); a pattern is expanded only when no file has that name."""
+    if os.path.exists(path) or not any(ch in path for ch in _GLOB_CHARS):
         if not os.path.exists(path):
             raise FileNotFoundError(f"{path}: no such file")
+        if os.path.isdir(path):
+            raise ValueError(f"{path}: is a folder, not a file; name a file, or the files in it "
+                             f"with a glob such as {os.path.join(path, '*.parquet')}")
         return [path]
     found = sorted(p for p in _glob.glob(path) if os.path.isfile(p))
     if not found:
@@ -376,16 +394,59 @@ def _files(path: str) -> list[str]:
     return found
 
 
+def _duck_path(path: str) -> str:
+    """``path`` as DuckDB's readers take it: an existing file's glob characters escaped (each
+    as a one-character class, ``[[]``), so that ``log[1].csv`` reads that file, not ``log1.csv``."""
+    if not os.path.exists(path):
+        return path  # a pattern (or a URL DuckDB reads)
+    return re.sub(r"([*?\[])", r"[\1]", path)
+
+
+def _spark_path(path: str) -> str:
+    """An existing file's path as Spark (Hadoop's glob) takes it: glob characters escaped."""
+    return re.sub(r"([*?\[\]{}\\])", r"\\\1", path)
+
+
+# the first bytes of compressed files: (magic, name, what DuckDB calls the codec or None)
+_MAGIC = ((b"\x1f\x8b", "gzip", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd", "zstd"),
+          (b"BZh", "bzip2", None), (b"\xfd7zXZ\x00", "xz", None), (b"PK\x03\x04", "zip", None))
+
+
+def _utf16(head: bytes) -> str | None:
+    """``"little-endian"`` or ``"big-endian"`` (with ``", with a byte-order mark"``) when the
+    bytes are UTF-16 text, else None (text of ASCII characters in UTF-16 has a NUL in every
+    other byte)."""
+    if head[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return ("little" if head[:2] == b"\xff\xfe" else "big") + "-endian, with a byte-order mark"
+    even, odd = head[0:200:2], head[1:200:2]
+    if len(head) >= 8:
+        if odd.count(0) >= 0.8 * len(odd) and even.count(0) <= 0.1 * len(even):
+            return "little-endian, without a byte-order mark"
+        if even.count(0) >= 0.8 * len(even) and odd.count(0) <= 0.1 * len(odd):
+            return "big-endian, without a byte-order mark"
+    return None
+
+
 def _peek(path: str, kind: str) -> str | None:
-    """Refuse a file that cannot be a request log from its first bytes (empty, binary, a
-    Parquet file under another name, or the reverse). Returns ``"array"`` for a JSON file
-    that holds one array rather than one object per line, else None."""
+    """Refuse a file that cannot be a request log from its first bytes (empty, binary, UTF-16
+    text, a compression DuckDB cannot read, a Parquet file under another name, or the
+    reverse). Returns ``"array"`` for a JSON file that holds one array rather than one object
+    per line, ``"gzip"`` or ``"zstd"`` for compressed text under a name without ``.gz`` or
+    ``.zst``, else None."""
     with open(path, "rb") as f:
         head = f.read(_PEEK_BYTES)
     if not head:
         raise ValueError(f"{path}: the file is empty (0 bytes)")
     if path.lower().endswith(_COMPRESSED):
         return None
+    packed = next(((name, codec) for magic, name, codec in _MAGIC if head.startswith(magic)), None)
+    if packed is not None and kind != "parquet":
+        name, codec = packed
+        if codec is None:
+            raise ValueError(f"{path}: the file is {name}-compressed (its first bytes are {name}'s "
+                             f"signature), a compression capbook cannot read; decompress it, or "
+                             f"compress it with gzip and name it {Path(path).name}.gz")
+        return codec
     if kind == "parquet":
         if head[:4] != b"PAR1":
             looks = ("; it looks like text: a CSV or JSON-lines file needs a .csv or .jsonl name"
@@ -396,6 +457,15 @@ def _peek(path: str, kind: str) -> str | None:
     if head[:4] == b"PAR1":
         raise ValueError(f"{path}: this is a Parquet file (it starts with the Parquet magic "
                          f"bytes); name it .parquet")
+    wide = _utf16(head)
+    if wide is not None:
+        import shlex
+
+        stem, ext = os.path.splitext(path)
+        enc = "UTF-16" if "with a" in wide else ("UTF-16LE" if wide.startswith("l") else "UTF-16BE")
+        raise ValueError(f"{path}: UTF-16 text ({wide}): capbook reads UTF-8; convert it with "
+                         f"`iconv -f {enc} -t UTF-8 {shlex.quote(path)} > "
+                         f"{shlex.quote(stem + '.utf8' + ext)}`")
     if b"\0" in head:
         raise ValueError(f"{path}: the file holds binary data, not text (NUL bytes in its first "
                          f"{len(head):,} bytes); capbook reads request logs as CSV, JSON lines "
@@ -415,6 +485,18 @@ def _peek(path: str, kind: str) -> str | None:
     return None
 
 
+def _compression(path: str, shapes: dict[str, str | None]) -> str | None:
+    """The codec of compressed files named without ``.gz``/``.zst`` (None when there are none);
+    raises when only some of a glob's files are."""
+    codecs = {v for v in shapes.values() if v in ("gzip", "zstd")}
+    if not codecs:
+        return None
+    if len(codecs) > 1 or len(codecs) < len(set(shapes.values())):
+        raise ValueError(f"{path}: some of the files this pattern matches are compressed and some "
+                         f"not (or with different codecs); name compressed files .gz or .zst")
+    return codecs.pop()
+
+
 def _duck_error(path: str, kind: str, exc: BaseException) -> str:
     """Translate a DuckDB reader error into what is wrong with the file (a line number when
     DuckDB gives one), never the raw error with its list of reader options."""
@@ -431,13 +513,18 @@ def _duck_error(path: str, kind: str, exc: BaseException) -> str:
             return (f"{where}{shown} has {has} where the header has {want}: a ragged row (a "
                     f"missing or extra delimiter, or a delimiter inside an unquoted value); fix "
                     f"that line")
+        size = re.search(r"Maximum line size of (\d+) bytes exceeded", msg)
+        if size:  # before "quote", which DuckDB's list of reader options always mentions
+            line, length = _long_line(path, int(size.group(1)))
+            where = (f"{path}: line {line:,} of the file ({length:,} bytes)" if line
+                     else f"{path}: a line of the file")
+            return (f"{where} is longer than the CSV reader's limit of {int(size.group(1)):,} "
+                    f"bytes per line: a field that long (a logged prompt?), binary data, or rows "
+                    f"not separated by newlines; shorten or drop that field")
         if "unicode" in msg.lower() or "utf-8" in msg.lower():
             return f"{where} is not UTF-8 text (binary data, or another encoding); save it as UTF-8"
         if "quote" in msg.lower():
             return f"{where}{shown} opens a quote that is never closed"
-        if "line size" in msg.lower():
-            return (f"{where} is longer than the CSV reader's maximum line size: binary data, or "
-                    f"rows not separated by newlines")
         return f"{where}{shown} cannot be read as CSV"
     if "Error when sniffing file" in msg:
         return (f"{path}: the CSV reader could not work out the file's layout (delimiter, quotes, "
@@ -467,6 +554,27 @@ def _duck_error(path: str, kind: str, exc: BaseException) -> str:
     return f"{path}: cannot read the file as {'JSON lines' if kind == 'json' else kind}: {first}"
 
 
+def _long_line(path: str, limit: int) -> tuple[int | None, int]:
+    """The number (from 1) and length in bytes of the first line of ``path`` longer than
+    ``limit`` bytes, or (None, 0) (the error path only: reads the file once more)."""
+    if not os.path.isfile(path) or path.lower().endswith(_COMPRESSED):
+        return None, 0
+    line, length, found = 1, 0, None
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            pieces = chunk.split(b"\n")
+            for k, piece in enumerate(pieces):
+                length += len(piece)
+                last = k == len(pieces) - 1  # no newline after it in this chunk
+                if found is None and length > limit:
+                    found = line
+                if found is not None and not last:
+                    return found, length
+                if not last:
+                    line, length = line + 1, 0
+    return (found, length) if found is not None else (None, 0)
+
+
 def _source_sql(con: duckdb.DuckDBPyConnection, path: str,
                 notes: list[str] | None = None) -> tuple[str, dict[str, str]]:
     """SQL table function reading ``path`` leniently, and the column -> type of its columns.
@@ -477,14 +585,23 @@ def _source_sql(con: duckdb.DuckDBPyConnection, path: str,
     kind = _file_kind(path)
     files = _files(path)
     shapes = {f: _peek(f, kind) for f in files}
-    lp = _lit(path)
+    lp = _lit(_duck_path(path))
+    codec = _compression(path, shapes)
+    packed = ""
+    if codec is not None:
+        packed = f", compression='{codec}'"
+        lp += packed
+        if notes is not None:
+            notes.append(f"the file is {codec}-compressed although its name does not say so; read "
+                         f"it decompressed (naming it {Path(files[0]).name}"
+                         f"{'.gz' if codec == 'gzip' else '.zst'} says so)")
     if kind == "csv":
-        sql = f"read_csv({lp}, header=true, all_varchar=true)"
+        sql = f"read_csv({lp}, header=true, all_varchar=true, max_line_size={_MAX_LINE_BYTES})"
     elif kind == "parquet":
         sql = f"read_parquet({lp})"
     else:
         # sniff the keys, then read every key as text so that a bad value cannot abort the read
-        jfmt = "array" if any(shapes.values()) else "newline_delimited"
+        jfmt = "array" if "array" in shapes.values() else "newline_delimited"
         if jfmt == "array" and notes is not None:
             notes.append("the file holds one JSON array rather than one JSON object per line; "
                          "each element was read as one request")
@@ -519,8 +636,8 @@ def _ragged_header(con: duckdb.DuckDBPyConnection, path: str, header: str) -> st
     delim = max((",", ";", "\t", "|"), key=header.count)
     names = ", ".join(f"'c{k}': 'VARCHAR'" for k in range(header.count(delim) + 1))
     try:  # no sniffing: the header's delimiter, strict parsing
-        con.execute(f"SELECT count(*) FROM read_csv({_lit(path)}, header=true, auto_detect=false, "
-                    f"delim={_lit(delim)}, quote='\"', columns={{{names}}})").fetchone()
+        con.execute(f"SELECT count(*) FROM read_csv({_lit(_duck_path(path))}, header=true, auto_detect=false, "
+                    f"max_line_size={_MAX_LINE_BYTES}, delim={_lit(delim)}, quote='\"', columns={{{names}}})").fetchone()
     except duckdb.Error as exc:
         return _duck_error(path, "csv", exc)
     return (f"{path}: the CSV reader could not split the header {header!r} into columns; a row "
@@ -535,7 +652,8 @@ def _refuse_servegen(con: duckdb.DuckDBPyConnection, path: str) -> None:
             f"SELECT count(*), count(*) FILTER (WHERE TRY_CAST(column0 AS DOUBLE) % 600 = 0), "
             f"count(*) FILTER (WHERE COALESCE(column3, '') IN ('Gamma', 'Weibull', '')), "
             f"count(*) FILTER (WHERE column3 IN ('Gamma', 'Weibull')) FROM "
-            f"(SELECT * FROM read_csv({_lit(path)}, header=false, all_varchar=true) LIMIT 200)"
+            f"(SELECT * FROM read_csv({_lit(_duck_path(path))}, header=false, all_varchar=true, "
+            f"max_line_size={_MAX_LINE_BYTES}) LIMIT 200)"
         ).fetchone()
     except duckdb.Error:
         return
@@ -558,7 +676,7 @@ def _parquet_stats(con: duckdb.DuckDBPyConnection, sql: str, path: str) -> dict[
         rows = con.execute(
             "SELECT path_in_schema, count(*) = count(stats_null_count), sum(stats_null_count), "
             "min(TRY_CAST(stats_min_value AS DOUBLE)), count(*) = count(stats_min_value), "
-            f"min(stats_min_value) FROM parquet_metadata({_lit(path)}) GROUP BY 1"
+            f"min(stats_min_value) FROM parquet_metadata({_lit(_duck_path(path))}) GROUP BY 1"
         ).fetchall()
     except duckdb.Error:
         return {}
@@ -679,6 +797,7 @@ class _Plan:
     label_cols: list[str] = field(default_factory=list)  # raw columns of model, tier, status
     id_col: str | None = None  # source column of the request id
     defaults: dict[str, str] = field(default_factory=dict)  # label field -> what every row gets (prose)
+    zoned: str | None = None  # SQL boolean: the arrival date-time text has a UTC offset
 
     def ok(self, which: str = "all") -> str:
         """SQL boolean: the row has none of the problems (NULL-safe; a NULL condition only
@@ -750,12 +869,23 @@ def _time_expr(col: str, ctype: str, m: Mapping, d: Dialect = DUCKDB) -> tuple[s
     return expr, probs
 
 
+_ABOVE_MAX = (f"token count above {MAX_TOKENS:,} (capbook.traces.MAX_TOKENS, more than the "
+              f"largest context any model serves)")
+
+
 def _token_expr(col: str, ctype: str, d: Dialect = DUCKDB) -> tuple[str, list[tuple[str, str]]]:
+    """Expression of a token count (BIGINT; NULL for a row that fails a check, so that no sum
+    can overflow on either engine), and (reason, condition) problems.
+
+    Text is read as a DOUBLE and compared with :data:`MAX_TOKENS` before any cast to BIGINT:
+    ``9223372036854775813``, ``1e30`` and ``"1e12"`` are rows above the limit, never a NULL
+    or an overflow."""
     c = _q(col)
-    if ctype in _INT_TYPES:
-        return f"CAST({c} AS BIGINT)", [
+    if ctype in _INT_TYPES:  # compared in the column's own type (HUGEINT, UBIGINT: no cast)
+        return f"(CASE WHEN {c} <= {MAX_TOKENS} THEN TRY_CAST({c} AS BIGINT) END)", [
             ("missing token count", f"{c} IS NULL"),
             ("negative token count", f"{c} < 0"),
+            (_ABOVE_MAX, f"{c} > {MAX_TOKENS}"),
         ]
     if ctype in ("DOUBLE", "FLOAT") or ctype.startswith("DECIMAL"):
         num = f"CAST({c} AS DOUBLE)"
@@ -774,9 +904,12 @@ def _token_expr(col: str, ctype: str, d: Dialect = DUCKDB) -> tuple[str, list[tu
         ("NaN token count", f"isnan({num})"),
         ("infinite token count", d.isinf(num)),
         ("negative token count", f"{num} < 0"),
-        ("fractional token count", f"NOT isnan({num}) AND NOT {d.isinf(num)} AND {num} <> floor({num})"),
+        # floor() only of counts in range (Spark's floor is a BIGINT: 1e30 would overflow)
+        ("fractional token count", f"(CASE WHEN abs({num}) <= {MAX_TOKENS} THEN {num} <> floor({num}) "
+                                   f"ELSE false END)"),
+        (_ABOVE_MAX, f"NOT isnan({num}) AND NOT {d.isinf(num)} AND {num} > {MAX_TOKENS}"),
     ]
-    return f"TRY_CAST({num} AS BIGINT)", probs
+    return f"(CASE WHEN {num} <= {MAX_TOKENS} THEN TRY_CAST({num} AS BIGINT) END)", probs
 
 
 def _text_expr(cols: tuple[str, ...], types: dict[str, str]) -> str:
@@ -843,14 +976,22 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
             exprs[fld] = e
             # an empty value is allowed here; an unparseable one is not
             add(fld, col, [p for p in probs if not p[0].startswith("missing")], _q(col))
+    if "end_time" in present:  # one row ending before it arrives is that row's problem only
+        col = present["end_time"][0]
+        add("end_time", col, [(f"end_time before its arrival ({present['arrival_time'][0]!r})",
+                               f"{exprs['end_time']} < {exprs['t']}")], _q(col))
     if "end_time" not in present and "duration" in present:
         col = present["duration"][0]
         txt = f"NULLIF(TRIM(CAST({_q(col)} AS STRING)), '')"
         num = f"TRY_CAST({txt} AS DOUBLE)"
         exprs["end_time"] = f"({exprs['t']} + TRY_CAST(round({num} * 1e6) AS BIGINT))"
         add("end_time", col, [
-            ("unparseable duration", f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}))"),
+            ("unparseable duration", f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR "
+                                     f"{d.isinf(num)})"),
             ("negative duration", f"{num} < 0"),
+            # a finite duration whose end overflows (1e30 s) is not silently an empty end time
+            ("duration out of range", f"{num} >= 0 AND NOT {d.isinf(num)} AND "
+                                      f"{exprs['end_time']} IS NULL AND {exprs['t']} IS NOT NULL"),
         ], _q(col))
     # tokens
     for fld in ("input_tokens", "output_tokens"):
@@ -908,8 +1049,16 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         checks = [ch for ch in checks if ch.cond not in gone]
     label_cols = [c for f in _LABEL_FIELDS for c in present.get(f, ())]
     id_col = present["request_id"][0] if "request_id" in present else None
+    zoned = None
+    col = present["arrival_time"][0]
+    if m.time_unit == "datetime" and not m.time_format and cols[col] == "VARCHAR":
+        zoned = d.regexp(f"TRIM({_q(col)})", _ZONED)
     return _Plan(exprs, checks, list(cols), opt, throttled, m.failed_if_zero_output,
-                 list(dict.fromkeys(label_cols)), id_col, defaults)
+                 list(dict.fromkeys(label_cols)), id_col, defaults, zoned)
+
+
+# a date-time text that ends with a UTC offset (Z, UTC, +02, +02:00, -0500) after its time
+_ZONED = ":[0-9][0-9]([.,][0-9]+)? ?(Z|z|UTC|GMT|[+-][0-9][0-9](:?[0-9][0-9])?)$"
 
 
 _PART = 8589934592  # 2**33: Spark's monotonically_increasing_id() is partition << 33 | row
@@ -971,9 +1120,17 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
         con = _connect()
         try:
             _source_sql(con, path, notes)
-            array = any(_peek(f, kind) for f in files)
+            shapes = {f: _peek(f, kind) for f in files}
+            array = "array" in shapes.values()
+            codec = _compression(path, shapes)
+            if codec is not None:  # Spark picks the codec from the name alone
+                raise ValueError(
+                    f"{path}: the file is {codec}-compressed although its name does not say so; "
+                    f"Spark chooses how to decompress a file from its name: name it "
+                    f"{Path(files[0]).name}{'.gz' if codec == 'gzip' else '.zst'} (the DuckDB "
+                    f"engine reads it as it is)")
             if kind == "csv":
-                r = con.execute(f"SELECT Delimiter, Quote, Escape FROM sniff_csv({_lit(files[0])})").fetchone()
+                r = con.execute(f"SELECT Delimiter, Quote, Escape FROM sniff_csv({_lit(_duck_path(files[0]))})").fetchone()
                 given = [v if v and len(v) == 1 else None for v in r]  # "(empty)": none found
                 sep, quote = given[0] or ",", given[1] or '"'
                 escape = given[2] or quote
@@ -981,7 +1138,7 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
             raise ValueError(_duck_error(path, kind, exc)) from None
         finally:
             con.close()
-        files = [os.path.abspath(f) for f in files]
+        files = [_spark_path(os.path.abspath(f)) for f in files]
     else:  # Spark alone sees it: the CSV dialect is the usual one, by the file's name
         files = [path]
         if re.search(r"\.tsv(\.gz)?$", path.lower()):
@@ -1216,14 +1373,19 @@ class RequestLog:
         nbad = f', count(*) FILTER (WHERE NOT "__ok") AS "__nbad"' if row_ok != "true" else ', 0 AS "__nbad"'
         nzero = (', count(*) FILTER (WHERE "__o" = 0) AS "__nzero"' if p.zero_output_fails
                  else ', 0 AS "__nzero"')
+        # date-times with and without a UTC offset (those without are read as UTC)
+        zoned = (f', count(*) FILTER (WHERE "__z") AS "__nzoned", count(*) FILTER (WHERE NOT '
+                 f'"__z") AS "__nnaive"' if p.zoned else ', 0 AS "__nzoned", 0 AS "__nnaive"')
+        zcol = (f', CASE WHEN {p.exprs["t"]} IS NOT NULL THEN {p.zoned} END AS "__z"'
+                if p.zoned else "")
         # grouped by hour and the raw label columns: the checks on labels and the status run on
         # the few groups afterwards, not on every row
         sql_a = f"""
         SELECT {self._d.idiv('"__t"', _US_PER_H)} AS "__h"{labels}, count(*) AS "__n"{nbad}{nzero},
                sum("__i") AS "__si", sum("__o") AS "__so", min("__t") AS "__tmin",
-               max("__t") AS "__tmax"
+               max("__t") AS "__tmax"{zoned}
         FROM (SELECT {p.exprs['t']} AS "__t", {p.exprs['input_tokens']} AS "__i",
-                     {p.exprs['output_tokens']} AS "__o", {row_ok} AS "__ok"{labels}
+                     {p.exprs['output_tokens']} AS "__o", {row_ok} AS "__ok"{labels}{zcol}
               FROM {self._src})
         GROUP BY ALL
         """
@@ -1245,8 +1407,10 @@ class RequestLog:
         label_ok = p.ok("label")
         tot = self._eng.one(
             f'SELECT sum("__n"), sum(CASE WHEN {label_ok} THEN "__n" - "__nbad" ELSE 0 END), '
-            f'min("__tmin"), max("__tmax") FROM pass1')
+            f'min("__tmin"), max("__tmax"), sum("__nzoned"), sum("__nnaive") FROM pass1')
         n_all = int(tot[0] or 0)
+        if tot[4] and tot[5]:
+            self.notes.append(self._mixed_zones_note(int(tot[4]), int(tot[5])))
         n_valid = int(tot[1] or 0)
         self.rows_read = n_all
         if n_all == 0:
@@ -1361,6 +1525,20 @@ class RequestLog:
         self.start = _utc(self.first_us)
         self.end = _utc(self.last_us)
 
+    def _mixed_zones_note(self, n_zoned: int, n_naive: int) -> str:
+        """The note on an arrival column whose date-times have a UTC offset on some rows and
+        none on others (those are read as UTC), naming the first row of each kind."""
+        p = self._plan
+        first = self._eng.all(
+            f'SELECT z, min(rn) FROM (SELECT "__rn" AS rn, {p.zoned} AS z FROM {self._nsrc} '
+            f"WHERE {p.exprs['t']} IS NOT NULL) GROUP BY z")
+        row = {bool(z): int(rn) for z, rn in first}
+        col = self._plan_col("arrival_time")
+        return (f"column {col!r} mixes date-times with a UTC offset ({n_zoned:,} rows, first: data "
+                f"row {row.get(True)}) and without one ({n_naive:,} rows, first: data row "
+                f"{row.get(False)}); those without were read as UTC. If they are local times, "
+                f"add their offset to the file")
+
     def _id_sql(self) -> str:
         """SQL of the request id of a source row (text; empty means none)."""
         return f"NULLIF(TRIM(CAST({_q(self._plan.id_col)} AS STRING)), '')"
@@ -1441,11 +1619,12 @@ class RequestLog:
         """The first data rows (1-based) with problem ``k``, and their raw values."""
         ch = self._plan.checks[k]
         sql = (
-            f'SELECT rn, CAST(v AS STRING) FROM (SELECT "__rn" AS rn, '
+            f'SELECT rn, substr(CAST(v AS STRING), 1, {_SHOWN_CHARS}) FROM (SELECT "__rn" AS rn, '
             f"COALESCE({ch.cond}, false) AS f, {ch.shown} AS v FROM {self._nsrc}) WHERE f "
             f"ORDER BY rn LIMIT {_FIRST_ROWS}"
         )
-        return [(int(r[0]), r[1]) for r in self._eng.all(sql)]
+        return [(int(r[0]), r[1] if r[1] is None or len(r[1]) < _SHOWN_CHARS else r[1] + "...")
+                for r in self._eng.all(sql)]
 
     def _first_unsorted(self) -> list[int]:
         over = "OVER ()" if self.engine == "duckdb" else "OVER (ORDER BY rn)"

@@ -26,6 +26,7 @@ True
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
@@ -435,7 +436,8 @@ class LogStats:
             ``end`` (UTC timestamps), ``span_s``, ``rate_rps`` (inf for a zero span, with a
             caveat), ``status`` ({status: rows}), ``groups`` (DataFrame of model, tier, n),
             ``tokens`` (:meth:`token_stats`), ``arrivals`` (:meth:`arrival_stats` or None),
-            ``service`` (:meth:`service_times` or None), ``peak_to_mean``
+            ``service`` (:meth:`service_times` or None), ``no_service`` (why ``service`` is
+            None, e.g. no end_time column; "" otherwise), ``peak_to_mean``
             (:meth:`peak_to_mean`: NaN values only with its ``caveat`` column set),
             ``full_hours`` (int, fully covered clock hours), ``coverage`` (:meth:`coverage`,
             timestamps as ISO strings) and ``caveats`` (list of str: every sentence a reader
@@ -444,13 +446,15 @@ class LogStats:
         """
         tok = self.token_stats(output_cap=output_cap)
         arr = self.arrival_stats() if self.log.rows >= 3 else None
+        no_service = ""
         try:
             svc = self.service_times(sweep, concurrency, prefill_rate_tps=prefill_rate_tps,
                                      tpot_s=tpot_s)
-        except ValueError:
+        except ValueError as exc:
             if sweep is not None or prefill_rate_tps is not None or tpot_s is not None:
                 raise
             svc = None
+            no_service = re.sub(r"^service_cv2: ", "", str(exc))
         ptm = self.peak_to_mean()
         cov = self.coverage()
         caveats = [cov["caveat"]] if cov["caveat"] else []
@@ -466,7 +470,8 @@ class LogStats:
             "dropped": self.log.dropped, "report": list(self.log.report), "notes": list(self.log.notes),
             "start": self.log.start, "end": self.log.end, "span_s": self.log.span_s, "rate_rps": self.log.rate,
             "status": dict(zip(status["status"], status["n"].astype(int))),
-            "groups": models, "tokens": tok, "arrivals": arr, "service": svc, "peak_to_mean": ptm,
+            "groups": models, "tokens": tok, "arrivals": arr, "service": svc,
+            "no_service": no_service, "peak_to_mean": ptm,
             "full_hours": cov["full_hours"],
             "coverage": {k: (v.isoformat() if isinstance(v, pd.Timestamp) else v)
                          for k, v in cov.items()},

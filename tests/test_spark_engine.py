@@ -395,3 +395,87 @@ def test_ctrl_c_stops_a_spark_read_at_once_without_tracebacks(spark, big_log, wa
             break
         time.sleep(0.5)
     assert not any(_alive(p) for p in jvm), "the JVM outlived capbook"
+
+
+# --------------------------------------------------------------------------------------------
+# hostile logs (tests/test_hostile_logs.py): the same outcome on both engines
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("value", ["1000000000000", str(2**63 + 5), "1e30", "1e12", "-1e30",
+                                   str(10_000_001)])
+def test_impossible_token_counts_are_refused_alike(spark, tmp_path, value):
+    """Above MAX_TOKENS, or beyond 64 bits: the same invalid row on both engines (never a NULL,
+    an overflow or a Java stack), and the same drop with drop_invalid=True."""
+    path = _canonical_csv(tmp_path / "big.csv", 3000, seed=11)
+    df = pd.read_csv(path, dtype=str)
+    df.loc[1500, "output_tokens"] = value
+    df.to_csv(path, index=False)
+    msg = _error(path, "duckdb")
+    assert "column 'output_tokens'" in msg and "row 1501" in msg and "java" not in msg.lower()
+    assert _error(path, "spark") == msg
+    a, _ = assert_same(path, drop_invalid=True)
+    assert a.rows == 2999
+
+
+def test_a_name_with_glob_characters_is_that_file_on_both_engines(spark, tmp_path):
+    whole = _canonical_csv(tmp_path / "log1.csv", 3000, seed=12)
+    pd.read_csv(whole, dtype=str).iloc[:1000].to_csv(tmp_path / "log[1].csv", index=False)
+    pd.read_csv(whole, dtype=str).iloc[:500].to_csv(tmp_path / "log{1}.csv", index=False)
+    a, _ = assert_same(tmp_path / "log[1].csv")
+    assert a.rows == 1000
+    a, _ = assert_same(tmp_path / "log{1}.csv")
+    assert a.rows == 500
+
+
+def test_end_before_arrival_and_mixed_offsets_alike(spark, tmp_path):
+    path = _canonical_csv(tmp_path / "e.csv", 3000, seed=13)
+    df = pd.read_csv(path, dtype=str)
+    t = pd.to_datetime(df["arrival_time"], utc=True)
+    df["end_time"] = (t + pd.Timedelta(seconds=3)).dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    df.loc[700, "end_time"] = (t[700] - pd.Timedelta(seconds=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    df.loc[100, "arrival_time"] = t[100].strftime("%Y-%m-%d %H:%M:%S.%f")  # no offset: UTC
+    df.loc[200, "arrival_time"] = (t[200] + pd.Timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M:%S.%f+02:00")
+    df.to_csv(path, index=False)
+    msg = _error(path, "duckdb")
+    assert "column 'end_time'" in msg and "row 701" in msg and _error(path, "spark") == msg
+    a, b = assert_same(path, drop_invalid=True)
+    assert a.rows == 2999
+    assert any("without one (1 rows, first: data row 101)" in n for n in a.notes), a.notes
+    sa, sb = a.service_times(), b.service_times()
+    assert sa["requests"] == sb["requests"] and sa["mean_s"] == pytest.approx(sb["mean_s"])
+
+
+def test_encodings_and_compression_alike(spark, tmp_path):
+    import gzip
+
+    path = _canonical_csv(tmp_path / "plain.csv", 500, seed=14)
+    text = path.read_bytes()
+    (tmp_path / "u16.csv").write_bytes(text.decode().encode("utf-16"))
+    msg = _error(tmp_path / "u16.csv", "duckdb")
+    assert "UTF-16 text" in msg and _error(tmp_path / "u16.csv", "spark") == msg
+    (tmp_path / "gz.csv").write_bytes(gzip.compress(text))
+    assert _read(tmp_path / "gz.csv", "duckdb").rows == 500  # DuckDB reads it, with a note
+    msg = _error(tmp_path / "gz.csv", "spark")  # Spark picks the codec from the name
+    assert "gzip-compressed" in msg and "name it gz.csv.gz" in msg
+    (tmp_path / "gz.csv.gz").write_bytes(gzip.compress(text))
+    assert_same(tmp_path / "gz.csv.gz")
+
+
+def test_cli_spark_refuses_a_huge_count_without_a_java_stack(spark, tmp_path):
+    """In a process of its own, so that the JVM's own output (fd 2, not sys.stderr) is seen:
+    before, 2**63+5 ended in a Java overflow stack of 34 lines."""
+    import os
+    import subprocess
+    import sys
+
+    path = _canonical_csv(tmp_path / "c.csv", 2000, seed=15)
+    df = pd.read_csv(path, dtype=str)
+    df.loc[5, "input_tokens"] = str(2**63 + 5)
+    df.to_csv(path, index=False)
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root), "PYSPARK_PYTHON": sys.executable}
+    r = subprocess.run([sys.executable, "-m", "capbook.cli", "trace", str(path), "--engine", "spark",
+                        "--spark-master", MASTER], capture_output=True, text=True, env=env,
+                       timeout=600)
+    assert r.returncode == 2, r.stderr
+    assert "row 6" in r.stderr and "--drop-invalid" in r.stderr, r.stderr
+    assert "org.apache" not in r.stderr and "Exception" not in r.stderr, r.stderr
