@@ -115,6 +115,12 @@ HORIZON_HISTORY_FACTOR = 1.0
 #: The weekly growth rates a plan extrapolates (-50 % to +100 % a week): ``growth_per_week`` for a
 #: log too short to forecast, and the trend a forecast fits to the history.
 GROWTH_PER_WEEK_RANGE = (-0.5, 1.0)
+#: The most slots (replicas × slots) the load-dependent model solves; larger fleets are sized by
+#: Erlang C and the rating alone (the model's memory grows with the slots).
+LOADQ_MAX_SLOTS = 100_000
+#: The most replicas capbook plans for one model: a peak that needs more by the sweep's rating is
+#: refused (check the log's token counts and ``demand_scale``) before any model or simulation runs.
+MAX_PLAN_REPLICAS = 100_000
 #: The largest known-event overlay ``demand_scale`` (a thousand times the forecast).
 MAX_DEMAND_SCALE = 1000.0
 
@@ -534,6 +540,23 @@ def select_traffic(log: LogAggregates, model: str | None = None, tier: str | Non
     hourly = log.hourly
     notes = []
     models = sorted(map(str, pd.unique(hourly["model"])))
+    if log.history_label is not None:
+        # the forecast reads the history, the rest of the plan the log: the model must be in both
+        in_log = sorted(map(str, pd.unique(log.per_minute["model"])))
+        if model is not None and model not in models:
+            raise ValueError(f"the hourly history {log.history_label} has no rows for model {model!r}; it holds "
+                             f"{models} (the request log holds {in_log}); pass history= the hourly history of "
+                             "that model, or model= one that both hold")
+        if model is not None and model not in in_log:
+            raise ValueError(f"the request log has no requests of model {model!r}; it holds {in_log} (the hourly "
+                             f"history {log.history_label} holds {models}); pass model= one that both hold")
+        both = [m for m in models if m in in_log]
+        if not both:
+            raise ValueError(f"the hourly history {log.history_label} has no rows for the request log's model(s) "
+                             f"{in_log}; it holds {models}; pass history= an hourly history of the log's model (and model= to choose among the models both hold)")
+        if model is None and len(both) < len(models):
+            hourly = hourly[hourly["model"].isin(both)]
+            models = both
     if model is None:
         if len(models) > 1:
             tot = hourly.groupby("model")["output_tokens"].sum()
@@ -552,6 +575,9 @@ def select_traffic(log: LogAggregates, model: str | None = None, tier: str | Non
         else:
             raise ValueError(f"tier {tier!r} is not in the request log for model {model!r}; tiers are {tiers}")
     sel = _select(hourly, model, tier)
+    if log.history_label is not None and _select(log.per_minute, model, tier).empty:
+        raise ValueError(f"the request log has no requests of model {model!r}" + (f", tier {tier!r}" if tier else "")
+                         + f", which the hourly history {log.history_label} forecasts; pass tier= one that both hold")
     if log.history_label is not None and len(sel):
         hours = pd.DatetimeIndex(sel["period_start"])
         notes.append(f"forecast from the hourly history {log.history_label} ({(hours.max() - hours.min()).days / 7 + 1 / 168:.0f} "
@@ -832,7 +858,11 @@ def check_queueing(sweep, demand: Demand, replica: Replica) -> QueueingCheck:
     erl = int(replicas_for_routing(lam, S, replica.service_time_s, slo.wait_target_s, slo.late_share, "pooled"))
     notes, lq_n = [], None
     pf_mean = float(sweep.prefill_time(mean_in))
-    if pf_mean >= slo.ttft_target_s:
+    if erl * S > LOADQ_MAX_SLOTS:
+        # the model's states grow with replicas × slots: beyond this its memory and time are not bounded
+        notes.append(f"load-dependent model not used: {erl:,} replicas × {S} slots is more than the "
+                     f"{LOADQ_MAX_SLOTS:,} slots it solves; Erlang C and the rating size the fleet")
+    elif pf_mean >= slo.ttft_target_s:
         # TTFT >= prefill, so the model's search could only fail, slowly (it doubles to 2**20)
         notes.append(f"load-dependent model not used: the mean prompt ({mean_in:,.0f} tokens) alone takes "
                      f"{pf_mean:.2f} s to prefill, not less than the TTFT objective of {slo.ttft_target_s:g} s")
@@ -1571,6 +1601,11 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
     demand = forecast_demand(sums, traffic, lead_time_weeks=lead_time_weeks, quantile=quantile,
                              demand_scale=demand_scale, growth_per_week=growth_per_week)
     replica = rate_replica(sweep, demand, slo, headroom)
+    if replica.need.replicas > MAX_PLAN_REPLICAS:
+        raise ValueError(f"the planned peak ({demand.output_tps:,.4g} output tokens/s, {demand.request_rate:,.4g} "
+                         f"requests/s of {demand.mean_output_tokens:,.0f} output tokens on average) needs "
+                         f"{replica.need.replicas:,} replicas by the sweep's rating, more than the {MAX_PLAN_REPLICAS:,} "
+                         "capbook plans for one model; check the log's token counts, demand_scale and growth_per_week")
     queue = check_queueing(sweep, demand, replica)
     engine = check_engine(sweep, demand, replica, max(replica.need.replicas, replica.floor, queue.erlang_replicas,
                                                       queue.loadq_replicas or 0), seed)
