@@ -128,6 +128,11 @@ def test_module_entry_point(tmp_path):
     ("not a pure prefill; pass input_tps", "pass --prefill-rate TPS"),
     ("or pass check_units=False if the span is right", "pass --no-unit-check if"),
     ("the engine limit is unknown; pass max_num_seqs=", "pass --max-num-seqs N"),
+    ("lead_time_weeks=52 (a 52-week horizon) is further ahead; pass a lead_time_weeks of at most 12",
+     "--horizon 52 (a 52-week horizon) is further ahead; pass a --horizon of at most 12"),
+    ("check the log's token counts, demand_scale and growth_per_week", "check the log's token counts, --scale and --growth"),
+    ("it holds ['other']; pass history= an hourly history of the log's model", "pass --history an hourly history"),
+    ("zones=1: with every replica in one zone", "--zones 1: with every replica"),
 ])
 def test_cli_messages_name_flags_not_keywords(message, flag):
     from capbook.cli import cli_message
