@@ -675,17 +675,14 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
         if log.history_label is not None:
             notes.append(f"the hourly history {log.history_label} has no row for {len(absent)} hour(s) inside its "
                          f"span ({_hours_text(absent)}): counted as hours with no requests")
-    idle = s_out.index[(s_out <= 0).to_numpy()]
-    if len(idle):
-        notes.append(f"{len(idle)} hour(s) with no output tokens ({_hours_text(idle)}): forecast as hours of no "
-                     "demand, not gaps (one token each in the bands' log errors)")
     history_weeks = len(s_out) / 168.0
     limit = horizon_limit_weeks(history_weeks)
     horizon = horizon_for_lead_time(lead)
     if horizon > limit:
         what = (f"the hourly history {log.history_label}" if log.history_label is not None else "the request log")
+        span = f"{history_weeks:.3g} weeks" if history_weeks >= 1 else f"{len(s_out)} hour(s)"
         raise ValueError(f"lead_time_weeks={lead:g} (a {horizon}-week horizon) is further ahead than {what} can "
-                         f"tell: it spans {history_weeks:.3g} weeks, and a plan looks at most "
+                         f"tell: it spans {span}, and a plan looks at most "
                          f"{HORIZON_HISTORY_FACTOR:g}× its history's length ahead (never less than "
                          f"{max(HORIZONS)} weeks): at most {limit:g} weeks here; pass a lead_time_weeks of at most "
                          f"{math.floor(limit):g}, or a longer history")
@@ -695,6 +692,11 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
     peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
                           growth_per_week=growth, observed_peak_tps=observed)
     pk = peaks[horizon]
+    idle = s_out.index[(s_out <= 0).to_numpy()]
+    if len(idle):
+        notes.append(f"{len(idle)} hour(s) with no output tokens ({_hours_text(idle)}): hours of no demand, not "
+                     + ("gaps" if pk.method == "observed" else "gaps, and forecast (one token each in the bands' "
+                        "log errors)"))
     if pk.method == "observed":
         notes.append(f"forecast not possible: {pk.note}")
     elif pk.method != "calibrated" or "rough" in pk.note:

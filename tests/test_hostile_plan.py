@@ -201,7 +201,7 @@ def test_idle_hours_in_a_log_are_forecast(capsys, tmp_path):
                                  "--out", str(tmp_path / "o")])
     assert code == 0
     assert "forecast not possible" not in out and "Planned peak (P90 peak hour, sqrt_h)" in out
-    assert "2 hour(s) with no output tokens (2026-01-17 12:00, 2026-01-17 13:00 UTC)" in out
+    assert "2 hour(s) with no output tokens (2026-01-17 12:00, 2026-01-17 13:00 UTC): hours of no demand, not gaps, and forecast" in out
 
 
 def test_missing_history_hours_are_zeros_with_a_note(capsys, tmp_path, peak_log, history4):
