@@ -725,15 +725,13 @@ def run_plan(args: argparse.Namespace) -> int:
                 args.saturation_price, "--saturation-price", "a positive number of dollars per late request")
             plan = plan.priced(inputs.arguments["sweep"], prices, saturation_usd=sat, **replica)
         if not args.no_autoscale:
-            from capbook.autoscale_plan import PLAN_CANDIDATES
+            from capbook.autoscale_plan import PLAN_CANDIDATES, WeekTooLarge
 
             print(f"simulating the forecast week under {len(PLAN_CANDIDATES)} scaling policies "
                   f"({', '.join(PLAN_CANDIDATES)}; --no-autoscale skips this) ...", file=sys.stderr, flush=True)
             try:
                 plan = plan.autoscaled(inputs.arguments["sweep"], inputs.arguments["log"])
-            except ValueError as exc:
-                if "design week holds" not in str(exc):
-                    raise
+            except WeekTooLarge as exc:
                 print(f"capbook plan: note: week not simulated: {exc}", file=sys.stderr)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
