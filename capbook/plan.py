@@ -689,8 +689,12 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
     tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
     ratio = tot_in / tot_out
     observed = _observed_peak(log, traffic.model, traffic.tier)
-    peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
-                          growth_per_week=growth, observed_peak_tps=observed)
+    try:
+        peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
+                              growth_per_week=growth, observed_peak_tps=observed)
+    except ValueError as exc:
+        src = f"the hourly history {log.history_label}" if log.history_label is not None else "the request log"
+        raise ValueError(f"forecast from {src}: {exc}") from None
     pk = peaks[horizon]
     idle = s_out.index[(s_out <= 0).to_numpy()]
     if len(idle):
@@ -1607,7 +1611,8 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
         raise ValueError(f"the planned peak ({demand.output_tps:,.4g} output tokens/s, {demand.request_rate:,.4g} "
                          f"requests/s of {demand.mean_output_tokens:,.0f} output tokens on average) needs "
                          f"{replica.need.replicas:,} replicas by the sweep's rating, more than the {MAX_PLAN_REPLICAS:,} "
-                         "capbook plans for one model; check the log's token counts, demand_scale and growth_per_week")
+                         "capbook plans for one model; check the token counts of the log (and of its hourly history), "
+                         "demand_scale and growth_per_week")
     queue = check_queueing(sweep, demand, replica)
     engine = check_engine(sweep, demand, replica, max(replica.need.replicas, replica.floor, queue.erlang_replicas,
                                                       queue.loadq_replicas or 0), seed)

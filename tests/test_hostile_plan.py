@@ -305,3 +305,21 @@ def test_an_interrupted_write_leaves_the_old_file(capsys, tmp_path, monkeypatch)
     capsys.readouterr()
     assert (out / "plan.md").read_text() == before
     assert not [p for p in out.iterdir() if p.name.endswith(".tmp")]
+
+
+@pytest.mark.parametrize("rows, expect", [
+    ("one", ["forecast from the hourly history", "fitted weekly growth", "-50 % to +100 %"]),
+    ("all", ["replicas by the sweep's rating", "more than the 100,000", "--scale and --growth"]),
+])
+def test_huge_but_allowed_history_values_are_refused_not_crashed(capsys, tmp_path, peak_log, history4, rows, expect):
+    """1e15 tokens from 1e9 requests an hour pass the reader's bounds; the plan refuses them."""
+    h = pd.read_csv(history4)
+    at = [2000] if rows == "one" else slice(None)
+    h.loc[at, ["requests", "input_tokens", "output_tokens"]] = [10 ** 9, 10 ** 15, 10 ** 15]
+    p = tmp_path / "big.csv"
+    h.to_csv(p, index=False)
+    code, out, err = _run(capsys, ["plan", "--requests", str(peak_log), "--history", str(p), "--out",
+                                   str(tmp_path / "o")])
+    assert code == 2 and out == "", err
+    for part in expect:
+        assert part in err, (part, err)
