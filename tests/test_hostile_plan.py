@@ -323,3 +323,19 @@ def test_huge_but_allowed_history_values_are_refused_not_crashed(capsys, tmp_pat
     assert code == 2 and out == "", err
     for part in expect:
         assert part in err, (part, err)
+
+
+def test_engine_with_requests_longer_than_its_window_says_so():
+    """Requests of 9,999,999 output tokens never finish in the engine's backlog run: that was an
+    IndexError inside the plan; it is a ValueError the plan turns into a note."""
+    import dataclasses
+
+    from capbook.plan import _fitted_engine
+    from capbook.predict import predict
+    from capbook.sweep import load_sample_sweep
+
+    sw = load_sample_sweep("illustrative_chat")
+    eng = dataclasses.replace(_fitted_engine(sw), prompt_tokens=1000.0, output_tokens=9_999_999.0,
+                              output_quantiles=None, prompt_p99=None)
+    with pytest.raises(ValueError, match="finished 0 of .* requests of 9,999,999 output tokens outlast it"):
+        predict(sw, 1.0, ttft_p99_target_s=1.0, seed=1, requests=2000, models=("simulation",), engine=eng)
