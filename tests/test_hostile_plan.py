@@ -339,3 +339,16 @@ def test_engine_with_requests_longer_than_its_window_says_so():
                               output_quantiles=None, prompt_p99=None)
     with pytest.raises(ValueError, match="finished 0 of .* requests of 9,999,999 output tokens outlast it"):
         predict(sw, 1.0, ttft_p99_target_s=1.0, seed=1, requests=2000, models=("simulation",), engine=eng)
+
+
+def test_out_that_cannot_be_written_is_refused_first(capsys, tmp_path, monkeypatch):
+    import tempfile
+
+    def denied(*a, **k):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(tempfile, "mkstemp", denied)   # as a read-only folder would (tests may run as root)
+    code, out, err = _run(capsys, ["plan", *FAST, "--out", str(tmp_path / "new" / "o")])
+    assert code == 2 and out == ""
+    assert f"--out {tmp_path / 'new' / 'o'}: cannot write in {tmp_path} (Permission denied)" in err
+    assert not (tmp_path / "new").exists()
