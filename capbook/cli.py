@@ -424,6 +424,12 @@ _FLAG_HINTS = [
     (r"pass extrapolate\s*=\s*True to extend the end segments linearly",
      "choose a value within the measured range (the command line reads a sweep where it was "
      "measured and does not extend it)"),
+    (r"\blead_time_weeks\s*=\s*(?=[\d.])", "--horizon "),
+    (r"\blead_time_weeks\b", "--horizon"),
+    (r"\bdemand_scale\b", "--scale"),
+    (r"\bgrowth_per_week\b", "--growth"),
+    (r"\bhistory\s*=(?!\S)", "--history"),
+    (r"\bzones\s*=\s*(\d+)", r"--zones \1"),
 ]
 
 
@@ -476,22 +482,26 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo", default=None, metavar="SPEC",
                    help="objectives, e.g. 'ttft=1,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse; "
                         "default: p99 TTFT 1 s, p95 TPOT 50 ms, waits over 0.5 s for at most 1 %%)")
-    p.add_argument("--horizon", type=float, default=4, metavar="WEEKS",
-                   help="lead time of the decision in weeks: 1, 4 or 12 (default 4)")
-    p.add_argument("--quantile", type=float, default=0.9, metavar="Q",
-                   help="peak-hour quantile to plan for (default 0.9)")
-    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE",
-                   help="share of each replica's rating to use (default 0.8)")
-    p.add_argument("--scale", type=float, default=1.0, metavar="X",
-                   help="demand multiplier for a known event on top of the forecast (default 1)")
-    p.add_argument("--growth", type=float, default=0.0, metavar="SHARE",
-                   help="weekly growth for logs too short to forecast (default 0)")
-    p.add_argument("--spares", type=int, default=1, metavar="K", help="N+k spare replicas (default 1)")
-    p.add_argument("--zones", type=int, default=None, metavar="N",
-                   help="survive losing one of this many zones")
+    p.add_argument("--horizon", default="4", metavar="WEEKS",
+                   help="lead time of the decision in weeks: 1, 4 or 12 (default 4); at most as many weeks as the "
+                        "history is long (never less than 12)")
+    p.add_argument("--quantile", default="0.9", metavar="Q",
+                   help="peak-hour quantile to plan for, between 0 and 1 (default 0.9)")
+    p.add_argument("--headroom", default="0.8", metavar="SHARE",
+                   help="share of each replica's rating to use, in (0, 1] (default 0.8)")
+    p.add_argument("--scale", default="1", metavar="X",
+                   help="demand multiplier for a known event on top of the forecast, up to 1000 (default 1)")
+    p.add_argument("--growth", default="0", metavar="SHARE",
+                   help="weekly growth for logs too short to forecast, from -0.5 to 1 (default 0)")
+    p.add_argument("--spares", default="1", metavar="K", help="N+k spare replicas, 0 to 1000 (default 1)")
+    p.add_argument("--zones", default=None, metavar="N",
+                   help="survive losing one of this many zones (2 to 1000)")
     p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
-                   help="folder for plan.csv, plan.md and schedule.csv (default ./capbook-plan)")
+                   help="folder for plan.csv, plan.md and schedule.csv (default ./capbook-plan); files there that "
+                        "capbook did not write are not replaced without --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace plan.csv, plan.md and schedule.csv in --out even when capbook did not write them")
     _add_price_arguments(p.add_argument_group("cost"))
     g = p.add_argument_group("autoscaling")
     g.add_argument("--lag", default="8", metavar="MINUTES",
@@ -665,7 +675,8 @@ def _history_flag(args):
     try:
         return read_token_csv(args.history)
     except (ValueError, KeyError) as exc:
-        raise ValueError(f"--history {args.history}: {exc}") from None
+        msg = str(exc).removeprefix(f"{args.history}: ")
+        raise ValueError(f"--history {args.history}: {msg}") from None
 
 
 def _read_sweep_flag(args):
@@ -682,14 +693,134 @@ def _read_sweep_flag(args):
         raise ValueError(f"--sweep {args.sweep}: {exc}") from None
 
 
+#: The file in an output folder listing what capbook wrote there (name -> SHA-256 of the bytes):
+#: capbook replaces its own unchanged files, and nothing else without ``--force``.
+OUTPUTS_MANIFEST = ".capbook-outputs.json"
+
+
+def _sha256(path) -> str | None:
+    import hashlib
+
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def _manifest(out) -> dict:
+    try:
+        with open(os.path.join(out, OUTPUTS_MANIFEST), encoding="utf-8") as f:
+            data = json.load(f)
+        return {str(k): str(v) for k, v in data.get("files", {}).items()} if isinstance(data, dict) else {}
+    except (OSError, ValueError, AttributeError):
+        return {}
+
+
+def _check_out(out: str, names: Sequence[str], force: bool) -> None:
+    """Refuse ``--out`` before any computation: a file in the way, a name too long, a folder that
+    cannot be written, or files there capbook did not write (unless ``force``); raises ValueError
+    naming ``--out`` and the path."""
+    import tempfile
+
+    if not str(out).strip():
+        raise ValueError("--out: give a folder name")
+    parts = [p for p in os.path.normpath(os.path.abspath(out)).split(os.sep) if p]
+    too_long = [p for p in parts if len(os.fsencode(p)) > 255]
+    if too_long:
+        raise ValueError(f"--out {out}: the name {too_long[0][:40]!r}… is longer than the 255 bytes a file name "
+                         "may have; choose a shorter folder name")
+    probe = os.path.abspath(out)
+    while not os.path.exists(probe):
+        probe = os.path.dirname(probe)
+    if not os.path.isdir(probe):
+        raise ValueError(f"--out {out}: {probe} is a file, not a folder; choose another --out")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".capbook-probe-", dir=probe)
+        os.close(fd)
+        os.remove(tmp)
+    except OSError as exc:
+        raise ValueError(f"--out {out}: cannot write in {probe} ({exc.strerror or exc}); choose a folder you can "
+                         "write to") from None
+    if force or not os.path.isdir(out):
+        return
+    mine = _manifest(out)
+    theirs = [n for n in names if os.path.lexists(os.path.join(out, n))
+              and (os.path.isdir(os.path.join(out, n)) or mine.get(n) != _sha256(os.path.join(out, n)))]
+    if theirs:
+        raise ValueError(f"--out {out}: {', '.join(theirs)} already there and not written by capbook (or changed "
+                         "since); pass --force to replace, or choose another --out")
+
+
+def _write_outputs(out: str, files: dict) -> list:
+    """Write ``{name: text}`` into ``out``, each to a temporary name in the same folder renamed over
+    the old one (an interrupt leaves the old file or the new, never half), and record them in
+    :data:`OUTPUTS_MANIFEST`; returns the paths."""
+    import tempfile
+
+    os.makedirs(out, exist_ok=True)
+    mine = _manifest(out)
+    written = []
+    umask = os.umask(0o022)
+    os.umask(umask)
+
+    def put(name: str, data: bytes) -> str:
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> what open() would have made
+            os.replace(tmp, os.path.join(out, name))
+        except BaseException:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            raise
+        return os.path.join(out, name)
+
+    import hashlib
+
+    for name, text in files.items():
+        data = text.encode("utf-8")
+        written.append(put(name, data))
+        mine[name] = hashlib.sha256(data).hexdigest()
+    put(OUTPUTS_MANIFEST, (json.dumps({"written_by": "capbook", "files": mine}, indent=1, sort_keys=True)
+                           + "\n").encode("utf-8"))
+    return written
+
+
+def _plan_numbers(args, *, compare: bool = False) -> dict:
+    """The numeric flags of ``plan`` and ``compare`` as ``capacity_plan`` keywords, each checked
+    (finite, in range) and named in the error."""
+    from capbook.plan import GROWTH_PER_WEEK_RANGE, MAX_DEMAND_SCALE
+
+    kw = {"lead_time_weeks": _number(args.horizon, "--horizon", "a positive number of weeks"),
+          "quantile": _number(args.quantile, "--quantile", "a quantile strictly between 0 and 1", lo=0, hi=1,
+                              lo_open=True, hi_open=True),
+          "headroom": _number(args.headroom, "--headroom", "a share of the rating in (0, 1]", lo=0, hi=1,
+                              lo_open=True),
+          "demand_scale": _number(args.scale, "--scale", f"a positive multiplier of at most {MAX_DEMAND_SCALE:g}",
+                                  lo=0, hi=MAX_DEMAND_SCALE, lo_open=True)}
+    if compare:
+        return kw
+    lo, hi = GROWTH_PER_WEEK_RANGE
+    kw["growth_per_week"] = _number(args.growth, "--growth", f"a weekly growth from {lo:g} to {hi:g} "
+                                    "(0.05 is 5 % a week)", lo=lo, hi=hi)
+    kw["spares"] = _number(args.spares, "--spares", "a whole number of spare replicas from 0 to 1000",
+                           whole=True, lo=0, hi=1000)
+    kw["zones"] = None if args.zones is None else _number(args.zones, "--zones", "a whole number of zones from 2 "
+                                                          "to 1000", whole=True, lo=1, hi=1000)
+    return kw
+
+
 def run_plan(args: argparse.Namespace) -> int:
     """Run ``capbook plan``; returns the exit code."""
-    from pathlib import Path
 
     from capbook import datasets
     from capbook.plan import SLO, capacity_plan
 
     try:
+        numbers = _plan_numbers(args)
+        _check_out(args.out, ["plan.csv", "plan.md"] + ([] if args.no_autoscale else ["schedule.csv"]), args.force)
         slo = SLO.parse(args.slo) if args.slo else SLO()
         inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
                                       history_label=args.history)
@@ -697,31 +828,27 @@ def run_plan(args: argparse.Namespace) -> int:
         replica = _replica_flags(args)
         lag = _number(args.lag, "--lag", "a number of minutes >= 0", zero=True)
         plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier,
-                             slo=slo, lead_time_weeks=args.horizon, quantile=args.quantile,
-                             headroom=args.headroom, demand_scale=args.scale, growth_per_week=args.growth,
-                             spares=args.spares, zones=args.zones, lag_min=lag, simulate=not args.no_sim)
+                             slo=slo, **numbers, lag_min=lag, simulate=not args.no_sim)
         if prices is not None:
             sat = None if args.saturation_price is None else _number(
                 args.saturation_price, "--saturation-price", "a positive number of dollars per late request")
             plan = plan.priced(inputs.arguments["sweep"], prices, saturation_usd=sat, **replica)
         if not args.no_autoscale:
-            from capbook.autoscale_plan import PLAN_CANDIDATES
+            from capbook.autoscale_plan import PLAN_CANDIDATES, WeekTooLarge
 
             print(f"simulating the forecast week under {len(PLAN_CANDIDATES)} scaling policies "
                   f"({', '.join(PLAN_CANDIDATES)}; --no-autoscale skips this) ...", file=sys.stderr, flush=True)
-            plan = plan.autoscaled(inputs.arguments["sweep"], inputs.arguments["log"])
+            try:
+                plan = plan.autoscaled(inputs.arguments["sweep"], inputs.arguments["log"])
+            except WeekTooLarge as exc:
+                print(f"capbook plan: note: week not simulated: {exc}", file=sys.stderr)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))
-    out = Path(args.out)
-    csv_path = plan.to_csv(out / "plan.csv")
-    md_path = out / "plan.md"
-    md_path.write_text(cli_message(plan.to_markdown()), encoding="utf-8")
-    written = [str(csv_path), str(md_path)]
+    files = {"plan.csv": plan.table().to_csv(index=False), "plan.md": cli_message(plan.to_markdown())}
     if plan.autoscaling is not None:
-        sched = out / "schedule.csv"
-        plan.autoscaling.schedule_frame().to_csv(sched, index=False)
-        written.append(str(sched))
+        files["schedule.csv"] = plan.autoscaling.schedule_frame().to_csv(index=False)
+    written = _write_outputs(args.out, files)
     print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
     return 0
 
@@ -811,9 +938,12 @@ def add_predict_command(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_predict)
 
 
-def _number(text, flag: str, what: str, *, whole: bool = False, zero: bool = False) -> float | int:
-    """The number given to ``flag``: positive and finite (``zero``: >= 0; ``whole``: an integer),
-    checked by :mod:`capbook.validation`; raises ValueError naming the flag and saying ``what``.
+def _number(text, flag: str, what: str, *, whole: bool = False, zero: bool = False,
+            lo: float | None = None, hi: float | None = None, lo_open: bool = False,
+            hi_open: bool = False) -> float | int:
+    """The number given to ``flag``: positive and finite (``zero``: >= 0; ``whole``: an integer;
+    ``lo``/``hi``: within those bounds instead, ``lo_open``/``hi_open`` strict), checked by
+    :mod:`capbook.validation`; raises ValueError naming the flag and saying ``what``.
 
     Examples
     --------
@@ -825,11 +955,18 @@ def _number(text, flag: str, what: str, *, whole: bool = False, zero: bool = Fal
     Traceback (most recent call last):
     ...
     ValueError: --rate 'nan': must be a positive number of requests per second
+    >>> _number("1.5", "--growth", "a weekly growth from -0.5 to 1", lo=-0.5, hi=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: --growth '1.5': must be a weekly growth from -0.5 to 1
     """
-    from capbook.validation import integer, nonnegative, positive
+    from capbook.validation import integer, nonnegative, number, positive
 
     try:
-        v = (nonnegative if zero else positive)(float(text), flag)
+        if lo is not None or hi is not None:
+            v = number(float(text), flag, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open)
+        else:
+            v = (nonnegative if zero else positive)(float(text), flag)
         return integer(v, flag) if whole else v
     except (TypeError, ValueError):
         raise ValueError(f"{flag} {text!r}: must be {what}") from None
@@ -942,10 +1079,10 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default=None, help="model of the log to plan (default: the one with most output tokens)")
     p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
     p.add_argument("--slo", default=None, metavar="SPEC", help="objectives, as for capbook plan")
-    p.add_argument("--horizon", type=float, default=4, metavar="WEEKS", help="lead time in weeks (default 4)")
-    p.add_argument("--quantile", type=float, default=0.9, metavar="Q", help="peak-hour quantile (default 0.9)")
-    p.add_argument("--headroom", type=float, default=0.8, metavar="SHARE", help="share of the rating used (default 0.8)")
-    p.add_argument("--scale", type=float, default=1.0, metavar="X",
+    p.add_argument("--horizon", default="4", metavar="WEEKS", help="lead time in weeks (default 4)")
+    p.add_argument("--quantile", default="0.9", metavar="Q", help="peak-hour quantile (default 0.9)")
+    p.add_argument("--headroom", default="0.8", metavar="SHARE", help="share of the rating used (default 0.8)")
+    p.add_argument("--scale", default="1", metavar="X",
                    help="demand multiplier on top of the forecast, e.g. 10 to compare at ten times the traffic (default 1)")
     p.add_argument("--no-sim", action="store_true", help="skip the replay of each plan (faster; models only)")
     p.add_argument("--reserved", action="store_true", help="rank by the reserved price instead of on demand")
@@ -957,7 +1094,10 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--tensor-parallel", metavar="N", default=None,
                    help="GPUs per replica for the sweeps that do not record it")
     p.add_argument("--out", default="capbook-compare", metavar="DIR",
-                   help="folder for compare.csv and compare.md (default ./capbook-compare)")
+                   help="folder for compare.csv and compare.md (default ./capbook-compare); files there that "
+                        "capbook did not write are not replaced without --force")
+    p.add_argument("--force", action="store_true",
+                   help="replace compare.csv and compare.md in --out even when capbook did not write them")
     p.set_defaults(func=run_compare)
 
 
@@ -998,7 +1138,6 @@ def _compare_sweeps(args) -> dict:
 
 def run_compare(args: argparse.Namespace) -> int:
     """Run ``capbook compare``; returns the exit code."""
-    from pathlib import Path
 
     import pandas as pd
 
@@ -1007,6 +1146,8 @@ def run_compare(args: argparse.Namespace) -> int:
     from capbook.plan import SLO
 
     try:
+        numbers = _plan_numbers(args, compare=True)
+        _check_out(args.out, ["compare.csv", "compare.md"], args.force)
         slo = SLO.parse(args.slo) if args.slo else SLO()
         prices = _prices_flag(args) if args.prices is not None else load_sample_prices()
         log, _ = _load_inputs(argparse.Namespace(**{**vars(args), "sweep": None, "load": "auto", "repeats": "error",
@@ -1016,18 +1157,12 @@ def run_compare(args: argparse.Namespace) -> int:
         sweeps = _compare_sweeps(args)
         cmp = compare_configurations(sums, sweeps, prices, basis="reserved" if args.reserved else "on_demand",
                                      model=args.model, tier=None if args.tier == "all" else args.tier, slo=slo,
-                                     lead_time_weeks=args.horizon, quantile=args.quantile, headroom=args.headroom,
-                                     demand_scale=args.scale, simulate=not args.no_sim)
+                                     **numbers, simulate=not args.no_sim)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("compare", exc)
     src = f"{sums.label}; prices {prices.source}" + ("" if args.prices else " (illustrative round numbers, not quotes)")
     text = cli_message(f"Configurations ranked by cost ({src})\n\n{cmp.explain()}\n")
     print(text)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    csv_path = out / "compare.csv"
-    cmp.table.to_csv(csv_path, index=False)
-    md_path = out / "compare.md"
     cols = ["sweep", "gpu", "gpus_per_replica", "slots", "replicas", "gpus", "usd_per_hour", "usd_per_week",
             "usd_per_m_output", "binding", "status"]
     t = cmp.table[cols].copy()
@@ -1036,7 +1171,8 @@ def run_compare(args: argparse.Namespace) -> int:
     for row in t.itertuples(index=False):
         md.append("| " + " | ".join("" if pd.isna(v) else (f"{v:,.2f}" if isinstance(v, float) else str(v))
                                     for v in row) + " |")
-    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    csv_path, md_path = _write_outputs(args.out, {"compare.csv": cmp.table.to_csv(index=False),
+                                                  "compare.md": "\n".join(md) + "\n"})
     print(f"wrote {csv_path} and {md_path}")
     return 0
 

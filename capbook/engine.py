@@ -705,6 +705,9 @@ class EngineModel:
             # the middle half of the completions, when the engine is full
             t = np.sort(done[finished])
             k = len(t)
+            if k < 4:
+                raise ValueError(f"the engine finished {k} of {len(a)} requests in its simulated window: requests of "
+                                 f"{float(np.mean(out)):,.0f} output tokens outlast it, so it has no saturation rate")
             lo_, hi_ = t[k // 4], t[(3 * k) // 4]
             rate = (3 * k // 4 - k // 4) / (hi_ - lo_) if hi_ > lo_ else math.nan
             return EngineRun(np.array([]), np.array([]), np.array([]), float(rate), math.nan,

@@ -77,6 +77,10 @@ __all__ = [
     "CapacityPlan",
     "capacity_plan",
     "horizon_for_lead_time",
+    "horizon_limit_weeks",
+    "HORIZON_HISTORY_FACTOR",
+    "GROWTH_PER_WEEK_RANGE",
+    "MAX_DEMAND_SCALE",
     "peak_forecast",
     "PeakForecast",
     "LogAggregates",
@@ -103,6 +107,38 @@ HORIZONS: dict[int, str] = {
     4: "request quota or a cloud reservation",
     12: "order hardware or sign a capacity contract",
 }
+
+#: How far ahead a plan may look, as a multiple of its hourly history's length: a forecast
+#: extrapolates at most as far ahead as the history it learnt from is long. The standard horizons
+#: (:data:`HORIZONS`, up to twelve weeks) are always allowed; beyond the history they are marked rough.
+HORIZON_HISTORY_FACTOR = 1.0
+#: The weekly growth rates a plan extrapolates (-50 % to +100 % a week): ``growth_per_week`` for a
+#: log too short to forecast, and the trend a forecast fits to the history.
+GROWTH_PER_WEEK_RANGE = (-0.5, 1.0)
+#: The most slots (replicas × slots) the load-dependent model solves; larger fleets are sized by
+#: Erlang C and the rating alone (the model's memory grows with the slots).
+LOADQ_MAX_SLOTS = 100_000
+#: The most replicas capbook plans for one model: a peak that needs more by the sweep's rating is
+#: refused (check the log's token counts and ``demand_scale``) before any model or simulation runs.
+MAX_PLAN_REPLICAS = 100_000
+#: The largest known-event overlay ``demand_scale`` (a thousand times the forecast).
+MAX_DEMAND_SCALE = 1000.0
+
+
+def horizon_limit_weeks(history_weeks: float) -> float:
+    """The longest lead time (weeks) a plan makes from ``history_weeks`` weeks of hourly history.
+
+    :data:`HORIZON_HISTORY_FACTOR` times the history's length, and never less than the longest
+    standard horizon (:data:`HORIZONS`, twelve weeks).
+
+    Examples
+    --------
+    >>> horizon_limit_weeks(4), horizon_limit_weeks(26)
+    (12.0, 26.0)
+    """
+    weeks = nonnegative(history_weeks, "history_weeks")
+    return float(max(max(HORIZONS), HORIZON_HISTORY_FACTOR * weeks))
+
 
 # --------------------------------------------------------------------------------------------
 # Objectives
@@ -299,17 +335,20 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
     from . import forecast as fc
 
     q = probability(quantile, "quantile")
-    g = number(growth_per_week, "growth_per_week", lo=-1, lo_open=True)
+    g = number(growth_per_week, "growth_per_week", lo=GROWTH_PER_WEEK_RANGE[0], hi=GROWTH_PER_WEEK_RANGE[1])
     hs = sorted({int(h) for h in array(list(horizons), "horizons", lo=1, integer=True, nonempty=True, ndim=1)})
     name = fc.quantile_name(q)
     why = ""
     s = None
     try:
         s = fc.trim_to_whole_weeks(series)
-        if (s <= 0).any():
-            raise ValueError(f"the series has {int((s <= 0).sum())} hour(s) with no tokens "
-                             f"(first at {s.index[np.argmax((s <= 0).to_numpy())]}); the trend × "
-                             "weekly-shape model needs every hour positive")
+        weekly = s.to_numpy().reshape(-1, fc.HOURS_PER_WEEK).sum(axis=1)
+        if (weekly <= 0).any():
+            raise ValueError(f"the series has a week with no tokens (from {s.index[fc.HOURS_PER_WEEK * int(np.argmax(weekly <= 0))]}); "
+                             "the trend × weekly-shape model needs tokens in every week")
+        # an hour with no tokens is a real zero; the log errors of the bands need a positive
+        # number, so it counts as one token (a rounding of the hour, not a gap)
+        s = s.clip(lower=1.0)
     except ValueError as exc:
         why, s = str(exc), None
     if observed_peak_tps is None:
@@ -328,11 +367,19 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
                     continue
                 pk = f.peak().loc[h]
                 weeks = len(s) // fc.HOURS_PER_WEEK
+                lo_g, hi_g = GROWTH_PER_WEEK_RANGE
+                if not lo_g <= f.growth <= hi_g:
+                    raise ValueError(f"the history's fitted weekly growth {100 * f.growth:+.0f} % lies outside the "
+                                     f"{100 * lo_g:+.0f} % to {100 * hi_g:+.0f} % a week a plan extrapolates; check "
+                                     "the history (units, a change of scale between weeks), or give a history of "
+                                     "the recent weeks only")
                 note = (f"{method} bands from {weeks} whole weeks of history "
                         f"(fit ≥ {mf} weeks, {mo} backtest origin{'s' if mo > 1 else ''} or more); "
                         f"weekly growth {100 * f.growth:+.1f} %")
                 if (method, mf, mo) != _LADDER[0]:
                     note += "; rough: too little history for the full calibrated method"
+                if h > HORIZON_HISTORY_FACTOR * weeks:
+                    note += f"; rough: {h} weeks ahead is further than the {weeks} weeks of history"
                 got = PeakForecast(h, float(pk[name]) / 3600.0, method, pd.Timestamp(pk["peak_hour"]),
                                    float(pk["point"]) / 3600.0, note)
                 break
@@ -430,18 +477,14 @@ class LogAggregates:
 
 def _read_history(history) -> tuple[pd.DataFrame, str]:
     """The hourly history as the plan reads it (one row per hour, model and tier) and its name."""
-    from .forecast import HOURLY_COLUMNS, read_token_csv
+    from .forecast import HOURLY_COLUMNS, _checked_hourly, read_token_csv
 
     if isinstance(history, (str, Path)):
         if not Path(history).is_file():
             raise FileNotFoundError(f"history {history}: no such file")
         frame, where = read_token_csv(history), str(history)
     elif isinstance(history, pd.DataFrame):
-        missing = [c for c in HOURLY_COLUMNS if c not in history.columns]
-        if missing:
-            raise ValueError(f"history: missing column(s) {missing}; expected {list(HOURLY_COLUMNS)}")
-        frame, where = history.copy(), "hourly history"
-        frame["period_start"] = pd.to_datetime(frame["period_start"], utc=True)
+        frame, where = _checked_hourly(history, "history"), "hourly history"
     else:
         raise ValueError(f"history must be a path to an hourly CSV or a pandas DataFrame, got {type(history).__name__}")
     if frame.empty:
@@ -497,6 +540,23 @@ def select_traffic(log: LogAggregates, model: str | None = None, tier: str | Non
     hourly = log.hourly
     notes = []
     models = sorted(map(str, pd.unique(hourly["model"])))
+    if log.history_label is not None:
+        # the forecast reads the history, the rest of the plan the log: the model must be in both
+        in_log = sorted(map(str, pd.unique(log.per_minute["model"])))
+        if model is not None and model not in models:
+            raise ValueError(f"the hourly history {log.history_label} has no rows for model {model!r}; it holds "
+                             f"{models} (the request log holds {in_log}); pass history= the hourly history of "
+                             "that model, or model= one that both hold")
+        if model is not None and model not in in_log:
+            raise ValueError(f"the request log has no requests of model {model!r}; it holds {in_log} (the hourly "
+                             f"history {log.history_label} holds {models}); pass model= one that both hold")
+        both = [m for m in models if m in in_log]
+        if not both:
+            raise ValueError(f"the hourly history {log.history_label} has no rows for the request log's model(s) "
+                             f"{in_log}; it holds {models}; pass history= an hourly history of the log's model (and model= to choose among the models both hold)")
+        if model is None and len(both) < len(models):
+            hourly = hourly[hourly["model"].isin(both)]
+            models = both
     if model is None:
         if len(models) > 1:
             tot = hourly.groupby("model")["output_tokens"].sum()
@@ -515,6 +575,9 @@ def select_traffic(log: LogAggregates, model: str | None = None, tier: str | Non
         else:
             raise ValueError(f"tier {tier!r} is not in the request log for model {model!r}; tiers are {tiers}")
     sel = _select(hourly, model, tier)
+    if log.history_label is not None and _select(log.per_minute, model, tier).empty:
+        raise ValueError(f"the request log has no requests of model {model!r}" + (f", tier {tier!r}" if tier else "")
+                         + f", which the hourly history {log.history_label} forecasts; pass tier= one that both hold")
     if log.history_label is not None and len(sel):
         hours = pd.DatetimeIndex(sel["period_start"])
         notes.append(f"forecast from the hourly history {log.history_label} ({(hours.max() - hours.min()).days / 7 + 1 / 168:.0f} "
@@ -582,6 +645,11 @@ def _observed_peak(log: LogAggregates, model, tier) -> float:
     return float(per_min.sum()) / max(span_s, 60.0)
 
 
+def _hours_text(hours: pd.DatetimeIndex, most: int = 3) -> str:
+    """'2026-01-17 12:00, 2026-01-17 13:00 UTC' (the first ``most`` hours)."""
+    return ", ".join(f"{t:%Y-%m-%d %H:00}" for t in hours[:most]) + (", …" if len(hours) > most else "") + " UTC"
+
+
 def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: float = 4,
                     quantile: float = 0.9, demand_scale: float = 1.0, growth_per_week: float = 0.0) -> Demand:
     """The planned peak: the P-``quantile`` peak hour of the forecast at the decision's horizon.
@@ -593,18 +661,46 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
     """
     lead = positive(lead_time_weeks, "lead_time_weeks")
     q = probability(quantile, "quantile")
-    scale = positive(demand_scale, "demand_scale")
+    scale = number(demand_scale, "demand_scale", lo=0.0, lo_open=True, hi=MAX_DEMAND_SCALE)
+    growth = number(growth_per_week, "growth_per_week", lo=GROWTH_PER_WEEK_RANGE[0], hi=GROWTH_PER_WEEK_RANGE[1])
     sel = traffic.hourly
     s_out = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
     s_out.index = pd.DatetimeIndex(s_out.index)
+    notes = []
+    # an hour inside the span with no row had no requests: a zero, not a gap
+    full = pd.date_range(s_out.index.min(), s_out.index.max(), freq="h")
+    absent = full.difference(s_out.index)
+    if len(absent):
+        s_out = s_out.reindex(full, fill_value=0.0)
+        if log.history_label is not None:
+            notes.append(f"the hourly history {log.history_label} has no row for {len(absent)} hour(s) inside its "
+                         f"span ({_hours_text(absent)}): counted as hours with no requests")
+    history_weeks = len(s_out) / 168.0
+    limit = horizon_limit_weeks(history_weeks)
+    horizon = horizon_for_lead_time(lead)
+    if horizon > limit:
+        what = (f"the hourly history {log.history_label}" if log.history_label is not None else "the request log")
+        span = f"{history_weeks:.3g} weeks" if history_weeks >= 1 else f"{len(s_out)} hour(s)"
+        raise ValueError(f"lead_time_weeks={lead:g} (a {horizon}-week horizon) is further ahead than {what} can "
+                         f"tell: it spans {span}, and a plan looks at most "
+                         f"{HORIZON_HISTORY_FACTOR:g}× its history's length ahead (never less than "
+                         f"{max(HORIZONS)} weeks): at most {limit:g} weeks here; pass a lead_time_weeks of at most "
+                         f"{math.floor(limit):g}, or a longer history")
     tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
     ratio = tot_in / tot_out
-    horizon = horizon_for_lead_time(lead)
     observed = _observed_peak(log, traffic.model, traffic.tier)
-    peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
-                          growth_per_week=growth_per_week, observed_peak_tps=observed)
+    try:
+        peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
+                              growth_per_week=growth, observed_peak_tps=observed)
+    except ValueError as exc:
+        src = f"the hourly history {log.history_label}" if log.history_label is not None else "the request log"
+        raise ValueError(f"forecast from {src}: {exc}") from None
     pk = peaks[horizon]
-    notes = []
+    idle = s_out.index[(s_out <= 0).to_numpy()]
+    if len(idle):
+        notes.append(f"{len(idle)} hour(s) with no output tokens ({_hours_text(idle)}): hours of no demand, not "
+                     + ("gaps" if pk.method == "observed" else "gaps, and forecast (one token each in the bands' "
+                        "log errors)"))
     if pk.method == "observed":
         notes.append(f"forecast not possible: {pk.note}")
     elif pk.method != "calibrated" or "rough" in pk.note:
@@ -768,7 +864,11 @@ def check_queueing(sweep, demand: Demand, replica: Replica) -> QueueingCheck:
     erl = int(replicas_for_routing(lam, S, replica.service_time_s, slo.wait_target_s, slo.late_share, "pooled"))
     notes, lq_n = [], None
     pf_mean = float(sweep.prefill_time(mean_in))
-    if pf_mean >= slo.ttft_target_s:
+    if erl * S > LOADQ_MAX_SLOTS:
+        # the model's states grow with replicas × slots: beyond this its memory and time are not bounded
+        notes.append(f"load-dependent model not used: {erl:,} replicas × {S} slots is more than the "
+                     f"{LOADQ_MAX_SLOTS:,} slots it solves; Erlang C and the rating size the fleet")
+    elif pf_mean >= slo.ttft_target_s:
         # TTFT >= prefill, so the model's search could only fail, slowly (it doubles to 2**20)
         notes.append(f"load-dependent model not used: the mean prompt ({mean_in:,.0f} tokens) alone takes "
                      f"{pf_mean:.2f} s to prefill, not less than the TTFT objective of {slo.ttft_target_s:g} s")
@@ -1528,6 +1628,12 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
     demand = forecast_demand(sums, traffic, lead_time_weeks=lead_time_weeks, quantile=quantile,
                              demand_scale=demand_scale, growth_per_week=growth_per_week)
     replica = rate_replica(sweep, demand, slo, headroom)
+    if replica.need.replicas > MAX_PLAN_REPLICAS:
+        raise ValueError(f"the planned peak ({demand.output_tps:,.4g} output tokens/s, {demand.request_rate:,.4g} "
+                         f"requests/s of {demand.mean_output_tokens:,.0f} output tokens on average) needs "
+                         f"{replica.need.replicas:,} replicas by the sweep's rating, more than the {MAX_PLAN_REPLICAS:,} "
+                         "capbook plans for one model; check the token counts of the log (and of its hourly history), "
+                         "demand_scale and growth_per_week")
     queue = check_queueing(sweep, demand, replica)
     engine = check_engine(sweep, demand, replica, max(replica.need.replicas, replica.floor, queue.erlang_replicas,
                                                       queue.loadq_replicas or 0), seed)

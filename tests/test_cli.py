@@ -130,6 +130,11 @@ def test_module_entry_point(tmp_path):
     ("the engine limit is unknown; pass max_num_seqs=", "pass --max-num-seqs N"),
     ("concurrency [4096.0] outside the measured range [1, 64] of sweep 's'; pass extrapolate=True to "
      "extend the end segments linearly", "choose a value within the measured range"),
+    ("lead_time_weeks=52 (a 52-week horizon) is further ahead; pass a lead_time_weeks of at most 12",
+     "--horizon 52 (a 52-week horizon) is further ahead; pass a --horizon of at most 12"),
+    ("check the log's token counts, demand_scale and growth_per_week", "check the log's token counts, --scale and --growth"),
+    ("it holds ['other']; pass history= an hourly history of the log's model", "pass --history an hourly history"),
+    ("zones=1: with every replica in one zone", "--zones 1: with every replica"),
 ])
 def test_cli_messages_name_flags_not_keywords(message, flag):
     from capbook.cli import cli_message

@@ -125,7 +125,7 @@ def test_bad_history_is_refused_with_its_name(log, tmp_path, history):
         LogAggregates.of(LogAggregates.of(log), history=HISTORY)
     bad = tmp_path / "bad.csv"
     history.assign(requests=-1).head(5).to_csv(bad, index=False)
-    with pytest.raises(ValueError, match=r"bad.csv: column 'requests' is negative at row 2"):
+    with pytest.raises(ValueError, match=r"bad.csv: column 'requests' is negative at lines 2, 3, 4, 5 and 6"):
         LogAggregates.of(log, history=bad)
 
 

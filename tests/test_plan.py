@@ -125,9 +125,14 @@ def test_forecast_falls_back_to_the_observed_peak_with_a_reason():
     assert pf[4].method == "observed" and "less than one week" in pf[4].note
     assert pf[4].output_tps == pytest.approx(s.max() / 3600 * 1.02 ** 4, rel=1e-12)
     six = _series(synthetic_token_series(weeks=6, seed=5))
-    six.iloc[100] = 0.0
+    base = peak_forecast(six, [1])[1]
+    six.iloc[100] = 0.0          # an idle hour is a zero, not a gap: still forecast (issue 28)
     pf = peak_forecast(six, [1], observed_peak_tps=123.0)
-    assert pf[1].method == "observed" and "no tokens" in pf[1].note and pf[1].output_tps == 123.0
+    assert pf[1].method == base.method != "observed"
+    assert pf[1].output_tps == pytest.approx(base.output_tps, rel=0.05)
+    six.iloc[168:336] = 0.0      # a whole week without tokens: no weekly trend to fit
+    pf = peak_forecast(six, [1], observed_peak_tps=123.0)
+    assert pf[1].method == "observed" and "week with no tokens" in pf[1].note and pf[1].output_tps == 123.0
 
 
 # --------------------------------------------------------------------------------------------
