@@ -2,6 +2,8 @@
 the command line, on the sample gateway and on a real log and sweep."""
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -135,7 +137,8 @@ def test_book_prices_flag_sets_the_chapters_environment(tmp_path):
         assert datasets.prices_path() == PRICES.resolve()
         assert not datasets.using_sample_data()  # the published figures assume the illustrative prices
         assert datasets.load_prices().gpus == ["H100-SXM-80GB", "A100-SXM-80GB", "L4"]
-        assert "prices: `" in bookbuild.data_note(datasets.data_source(), "now")
+        note = bookbuild.data_note(datasets.data_source(), "now")
+        assert f"prices: {PRICES.resolve()}" in html.unescape(re.sub(r"<[^>]+>", "", note))
     assert datasets.prices_path() is None
 
 

@@ -4,6 +4,8 @@ Oracles: the committed sample files read directly with pandas; small logs writte
 """
 from __future__ import annotations
 
+import html
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -101,7 +103,7 @@ def test_reader_options_reach_the_readers(tmp_path, monkeypatch, repo_root):
     assert np.allclose(sw.concurrency, base["concurrency"])  # the closed-loop points only
     assert datasets.data_source()["sweep_options"] == {"load": "concurrency"}
     note = bookbuild.data_note(datasets.data_source(), "now")
-    assert "load='concurrency'" in note
+    assert "load='concurrency'" in html.unescape(note)  # shown as text (the note is inert HTML)
     monkeypatch.delenv("CAPBOOK_SWEEP_OPTIONS")
     with pytest.raises(ValueError, match="load='concurrency' or load='rate'"):
         datasets.load_sweep()

@@ -2,6 +2,8 @@
 plan's hourly history (``capacity_plan`` on a log of the busiest hours beside 26 weeks of sums)."""
 from __future__ import annotations
 
+import html
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -178,7 +180,7 @@ def test_book_passes_the_history_to_the_chapters():
         source = datasets.data_source()
     assert source["history"] == str(HISTORY.resolve())
     note = bookbuild.data_note(source, "2026-12-01 18:00 UTC")
-    assert f"- hourly history: `{HISTORY.resolve()}`" in note
+    assert f"hourly history: {HISTORY.resolve()}" in html.unescape(re.sub(r"<[^>]+>", "", note))
 
 
 def test_trace_hourly_writes_the_history_plan_reads(tmp_path, capsys, history):
@@ -187,8 +189,17 @@ def test_trace_hourly_writes_the_history_plan_reads(tmp_path, capsys, history):
     assert "hourly rows" in capsys.readouterr().err
     mine = read_token_csv(out)
     key = ["period_start", "model", "tier", "tenant"]
-    want = history.merge(mine[key], on=key).sort_values(key).reset_index(drop=True)
-    got = mine.sort_values(key).reset_index(drop=True)[list(want.columns)]
+    counts = ["requests", "throttled", "input_tokens", "output_tokens"]
+    idle = (mine[counts] == 0).all(axis=1)
+    # every hour of the log's span is written for every group: the hours a group had no request
+    # are zeros (so the file reads back as a history with no gaps), and the history has no
+    # request for that group in that hour either
+    assert idle.any() and mine.groupby(key[1:]).size().nunique() == 1
+    both = history.merge(mine.loc[idle, key], on=key)
+    assert (both[counts] == 0).all(axis=None)
+    busy = mine.loc[~idle]
+    want = history.merge(busy[key], on=key).sort_values(key).reset_index(drop=True)
+    got = busy.sort_values(key).reset_index(drop=True)[list(want.columns)]
     pd.testing.assert_frame_equal(got, want, check_dtype=False)   # the log's hours, tenant by tenant
     assert cli_main(["trace", str(LOG), "--hourly", str(tmp_path / "no" / "such" / "dir.csv")]) == 2
     assert "--hourly" in capsys.readouterr().err
