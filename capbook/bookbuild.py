@@ -150,7 +150,7 @@ def data_note(source: dict, when: str) -> str:
 
     It is an HTML block, not MyST: the paths and reading options come from the reader's files
     and command line, and every character of them that could mean something to MyST or to
-    HTML is written as a character reference (:func:`_inert`), so a file named
+    HTML is written as a character reference (``_inert``), so a file named
     ``{{ ... }}.csv`` is shown, never evaluated. It renders as the theme's "note" admonition.
 
     Examples

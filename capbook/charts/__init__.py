@@ -90,7 +90,7 @@ _SCRIPT_ESCAPES = {"<": "\\u003c", ">": "\\u003e", "&": "\\u0026", "\u2028": "\\
 
 
 def script_safe_json(text: str) -> str:
-    """JSON text made safe inside an HTML ``<script>``: ``<``, ``>``, ``&``, U+2028, U+2029 as ``\\uXXXX``.
+    r"""JSON text made safe inside an HTML ``<script>``: ``<``, ``>``, ``&``, U+2028, U+2029 as ``\uXXXX``.
 
     In JSON these characters occur only inside strings, where the escape means the same
     character, so the value is unchanged; but no ``</script>``, ``<!--`` or line separator is
@@ -99,7 +99,7 @@ def script_safe_json(text: str) -> str:
     Examples
     --------
     >>> script_safe_json('{"model": "x</script><script>alert(1)</script>"}')
-    '{"model": "x\\\\u003c/script\\\\u003e\\\\u003cscript\\\\u003ealert(1)\\\\u003c/script\\\\u003e"}'
+    '{"model": "x\\u003c/script\\u003e\\u003cscript\\u003ealert(1)\\u003c/script\\u003e"}'
     >>> import json; json.loads(script_safe_json(json.dumps(["a<b & c>d\u2028"]))) == ["a<b & c>d\u2028"]
     True
     """
