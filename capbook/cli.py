@@ -61,7 +61,10 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--hourly", metavar="CSV", default=None,
                    help="also write the log's hourly sums per model, tier (and tenant) to CSV: the "
-                        "history `capbook plan --history` reads")
+                        "history `capbook plan --history` reads. An existing file is replaced only when "
+                        "it is such a CSV (capbook's hourly header), or with --force")
+    p.add_argument("--force", action="store_true",
+                   help="let --hourly replace a file that is not an hourly CSV of capbook's")
     g = p.add_argument_group("service times (Cs2 from token counts): a sweep, or two rates")
     g.add_argument("--sweep", default=None, metavar="PATH",
                    help="a sweep (any format capbook.importers reads), read with the flags below; "
@@ -109,6 +112,8 @@ def run_trace(args: argparse.Namespace) -> int:
         elif set(sweep_opts) - {"prefill_rate_tps"}:  # trace's --prefill-rate goes with --tpot
             raise ValueError("--load, --repeats, --where, --max-num-seqs and --sweep-concurrency apply "
                              "to --sweep PATH; give the sweep they are for")
+        if args.hourly is not None:  # where the hourly CSV goes, checked before the log is read
+            _check_out_file(args.hourly, "--hourly", force=args.force, header=_HOURLY_HEADER)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("trace", exc)
     if args.spark_master is not None and args.engine != "spark":
@@ -170,8 +175,70 @@ def _write_hourly(log, path) -> tuple[int, str]:
         hourly = log.hourly()
     hourly = hourly.copy()
     hourly["period_start"] = hourly["period_start"].dt.strftime("%Y-%m-%dT%H:%M:%SZ")
-    hourly.to_csv(path, index=False, lineterminator="\n")
+    _atomic_write(path, hourly.to_csv(index=False, lineterminator="\n").encode("utf-8"))
     return len(hourly), note
+
+
+#: The first columns of the CSV ``trace --hourly`` writes: a file that starts so is capbook's to replace.
+_HOURLY_HEADER = "period_start,model,tier,"
+
+
+def _check_out_file(path: str, flag: str, *, force: bool, header: str) -> None:
+    """Refuse an output file before any computation: a folder in its place, a folder that is
+    missing or cannot be written, a name too long, or an existing file that does not start with
+    ``header`` (not capbook's output of this kind) unless ``force``; raises ValueError naming
+    ``flag`` and the path."""
+    import tempfile
+
+    if not str(path).strip():
+        raise ValueError(f"{flag}: give a file name")
+    if os.path.isdir(path):
+        raise ValueError(f"{flag} {path}: is a folder; name the CSV file to write")
+    name = os.path.basename(os.path.abspath(path))
+    if len(os.fsencode(name)) > 255:
+        raise ValueError(f"{flag} {path[:60]}...: the file name is {len(os.fsencode(name))} bytes long; "
+                         "a file name may have 255")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise ValueError(f"{flag} {path}: the folder {folder} does not exist (or is a file); create it first")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".capbook-probe-", dir=folder)
+        os.close(fd)
+        os.remove(tmp)
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot write in {folder} ({exc.strerror or exc})") from None
+    if force or not os.path.lexists(path):
+        return
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            first = f.readline()
+    except OSError:
+        first = ""
+    if os.path.islink(path) or not first.startswith(header):
+        raise ValueError(f"{flag} {path}: the file is there and is not capbook's (it does not start with "
+                         f"{header.rstrip(',')!r}); pass --force to replace it, or name another file")
+
+
+def _atomic_write(path: str, data: bytes) -> str:
+    """Write ``data`` to ``path`` through a temporary file in the same folder renamed over it, so
+    an interrupt leaves the old file or the new, never half; the file's mode is what ``open``
+    would give it. Returns ``path``."""
+    import tempfile
+
+    umask = os.umask(0o022)
+    os.umask(umask)
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> what open() would have made
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    return path
 
 
 def _jsonable(s: dict) -> dict:
@@ -756,28 +823,14 @@ def _write_outputs(out: str, files: dict) -> list:
     """Write ``{name: text}`` into ``out``, each to a temporary name in the same folder renamed over
     the old one (an interrupt leaves the old file or the new, never half), and record them in
     :data:`OUTPUTS_MANIFEST`; returns the paths."""
-    import tempfile
+    import hashlib
 
     os.makedirs(out, exist_ok=True)
     mine = _manifest(out)
     written = []
-    umask = os.umask(0o022)
-    os.umask(umask)
 
     def put(name: str, data: bytes) -> str:
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 -> what open() would have made
-            os.replace(tmp, os.path.join(out, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.remove(tmp)
-            raise
-        return os.path.join(out, name)
-
-    import hashlib
+        return _atomic_write(os.path.join(out, name), data)
 
     for name, text in files.items():
         data = text.encode("utf-8")

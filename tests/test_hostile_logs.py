@@ -364,3 +364,73 @@ def test_trace_hourly_round_trips_on_the_sample_gateway(repo_root, tmp_path, cap
 
 def test_trace_hourly_round_trips_on_a_real_log(shared_dir, tmp_path, capsys):
     _plan_history(capsys, tmp_path, shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv")
+
+
+# --------------------------------------------------------------------------------------------
+# trace --hourly: where it writes is checked before the log is read; it replaces only its own
+# kind of file (or with --force), through a temporary file renamed over the old one
+# --------------------------------------------------------------------------------------------
+def _no_reading(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("the log was read before --hourly was checked")
+
+    monkeypatch.setattr("capbook.traces.read_requests", refuse)
+
+
+@pytest.mark.parametrize("problem", ["foreign file", "folder", "missing folder", "long name", "read-only"])
+def test_trace_hourly_output_is_checked_before_the_log_is_read(tmp_path, capsys, monkeypatch, problem):
+    log = _write(tmp_path / "log.csv", _rows())
+    target = tmp_path / "hourly.csv"
+    if problem == "foreign file":
+        target.write_text("my own notes\n")
+    elif problem == "folder":
+        target.mkdir()
+    elif problem == "missing folder":
+        target = tmp_path / "no" / "such" / "hourly.csv"
+    elif problem == "long name":
+        target = tmp_path / ("h" * 300 + ".csv")
+    else:
+        real_mkstemp = tempfile.mkstemp
+
+        def denied(*a, dir=None, **k):
+            if dir is not None and os.path.samefile(dir, tmp_path):
+                raise PermissionError(13, "Permission denied")
+            return real_mkstemp(*a, dir=dir, **k)
+
+        monkeypatch.setattr(tempfile, "mkstemp", denied)
+    _no_reading(monkeypatch)
+    code, _, err = _trace(capsys, log, "--hourly", target)
+    assert code == 2
+    assert err.startswith("capbook trace: --hourly ") and "Traceback" not in err
+    if problem == "foreign file":
+        assert "--force" in err and target.read_text() == "my own notes\n"   # untouched
+
+
+def test_trace_hourly_replaces_its_own_csv_and_a_foreign_file_only_with_force(tmp_path, capsys):
+    log = _write(tmp_path / "log.csv", _rows())
+    target = tmp_path / "hourly.csv"
+    assert _trace(capsys, log, "--hourly", target)[0] == 0
+    first = target.read_text()
+    assert first.startswith(cli._HOURLY_HEADER)
+    assert _trace(capsys, log, "--hourly", target)[0] == 0          # its own file: replaced
+    assert target.read_text() == first
+    target.write_text("notes\n")
+    assert _trace(capsys, log, "--hourly", target)[0] == 2
+    assert _trace(capsys, log, "--hourly", target, "--force")[0] == 0
+    assert target.read_text() == first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hourly.csv", "log.csv"]  # no temporary left
+
+
+def test_trace_hourly_interrupted_while_writing_leaves_the_old_file(tmp_path, capsys, monkeypatch):
+    log = _write(tmp_path / "log.csv", _rows())
+    target = tmp_path / "hourly.csv"
+    target.write_text(cli._HOURLY_HEADER + "requests\nold\n")
+
+    def interrupted(src, dst):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli._write_hourly(_read(log), str(target))
+    assert target.read_text() == cli._HOURLY_HEADER + "requests\nold\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["hourly.csv", "log.csv"]
