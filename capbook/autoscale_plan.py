@@ -480,13 +480,16 @@ class PlanAutoscaling:
 
     def render(self, markdown: bool = False) -> str:
         """The section as text (or Markdown)."""
+        from .plan import _frame_text, _md_text
+
         h2 = "## " if markdown else ""
+        md = _md_text if markdown else str
         t = self.race.table
         lines = [f"{h2}Autoscaling through the week", "",
-                 f"The week simulated: {self.race.note}, with the log's minute-scale bursts (rate CV "
+                 f"The week simulated: {md(self.race.note)}, with the log's minute-scale bursts (rate CV "
                  f"{self.rate_cv:.3f}); scale-up lag {self.lag_min:g} min; {int(t['requests'].iloc[0]):,} requests.", ""]
         if self.policy is None and self.unreachable:
-            lines.append(f"As the plan found, {self.unreachable}. No scaling policy can help either: the static "
+            lines.append(f"As the plan found, {md(self.unreachable)}. No scaling policy can help either: the static "
                          f"plan's {self.static_gpu_hours:,.0f} GPU-hours per week stand, and the rows below compare "
                          "fleets that all miss.")
         elif self.policy is None:
@@ -505,8 +508,6 @@ class PlanAutoscaling:
         show["hours_met"] = (100 * show["hours_met"]).round(1)
         show = show.rename(columns={"saved": "saved %", "hours_met": "hours met %",
                                     "worst_hour_ttft_p99_s": "worst-hour p99 TTFT s"}).set_index("policy")
-        from .plan import _frame_text
-
         lines += ["", _frame_text(show, markdown), ""]
         return "\n".join(lines)
 

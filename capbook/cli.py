@@ -1218,11 +1218,13 @@ def run_compare(args: argparse.Namespace) -> int:
     print(text)
     cols = ["sweep", "gpu", "gpus_per_replica", "slots", "replicas", "gpus", "usd_per_hour", "usd_per_week",
             "usd_per_m_output", "binding", "status"]
+    from capbook.plan import _md_text  # sweep, GPU and file names are the reader's: no markup from them
+
     t = cmp.table[cols].copy()
-    md = ["# " + text.splitlines()[0], "", *text.splitlines()[2:], "",
+    md = ["# " + _md_text(text.splitlines()[0]), "", *map(_md_text, text.splitlines()[2:]), "",
           "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in t.itertuples(index=False):
-        md.append("| " + " | ".join("" if pd.isna(v) else (f"{v:,.2f}" if isinstance(v, float) else str(v))
+        md.append("| " + " | ".join("" if pd.isna(v) else _md_text(f"{v:,.2f}" if isinstance(v, float) else v)
                                     for v in row) + " |")
     csv_path, md_path = _write_outputs(args.out, {"compare.csv": cmp.table.to_csv(index=False),
                                                   "compare.md": "\n".join(md) + "\n"})

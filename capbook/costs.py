@@ -470,10 +470,13 @@ class PlanCost:
 
     def render(self, markdown: bool = False) -> str:
         """The cost as a few lines of text (a section of the plan's review document)."""
+        from .plan import _md_text
+
         r = self.replica
         h2 = "## " if markdown else ""
+        md = _md_text if markdown else str     # the GPU's and the notes' names are the reader's
         lines = [f"{h2}Cost", "",
-                 f"- {self.replicas} replicas × {r.gpus} {r.gpu} = {self.gpus} GPUs at {_usd(r.price.on_demand)} per "
+                 f"- {self.replicas} replicas × {r.gpus} {md(r.gpu)} = {self.gpus} GPUs at {_usd(r.price.on_demand)} per "
                  f"GPU-hour on demand ({_usd(r.price.reserved)} reserved)",
                  f"- On demand: {_usd(self.usd_per_hour)} per hour, {_usd(self.usd_per_week, 0)} per week, "
                  f"{_usd(self.usd_per_year, 0)} per year",
@@ -488,7 +491,7 @@ class PlanCost:
             lines.append(f"- Per million tokens over the forecast week (mean load, {self.mean_equivalents:.1f} "
                          f"replica-equivalents): {_usd(self.usd_per_m_output_week)} output, "
                          f"{_usd(self.usd_per_m_input_week)} input")
-        lines += [f"- {n}" for n in self.notes]
+        lines += [f"- {md(n)}" for n in self.notes]
         return "\n".join(lines) + "\n"
 
 
@@ -1549,7 +1552,9 @@ class PlanPricing:
                     f"{_usd(float(c['total_usd_per_week']), 0)} a week, against "
                     f"{_usd(float(o.conventional['total_usd_per_week']), 0)} for the plan's "
                     f"P{100 * self._plan_q:g} fleet ({int(o.conventional.name)} replicas)\n")
-        out += "".join(f"- {n}\n" for n in self.notes)
+        from .plan import _md_text
+
+        out += "".join(f"- {_md_text(n) if markdown else n}\n" for n in self.notes)
         return out
 
 

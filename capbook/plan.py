@@ -60,6 +60,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
@@ -1412,9 +1413,10 @@ class CapacityPlan:
         pk = self.peaks[self.horizon_weeks]
         h1 = "# " if markdown else ""
         h2 = "## " if markdown else ""
-        lines = [f"{h1}{self.headline()}", ""]
-        lines += [f"- Data: {self.source['requests']} (model {self.source['model']}, tier {self.source['tier']});"
-                  f" sweep {self.source['sweep']}",
+        md = _md_text if markdown else str     # names and paths are the reader's: no markup from them
+        lines = [f"{h1}{md(self.headline())}", ""]
+        lines += [f"- Data: {md(self.source['requests'])} (model {md(self.source['model'])}, tier "
+                  f"{md(self.source['tier'])}); sweep {md(self.source['sweep'])}",
                   f"- Objectives: {self.slo.describe()}",
                   f"- Lead time {self.lead_time_weeks:g} weeks → forecast horizon {self.horizon_weeks} weeks "
                   f"({HORIZONS.get(self.horizon_weeks, 'custom horizon')})",
@@ -1430,7 +1432,7 @@ class CapacityPlan:
             lines.append(f"- The replay check added {self.replay_added} in-service replica(s) to the models' "
                          f"{self.model_in_service}: the models miss the log's bursts and real prompt lengths")
         elif v.status in ("not met", "impossible"):
-            lines.append(f"- **NOT VERIFIED**: {v.reason}" if markdown else
+            lines.append(f"- **NOT VERIFIED**: {md(v.reason)}" if markdown else
                          f"- NOT VERIFIED: {v.reason}")
         elif v.status == "skipped":
             lines.append("- The replay was skipped: this is the models' number, not verified against the log")
@@ -1469,7 +1471,7 @@ class CapacityPlan:
         if self.autoscaling is not None:
             lines += [self.autoscaling.render(markdown)]
         if self.notes:
-            lines += [f"{h2}Notes", ""] + [f"- {n}" for n in self.notes] + [""]
+            lines += [f"{h2}Notes", ""] + [f"- {md(n)}" for n in self.notes] + [""]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -1505,9 +1507,9 @@ class CapacityPlan:
 
         Not ``_repr_markdown_``: the book's MyST parser would read that Markdown with its
         ``{{ }}`` substitutions (Jinja2) and roles, and the document holds the reader's file,
-        model, tier and tenant names. Rendered here by markdown-it with raw HTML, links, images,
-        code spans and entities off, and ``\\``, ``*``, ``_`` escaped (the document's one bold
-        phrase excepted), every name is shown as written, as escaped text; without markdown-it
+        model, tier and tenant names. The document escapes them (``_md_text``) and is rendered here
+        by markdown-it with raw HTML, links, images, code spans and entities off as well, so every
+        name is shown as written, as escaped text; without markdown-it
         the text document is shown, escaped, in a ``<pre>``.
         """
         import html
@@ -1516,13 +1518,35 @@ class CapacityPlan:
             from markdown_it import MarkdownIt
         except ImportError:  # pragma: no cover - markdown-it ships with the book's dependencies
             return f"<pre>{html.escape(self.render())}</pre>"
-        text = self.render(markdown=True)
-        for ch in "\\*_":
-            text = text.replace(ch, "\\" + ch)
-        text = text.replace(r"\*\*NOT VERIFIED\*\*", "**NOT VERIFIED**")
+        text = self.render(markdown=True)  # names already escaped there (_md_text)
         md = MarkdownIt("commonmark", {"html": False}).enable("table").disable(
             ["link", "image", "autolink", "backticks", "entity", "html_inline"])
         return md.render(text)
+
+
+#: The characters of a name (model, tier, tenant, file) that Markdown could read as markup: HTML
+#: (``<``, ``&``), links and images (``[``), code spans, emphasis, tables, math, strikethrough and
+#: MyST roles and substitutions (``{``). A backslash before any ASCII punctuation is CommonMark's
+#: escape: the character is shown as itself. ``_`` inside a word opens no emphasis and is kept
+#: (:data:`_MD_UNDERSCORE` escapes the others).
+_MD_SPECIAL = re.compile(r"([\\`*<>&\[\]{}|$~])")
+#: An ``_`` that could open or close emphasis: not between two letters or digits.
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def _md_text(value) -> str:
+    r"""``str(value)`` as Markdown text that renders as written and carries no markup (no HTML, link,
+    image, code span, table cell break, math or MyST role): the plan document ``plan.md`` holds the
+    reader's names and paths, and teams publish it.
+
+    Examples
+    --------
+    >>> print(_md_text("x</script>[a](javascript:b) {{ c }} | $1 a_b _c_"))
+    x\</script\>\[a\](javascript:b) \{\{ c \}\} \| \$1 a_b \_c\_
+    """
+    text = _MD_SPECIAL.sub(r"\\\1", str(value))
+    text = _MD_UNDERSCORE.sub(r"\\_", text)
+    return text.replace("\r", " ").replace("\n", " ").replace("\u2028", " ").replace("\u2029", " ")
 
 
 def _frame_text(df: pd.DataFrame, markdown: bool) -> str:
@@ -1533,10 +1557,10 @@ def _frame_text(df: pd.DataFrame, markdown: bool) -> str:
         elif pd.api.types.is_integer_dtype(out[c]) and not pd.api.types.is_bool_dtype(out[c]):
             out[c] = [f"{v:,}" for v in out[c]]
     if markdown:
-        cols = [out.index.name or ""] + [str(c) for c in out.columns]
+        cols = [_md_text(out.index.name or "")] + [_md_text(c) for c in out.columns]
         lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for idx, row in out.iterrows():
-            lines.append("| " + " | ".join([str(idx)] + [str(v) for v in row]) + " |")
+            lines.append("| " + " | ".join([_md_text(idx)] + [_md_text(v) for v in row]) + " |")
         return "\n".join(lines)
     return out.to_string()
 

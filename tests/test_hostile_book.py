@@ -379,3 +379,34 @@ def test_one_full_hostile_book_build(tmp_path, marker, monkeypatch):
     problems, n = browser_problems(out, tmp_path / "screenshots")
     assert n > 20 and not problems, "\n".join(problems[:40])
     assert not marker.exists()
+
+
+def test_the_plan_markdown_carries_no_markup_from_names(tmp_path, marker, capsys):
+    """plan.md is a document teams publish (a wiki, a repository): the model, tier, tenant and
+    file names in it are escaped Markdown, so any CommonMark renderer (raw HTML on) shows them
+    as text: no HTML, link, image or code span comes from them."""
+    from markdown_it import MarkdownIt
+
+    from capbook.cli import main
+
+    paths = H.make_hostile_inputs(tmp_path / "in")
+    out = tmp_path / "plan"
+    code = main(["plan", "--requests", str(paths["requests"]), "--history", str(paths["history"]),
+                 "--sweep", str(paths["sweep"]), "--tier", "all", "--no-sim", "--no-autoscale",
+                 "--prices", str(paths["prices"]), "--gpu", "H100-SXM-80GB", "--out", str(out)])
+    assert code == 0, capsys.readouterr().err
+    text = (out / "plan.md").read_text(encoding="utf-8")
+    tokens = MarkdownIt("commonmark", {"html": True}).enable("table").parse(text)
+    kinds = set()
+    shown = []
+    for t in tokens:
+        kinds.add(t.type)
+        for c in t.children or []:
+            kinds.add(c.type)
+            if c.type == "text":
+                shown.append(c.content)
+    assert not kinds & {"html_inline", "html_block", "link_open", "image", "code_inline", "fence", "code_block"}, kinds
+    shown = "".join(shown)
+    for name in (H.TENANTS["agents"], H.TENANTS["web"], H.TENANTS["mobile"], H.MODEL):
+        assert name.replace("\u2028", " ") in shown   # the names read as written
+    assert not marker.exists()
