@@ -497,6 +497,11 @@ _FLAG_HINTS = [
     (r"\bgrowth_per_week\b", "--growth"),
     (r"\bhistory\s*=(?!\S)", "--history"),
     (r"\bzones\s*=\s*(\d+)", r"--zones \1"),
+    (r"\bhorizon_weeks\s*=\s*(?=\d)", "--horizon "),
+    (r"more than max_rows=([\d,]+);", r"more than the \1 rows capbook reads into memory for this step;"),
+    (r"aggregate with hourly\(\) or pass max_rows\s*=\s*None",
+     "give the busiest hours as --requests and the whole log's hourly sums as --history "
+     "(capbook trace LOG --hourly h.csv writes them)"),
 ]
 
 

@@ -135,6 +135,11 @@ def test_module_entry_point(tmp_path):
     ("check the log's token counts, demand_scale and growth_per_week", "check the log's token counts, --scale and --growth"),
     ("it holds ['other']; pass history= an hourly history of the log's model", "pass --history an hourly history"),
     ("zones=1: with every replica in one zone", "--zones 1: with every replica"),
+    ("series has 4 week(s); method='seasonal' with horizon_weeks=12 needs at least 14",
+     "method='seasonal' with --horizon 12 needs"),
+    ("to_pandas: the log has 6,470,000 rows, more than max_rows=5,000,000; aggregate with hourly() or pass "
+     "max_rows=None", "more than the 5,000,000 rows capbook reads into memory for this step; give the busiest "
+     "hours as --requests and the whole log's hourly sums as --history"),
 ])
 def test_cli_messages_name_flags_not_keywords(message, flag):
     from capbook.cli import cli_message
