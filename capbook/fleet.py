@@ -1097,6 +1097,7 @@ def plan_fleet(
     tokens_per_request=None,
     max_replicas=None,
     at_least=None,
+    serving=None,
 ) -> FleetPlan:
     """Plan a fleet from one replica's rating: floor, queueing, burst headroom, failure spare.
 
@@ -1143,7 +1144,11 @@ def plan_fleet(
     at_least : int, optional
         Serving replicas other checks need at the peak (a token rating with headroom, a TTFT
         model, ...): the serving count is the larger of this and the queueing answer, and the
-        burst and spare stack on it (:func:`capbook.plan.capacity_plan` passes its checks here).
+        burst and spare stack on it.
+    serving : int, optional
+        The serving count decided elsewhere (:func:`capbook.plan.capacity_plan` passes the
+        smallest fleet its simulation verifies): the queueing answer is then only reported
+        (``queueing_replicas``), and the burst and spare stack on ``serving``.
 
     Returns
     -------
@@ -1170,7 +1175,7 @@ def plan_fleet(
     floor_exact = lam * ts / s
     floor = q.replicas_by_mean(lam, s, ts)
     queueing = replicas_for_routing(lam, s, ts, tt, p, kind)
-    serving = max(queueing, need)
+    serving = max(queueing, need) if serving is None else integer(serving, "serving", minimum=1)
     burst = burst_headroom(ramp, lag, lam / serving)
     before = serving + burst.replicas
     spare = failure_spares(before, k, z)

@@ -68,7 +68,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from .replay import _SKIPPED, Verification, verify_plan
+from .replay import _SKIPPED, Verification, explain_checks, verify_plan
 from .validation import array, integer, nonnegative, number, positive, probability
 
 __all__ = [
@@ -962,13 +962,16 @@ def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: in
                        sim.ttft_p99_s, float(mean_in), float(mean_out), notes)
 
 
-def stack_fleet(demand: Demand, replica: Replica, queue: QueueingCheck, engine: EngineCheck, *,
-                ramp_per_min: float = 0.0125, lag_min: float = 8.0, spares: int = 1, zones: int | None = None):
-    """Step 6: the serving count, burst headroom and failure spares, by :func:`capbook.fleet.plan_fleet`.
+def stack_fleet(demand: Demand, replica: Replica, queue: QueueingCheck, engine: EngineCheck | None = None, *,
+                serving: int | None = None, ramp_per_min: float = 0.0125, lag_min: float = 8.0, spares: int = 1,
+                zones: int | None = None):
+    """Step 8: burst headroom and failure spares on the serving count, by :func:`capbook.fleet.plan_fleet`.
 
-    The serving count is the largest of the token load, the rating with headroom, Erlang C,
-    the load-dependent model and the engine model; the burst headroom (demand climbing at
-    ``ramp_per_min`` of the peak a minute for ``lag_min`` minutes) and the spares stack on it.
+    ``serving`` is the smallest fleet the simulation verified (:func:`capbook.replay.verify_plan`);
+    without it (the simulation skipped or failed) the serving count is Erlang C's, marked as not
+    verified. The other checks are never stacked on it with a maximum: they are cross-checks
+    (:attr:`CapacityPlan.checks`). The burst headroom (demand climbing at ``ramp_per_min`` of the
+    peak a minute for ``lag_min`` minutes) and the spares stack on the serving count.
 
     Returns
     -------
@@ -978,10 +981,9 @@ def stack_fleet(demand: Demand, replica: Replica, queue: QueueingCheck, engine: 
 
     lam = demand.request_rate
     ramp = nonnegative(ramp_per_min, "ramp_per_min")
-    others = max(replica.need.replicas, replica.floor, queue.loadq_replicas or 0, engine.replicas or 0)
     return plan_fleet(lam, int(replica.slots.S), replica.service_time_s, replica.slo.wait_target_s,
                       replica.slo.late_share, routing="pooled", ramp_per_min=ramp * lam, lag_min=lag_min,
-                      spares=spares, zones=zones, at_least=others)
+                      spares=spares, zones=zones, serving=serving)
 
 
 @dataclass(frozen=True)
@@ -1068,8 +1070,8 @@ def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica:
 # --------------------------------------------------------------------------------------------
 # The plan
 # --------------------------------------------------------------------------------------------
-_KIND = {"token load": "floor", "rating headroom": "queueing", "queueing check": "queueing",
-         "burst headroom": "burst", "replay check": "queueing", "failure spare": "spare", "total": "total"}
+_KIND = {"token load": "floor", "fleet simulation": "queueing", "Erlang C (not verified)": "queueing",
+         "burst headroom": "burst", "failure spare": "spare", "total": "total"}
 
 
 def _from(step: str, *names: str) -> dict:
@@ -1133,6 +1135,7 @@ class CapacityPlan:
     input_notes: tuple = ()
     pricing: object = None
     autoscaling: object = None
+    checks: object = None
 
     locals().update(_from("demand", "lead_time_weeks", "horizon_weeks", "quantile", "demand_scale", "peaks",
                           "observed_peak_output_tps", "output_tps", "input_tps", "request_rate",
@@ -1140,104 +1143,63 @@ class CapacityPlan:
     locals().update(_from("replica", "slo", "slots", "service_time_s", "rating", "headroom", "need", "floor"))
     locals().update(_from("queue", "erlang_replicas", "loadq_replicas"))
     locals().update(_from("at_serving", "erlang_late_share", "loadq_ttft_s"))
-    locals().update(_from("fleet", "serving", "burst", "spares", "zones"))
+    locals().update(_from("fleet", "serving", "burst", "spares", "zones", "in_service", "spare", "total"))
     locals().update(_from("limits", "capacity_tpm", "tpm"))
-    locals().update(_from("verification", "sim", "replay_added"))
+    locals().update(_from("verification", "sim"))
 
     # -- the replica count -----------------------------------------------------------------
     @property
-    def model_in_service(self) -> int:
-        """In-service replicas by the models: serving + burst headroom."""
-        return self.fleet.in_service
-
-    @property
-    def in_service(self) -> int:
-        """Replicas that must stay in service through a failure: serving + burst headroom + what
-        the replay check added."""
-        return self.model_in_service + self.replay_added
-
-    @property
-    def spare(self) -> int:
-        """Failure spare for the headline in-service count."""
-        v = self.verification
-        return self.fleet.spare if v.spare is None else v.spare
-
-    @property
-    def model_spare(self) -> int | None:
-        """Failure spare for the models' in-service count (None: the same as :attr:`spare`)."""
-        return None if self.verification.spare is None else self.fleet.spare
-
-    @property
-    def model_total(self) -> int:
-        """Replicas by the models (rating, Erlang C, load-dependent and engine models, burst,
-        spare), before the replay check."""
-        return self.fleet.total
-
-    @property
-    def total(self) -> int:
-        """Replicas to run (the headline): the in-service fleet + failure spare. It is the
-        replay-verified number when :attr:`verified`; otherwise the models' number."""
-        return self.in_service + self.spare
-
-    @property
     def verified(self) -> bool | None:
-        """True when the replay of :attr:`in_service` replicas meets the TTFT objective and the
-        goodput target, False when it does not, None when the replay was skipped."""
+        """True when the serving count is the smallest fleet the simulation verified, False when
+        no fleet size met the objectives, None when the simulation was skipped."""
         return self.verification.met
 
     @property
     def verified_total(self) -> int | None:
-        """The replay-verified replica count (None when the replay was skipped or failed)."""
+        """The headline when it is verified (None when the simulation was skipped or failed)."""
         return self.total if self.verified else None
 
     @property
     def notes(self) -> tuple:
         """Caveats of every step, in order: fallbacks, mismatches, anything a reviewer should know."""
         out = ()
-        for step in (self.traffic, self.demand, self.replica, self.queue, self.engine_check, self.at_serving,
-                     self.limits, self.verification):
+        for step in (self.traffic, self.demand, self.replica, self.queue, self.engine_check, self.verification,
+                     self.at_serving, self.limits):
             out += step.notes
             if step is self.traffic:
                 out += self.input_notes
         return out
 
     def headline(self) -> str:
-        """The first line of :meth:`render`: the count, and how it stands against the replay."""
+        """The first line of :meth:`render`: the count, and how it was verified."""
         head = f"Capacity plan: {self.total} replicas of {self.source['model']} for week {self.horizon_weeks}"
         v = self.verification
-        status = v.status
-        if status == "met":
-            return head + f" (models: {self.model_total}; replay-verified: {self.total})"
-        if status == "added":
-            return head + (f" (models: {self.model_total}; replay-verified: {self.total}, +{self.replay_added} "
-                           "for the log's bursts and prompt lengths)")
-        if status == "impossible":
-            return head + f" (models: {self.model_total}) -- NOT VERIFIED: {v.reason}"
-        if status == "not met":
-            return head + (f" (models: {self.model_total}) -- NOT VERIFIED: the replay misses the objectives"
-                           f" at every fleet size tried; {v.reason}")
-        return head + f" (models: {self.model_total}; not replay-verified)"
+        tail = f"{self.serving} serving + {self.burst.replicas} burst + {self.spare} spare"
+        if v.status == "verified":
+            return head + f" ({tail}; the serving count is the smallest fleet the simulation verifies)"
+        if v.status == "impossible":
+            return head + f" ({tail}, Erlang C's count) -- NOT VERIFIED: {v.reason}"
+        if v.status == "not met":
+            return head + f" ({tail}, Erlang C's count) -- NOT VERIFIED: the fleet simulation misses the " \
+                f"objectives at every size tried; {v.reason}"
+        return head + f" ({tail}; Erlang C's serving count, not verified by simulation)"
 
     @property
     def binding(self) -> str:
-        """Which check set the serving count."""
-        cands = [("rating and headroom", self.need.replicas), ("Erlang C wait", self.erlang_replicas),
-                 ("load-dependent TTFT", self.loadq_replicas or 0),
-                 ("the engine model's p99 TTFT", self.engine_check.replicas or 0)]
-        return max(cands, key=lambda c: c[1])[0]
+        """What set the serving count: ``"fleet simulation"`` or, unverified, ``"Erlang C"``."""
+        return "fleet simulation" if self.verified else "Erlang C"
 
     def stages(self) -> pd.DataFrame:
-        """The waterfall: token load → rating headroom → queueing check → burst → replay check →
-        spare → total (the replay check adds what the replay of the log needs beyond the models).
+        """The waterfall: token load → fleet simulation (or Erlang C, unverified) → burst →
+        spare → total.
 
         Columns ``added`` (replicas the stage adds), ``replicas`` (running total) and ``kind``.
         """
+        serving_stage = "fleet simulation" if self.verified else "Erlang C (not verified)"
         steps = [
-            ("token load", self.floor),
-            ("rating headroom", max(self.need.replicas - self.floor, 0)),
-            ("queueing check", self.serving - max(self.need.replicas, self.floor)),
+            ("token load", min(self.floor, self.serving)),
+            (serving_stage, self.serving - min(self.floor, self.serving)),
             ("burst headroom", self.burst.replicas),
-            ("replay check", self.replay_added),
             ("failure spare", self.spare),
         ]
         rows, n = [], 0
@@ -1246,6 +1208,21 @@ class CapacityPlan:
             rows.append((name, add, n, _KIND[name]))
         rows.append(("total", self.total, self.total, "total"))
         return pd.DataFrame(rows, columns=["stage", "added", "replicas", "kind"]).set_index("stage")
+
+    def cross_checks(self) -> pd.DataFrame:
+        """The models beside the simulation: replicas each asks for at the peak, its difference
+        from the simulated serving count, and why (:func:`capbook.replay.explain_checks`)."""
+        if self.checks is not None:
+            return self.checks
+        rows = [{"model": k, "replicas": n, "difference": None, "why": "the fleet simulation was skipped"}
+                for k, n in self._check_counts().items()]
+        return pd.DataFrame(rows).set_index("model")
+
+    def _check_counts(self) -> dict:
+        return {"rating with headroom": int(max(self.need.replicas, self.floor)),
+                "Erlang C": int(self.erlang_replicas),
+                "load-dependent queue": None if self.loadq_replicas is None else int(self.loadq_replicas),
+                "engine model, one replica": self.engine_check.replicas}
 
     def horizons(self) -> pd.DataFrame:
         """Planned peak and replicas (rating with headroom) per horizon, with the decision each
@@ -1360,31 +1337,39 @@ class CapacityPlan:
             add("engine model", "replicas the engine model needs", e.replicas or "n/a", "replicas")
             if e.ttft_p99_s is not None:
                 add("engine model", "p99 TTFT per replica at the serving count", e.ttft_p99_s, "s")
+        v = self.verification
         add("fleet", "serving replicas", self.serving, "replicas")
+        add("fleet", "serving count set by", self.binding, "")
         add("fleet", "burst headroom", self.burst.replicas, "replicas")
-        add("fleet", "replicas by the models", self.model_total, "replicas")
-        add("fleet", "added by the replay check", self.replay_added, "replicas")
+        add("fleet", "in service through a failure", self.in_service, "replicas")
         add("fleet", "failure spare", self.spare, "replicas")
         add("fleet", "total replicas", self.total, "replicas")
+        for name, row in self.cross_checks().iterrows():
+            if row["replicas"] is not None and row["replicas"] == row["replicas"]:
+                add("cross-check", f"{name}: replicas", int(row["replicas"]), "replicas")
+                if row["difference"] is not None and row["difference"] == row["difference"]:
+                    add("cross-check", f"{name}: difference from the simulation", int(row["difference"]), "replicas")
         add("limits", "fleet capacity", self.capacity_tpm, "tokens/min")
         for tenant, row in self.tpm.iterrows():
             add("limits", f"limit for {tenant}", int(row["limit"]), "tokens/min")
-        v = self.verification
-        add("replay", "verification", v.status, "")
-        add("replay", "verified replicas", self.verified_total if self.verified else "not verified", "replicas")
+        add("simulation", "verification", v.status, "")
+        add("simulation", "verified replicas", self.verified_total if self.verified else "not verified", "replicas")
         if self.sim:
-            add("replay", "replicas replayed (in service)", self.sim["replicas"], "replicas")
+            add("simulation", "router", v.router, "")
+            add("simulation", "serving replicas simulated", self.sim["replicas"], "replicas")
         for k, name, unit in (("ttft_p99_s", "p99 TTFT", "s"), ("tpot_p99_s", "p99 TPOT", "s"),
-                              ("goodput_share", "goodput", "share"), ("utilisation", "slot utilisation", "share")):
+                              ("goodput_share", "goodput", "share"), ("slot_utilisation", "slot utilisation", "share"),
+                              ("kv_utilisation", "KV-cache utilisation", "share")):
             if k in self.sim:
-                add("replay", name, self.sim[k], unit)
+                add("simulation", name, self.sim[k], unit)
         if self.sim:
-            if self.slo.ttft_quantile != 0.99:
-                add("replay", f"p{100 * self.slo.ttft_quantile:g} TTFT", self.sim["ttft_q_s"], "s")
-            add("replay", "requests replayed", self.sim["replayed_requests"], "requests")
-            add("replay", "arrival rate replayed", self.sim["measured_rate"], "requests/s")
+            add("simulation", f"p{100 * self.slo.ttft_quantile:g} TTFT", self.sim["ttft_q_s"], "s")
+            add("simulation", f"p{100 * self.slo.ttft_quantile:g} TTFT 95 % margin", self.sim["ttft_q_margin_s"], "s")
+            add("simulation", "replications", self.sim["seeds"], "")
+            add("simulation", "requests per replication", self.sim["replayed_requests"], "requests")
+            add("simulation", "arrival rate replayed", self.sim["measured_rate"], "requests/s")
         if v.reason and not self.verified:
-            add("replay", "why not verified", v.reason, "")
+            add("simulation", "why not verified", v.reason, "")
         out = pd.DataFrame(r)
         if self.pricing is not None:
             out = pd.concat([out, self.pricing.table()], ignore_index=True)
@@ -1428,44 +1413,48 @@ class CapacityPlan:
                   f"{self.rating.output_tps:,.0f} output / {self.rating.input_tps:,.0f} input tokens/s",
                   f"- Serving replicas set by: {self.binding}"]
         v = self.verification
-        if v.status == "added":
-            lines.append(f"- The replay check added {self.replay_added} in-service replica(s) to the models' "
-                         f"{self.model_in_service}: the models miss the log's bursts and real prompt lengths")
-        elif v.status in ("not met", "impossible"):
+        if v.status in ("not met", "impossible"):
             lines.append(f"- **NOT VERIFIED**: {md(v.reason)}" if markdown else
                          f"- NOT VERIFIED: {v.reason}")
         elif v.status == "skipped":
-            lines.append("- The replay was skipped: this is the models' number, not verified against the log")
-        e = self.engine_check
-        if e.max_rate_rps:
-            lines.append(f"- Engine model ({e.model}, capbook predict, the step cost fitted to the sweep, requests of "
-                         f"{e.input_tokens:,.0f} input and {e.output_tokens:,.0f} output tokens): one replica saturates at "
-                         f"{e.saturation_rps:.3g} requests/s and meets p99 TTFT ≤ {self.slo.ttft_target_s:g} s up to "
-                         f"{e.max_rate_rps:.3g} requests/s → {e.replicas} replica(s) for "
-                         f"{self.request_rate:.3g} requests/s")
+            lines.append("- The fleet simulation was skipped: the serving count is Erlang C's, not verified "
+                         "against the log")
         lines.append("")
         lines += [f"{h2}Replicas", "", _frame_text(self.stages()[["added", "replicas"]], markdown), ""]
+        if self.sim:
+            s = self.sim
+            qn = f"p{100 * self.slo.ttft_quantile:g}"
+            lines += [f"{h2}Fleet simulation", "",
+                      f"{s['replayed_requests']:,} requests of the log's busiest hours, time-scaled to "
+                      f"{self.request_rate:.3g} requests/s (replayed at {s['measured_rate']:.3g}), {s['seeds']} "
+                      f"replications, through {s['replicas']} engine replicas behind the {v.router} router "
+                      f"(continuous batching, chunked prefill, KV cache, the step cost fitted to the sweep): "
+                      f"{qn} TTFT {s['ttft_q_s']:.3f} s ± {s['ttft_q_margin_s']:.3f} s (95 %; objective "
+                      f"{self.slo.ttft_target_s:g} s), p99 TPOT {1000 * s['tpot_p99_s']:.1f} ms, goodput "
+                      f"{100 * s['goodput_share']:.2f} % of requests (target {100 * self.slo.goodput_share:g} %), "
+                      f"slot utilisation {100 * s['slot_utilisation']:.1f} %"
+                      + (f", KV cache {100 * s['kv_utilisation']:.1f} %" if s.get('kv_utilisation') == s.get('kv_utilisation')
+                         else "") + f", {s['refused']:,} refused.", ""]
+            tried = v.tried
+            if tried is not None and len(tried):
+                t = tried.copy()
+                t["ttft_q_s"] = t["ttft_q_s"].round(3)
+                t["ttft_q_margin_s"] = t["ttft_q_margin_s"].round(3)
+                t["goodput_share"] = t["goodput_share"].round(4)
+                lines += [f"Fleet sizes simulated ({v.seconds:.1f} s):", "",
+                          _frame_text(t[["ttft_q_s", "ttft_q_margin_s", "goodput_share", "seeds", "meets"]], markdown),
+                          ""]
+            if v.status == "verified":
+                lines += [f"Reproduce: `capbook simulate --replicas {self.serving}` meets the objectives, "
+                          f"`--replicas {self.serving - 1}` does not (same log, sweep and objectives).", ""]
+        cc = self.cross_checks()
+        lines += [f"{h2}Cross-checks: the models beside the simulation", "",
+                  _frame_text(cc[["replicas", "difference"]].astype(object), markdown), ""]
+        lines += [f"- {md(name)}: {md(row['why'])}" for name, row in cc.iterrows()] + [""]
         lines += [f"{h2}Horizons", "", _frame_text(self.horizons()[["method", "peak_output_tps", "peak_input_tps",
                                                                      "replicas_by_rating", "decision"]], markdown), ""]
         lines += [f"{h2}Per-tenant limits (tokens per minute)", "",
                   _frame_text(self.tpm[["demand", "limit", "granted_share"]], markdown), ""]
-        if self.sim:
-            s = self.sim
-            qn = f"p{100 * self.slo.ttft_quantile:g}"
-            lines += [f"{h2}Replay check", "",
-                      f"{s['replayed_requests']:,} requests of the log's busiest hours, time-scaled to "
-                      f"{self.request_rate:.3g} requests/s (replayed at {s['measured_rate']:.3g}), through "
-                      f"{s['replicas']} in-service replicas: {qn} TTFT {s['ttft_q_s']:.2f} s (objective "
-                      f"{self.slo.ttft_target_s:g} s), p99 TPOT {1000 * s['tpot_p99_s']:.1f} ms, goodput "
-                      f"{100 * s['goodput_share']:.2f} % of requests (target {100 * self.slo.goodput_share:g} %), "
-                      f"slot utilisation {100 * s['utilisation']:.1f} %.", ""]
-            tried = v.tried
-            if tried is not None and len(tried) > 1:
-                t = tried.copy()
-                t["ttft_q_s"] = t["ttft_q_s"].round(3)
-                t["goodput_share"] = t["goodput_share"].round(4)
-                lines += [f"Fleet sizes replayed ({v.seconds:.1f} s):", "",
-                          _frame_text(t[["ttft_q_s", "goodput_share", "meets"]], markdown), ""]
         if self.pricing is not None:
             lines += [self.pricing.render(markdown)]
         if self.autoscaling is not None:
@@ -1573,7 +1562,8 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
                   headroom: float = 0.8, demand_scale: float = 1.0, growth_per_week: float = 0.0,
                   ramp_per_min: float = 0.0125, lag_min: float = 8.0, spares: int = 1,
                   zones: int | None = None, tpm_reserve: float = 0.1, simulate: bool = True,
-                  sim_requests: int = 6_000, seed: int = 2026, sweep_label: str | None = None,
+                  sim_requests: int = 30_000, sim_seeds: int = 2,
+                  router: str = "pooled", seed: int = 2026, sweep_label: str | None = None,
                   input_notes: Sequence[str] = ()) -> CapacityPlan:
     """Build the capacity plan for one model from a request log and a sweep.
 
@@ -1617,11 +1607,17 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
     tpm_reserve : float
         Share of the fleet's tokens per minute kept out of every tenant limit, in [0, 1).
     simulate : bool
-        Replay the log through the planned fleet and add replicas until the replay meets the
-        objectives (seconds to a minute). ``False`` keeps the models' number, marked as not
-        verified.
+        Find the smallest serving fleet that meets the objectives in the fleet simulation
+        (seconds). ``False`` takes Erlang C's count, marked as not verified.
     sim_requests : int
-        Most requests replayed (the busiest hours of the log, time-scaled to the peak).
+        Requests per replication of the fleet simulation (the busiest hours of the log,
+        time-scaled to the peak).
+    sim_seeds : int
+        Replications per fleet size (two more where the TTFT quantile's margin straddles the
+        objective).
+    router : str
+        The router simulated (:data:`capbook.fleetsim.ROUTERS`; the book's load-aware
+        ``"pooled"`` by default).
     seed : int
         Seed of the simulations.
     sweep_label : str, optional
@@ -1661,8 +1657,9 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
     queue = check_queueing(sweep, demand, replica)
     engine = check_engine(sweep, demand, replica, max(replica.need.replicas, replica.floor, queue.erlang_replicas,
                                                       queue.loadq_replicas or 0), seed)
-    fleet_plan = stack_fleet(demand, replica, queue, engine, ramp_per_min=ramp_per_min, lag_min=lag_min,
-                             spares=spares, zones=zones)
+    stack = functools.partial(stack_fleet, demand, replica, queue, engine, ramp_per_min=ramp_per_min,
+                              lag_min=lag_min, spares=spares, zones=zones)
+    fleet_plan = stack()
     plan = CapacityPlan(
         source={"requests": sums.label, "sweep": sweep_label or getattr(sweep, "name", None) or "sweep",
                 "model": traffic.model, "tier": traffic.tier or "all tiers",
@@ -1673,4 +1670,14 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
         input_notes=tuple(input_notes))
     if not simulate:
         return plan
-    return dataclasses.replace(plan, verification=verify_plan(plan, sums, sweep, n_requests=n_replay, seed=seed))
+    v = verify_plan(plan, sums, sweep, n_requests=n_replay, seeds=integer(sim_seeds, "sim_seeds", minimum=1),
+                    seed=seed, router=router)
+    if v.met:
+        fleet_plan = stack(serving=v.serving)
+        plan = dataclasses.replace(plan, fleet=fleet_plan, verification=v,
+                                   at_serving=check_serving(sweep, demand, replica, queue, fleet_plan),
+                                   limits=tenant_limits(sums, traffic, demand, replica, fleet_plan, tpm_reserve))
+    else:
+        plan = dataclasses.replace(plan, verification=v)
+    checks = explain_checks(plan, sums, sweep, plan._check_counts(), n_requests=n_replay, seed=seed)
+    return dataclasses.replace(plan, checks=checks)

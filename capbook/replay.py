@@ -1,12 +1,19 @@
-"""Step 9 of the capacity plan: replay the log's busiest hours through the planned fleet.
+"""Step 7 of the capacity plan: the smallest fleet that the fleet simulation verifies.
 
-:func:`verify_plan` takes a :class:`capbook.plan.CapacityPlan` built from the models (steps 1–8
-of :func:`capbook.plan.capacity_plan`), replays the log's busiest hours, time-scaled to the
-forecast peak (:func:`capbook.arrivals.stack_busy_periods`), through the planned in-service
-fleet in the continuous-batching simulator (:mod:`capbook.sim`), and adds in-service replicas
-(the search of :func:`capbook.validation.fewest`, up to :data:`REPLAY_CAP_FACTOR` times the
-models' count) until TTFT at the objective's quantile and goodput meet the objectives. It
-returns a :class:`Verification`; :func:`replay_plan` replays one fleet size.
+:func:`verify_plan` replays the log's busiest hours, time-scaled to the planned peak
+(:func:`capbook.arrivals.stack_busy_periods`), through fleets of engine replicas
+(:mod:`capbook.fleetsim`: continuous batching, chunked prefill, the KV cache, the fitted step
+cost) behind the plan's router, and finds the **smallest serving count** whose TTFT at the
+objective's quantile and goodput meet the objectives. That count is the plan's headline before
+burst headroom and the failure spare; Erlang C, the load-dependent queue and the rating are
+cross-checks beside it (:func:`explain_checks` says why each differs).
+
+Each fleet size is run on ``seeds`` replications (each stacks the busy hours in another order
+and draws its own client overheads); the TTFT quantile comes with a 95 % confidence margin from
+batch means (ten batches of consecutive requests per replication). When the margin straddles the
+objective, two more replications are run before deciding.
+
+:func:`simulate_serving` runs one fleet size the same way (what ``capbook simulate`` prints).
 
 Examples
 --------
@@ -17,153 +24,400 @@ Examples
 """
 from __future__ import annotations
 
+import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
 
-from .validation import fewest, integer
+from .validation import integer
 
 if TYPE_CHECKING:  # the plan imports this module; its types are only annotations here
     from .plan import CapacityPlan
 
-__all__ = ["Verification", "verify_plan", "replay_plan", "REPLAY_CAP_FACTOR", "REPLAY_CAP_MAX", "REPLAY_BUDGET_S"]
+__all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests",
+           "explain_checks", "SIM_CAP_MAX", "SIM_BUDGET_S"]
+
+#: Most serving replicas the search tries.
+SIM_CAP_MAX = 1000
+#: Wall-clock seconds the search may spend (it stops and says so beyond).
+SIM_BUDGET_S = 120.0
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262,
+         19: 2.093, 29: 2.045, 39: 2.023, 49: 2.010}
 
 
 @dataclass(frozen=True, eq=False)
 class Verification:
-    """Step 9, :func:`verify_plan`: the replay check of the models' fleet.
+    """Step 7, :func:`verify_plan`: the smallest serving fleet the simulation verifies.
 
     Attributes
     ----------
     status : str
-        ``"met"`` (the models' count meets it), ``"added"`` (more in-service replicas were
-        needed and found), ``"not met"`` (none up to ``cap`` met it), ``"impossible"`` (no
-        fleet size can; see ``reason``) or ``"skipped"``.
+        ``"verified"`` (a fleet size meets the objectives; ``serving`` is the smallest),
+        ``"not met"`` (none up to ``cap`` did), ``"impossible"`` (no fleet size can; see
+        ``reason``) or ``"skipped"``.
     met : bool or None
         None when skipped.
     reason : str
         A sentence.
+    serving : int or None
+        Smallest serving count meeting the objectives (None unless verified).
     cap : int or None
-        Most in-service replicas the search would try.
+        Most serving replicas the search would try.
     tried : pandas.DataFrame or None
-        One row per fleet size replayed: ``ttft_q_s``, ``goodput_share``, ``meets``.
+        One row per fleet size simulated: ``ttft_q_s`` (TTFT at the objective's quantile over
+        every replication), ``ttft_q_margin_s`` (95 % confidence half-width), ``goodput_share``,
+        ``seeds``, ``meets``.
     seconds : float
-        Wall-clock time of the check.
+        Wall-clock time of the search.
     sim : dict
-        Replay summary (:meth:`capbook.sim.SimResult.summary`) of the headline fleet (the
-        in-service replicas) plus ``replicas``, ``replayed_requests``, ``p99_input_tokens``,
-        ``ttft_q_s`` (TTFT at the objective's quantile) and ``measured_rate`` (requests per
-        second the replay arrived at); empty when skipped.
-    replay_added : int
-        In-service replicas added to the models' count.
-    spare : int or None
-        Failure spare for the headline in-service count when replicas were added (None: the
-        models' spare stands).
+        :meth:`capbook.fleetsim.FleetRun.summary` of the headline fleet (the first
+        replication) plus ``replicas``, ``replayed_requests``, ``measured_rate``,
+        ``ttft_q_s``, ``ttft_q_margin_s``, ``seeds``, ``router``; empty when skipped.
+    router : str
+        The router simulated.
     notes : tuple of str
     """
 
     status: str
     met: bool | None
     reason: str
+    serving: int | None = None
     cap: int | None = None
     tried: pd.DataFrame | None = field(default=None, repr=False)
     seconds: float = 0.0
     sim: dict = field(default_factory=dict, repr=False)
-    replay_added: int = 0
-    spare: int | None = None
+    router: str = "pooled"
     notes: tuple = ()
 
 
-_SKIPPED = Verification("skipped", None, "the replay was skipped (simulate=False)",
-                        notes=("replay skipped: the replica count is the models' and is not verified against "
-                               "the log",))
+_SKIPPED = Verification("skipped", None, "the fleet simulation was skipped (simulate=False)",
+                        notes=("fleet simulation skipped: the serving count is Erlang C's cross-check, not verified "
+                               "against the log",))
 
-# --------------------------------------------------------------------------------------------
-# Step 9: the replay check
-# --------------------------------------------------------------------------------------------
-class _ReplayService:
-    """The sweep as the replay's service model, held at the measured end levels.
 
-    Below the lowest measured concurrency the TPOT of the lowest level is used (an upper bound:
-    fewer sequences do not decode slower), not a linear extrapolation towards 0; above the
-    highest, the highest level's (the replay never runs more than S sequences a replica, and S
-    is a measured level, so this only matters for a sweep whose S lies above its range).
+def _log_aggregates():
+    from .plan import LogAggregates  # at call time: capbook.plan imports this module
+
+    return LogAggregates
+
+
+def replay_requests(log, rate: float, n_requests: int, *, model=None, tier=None) -> pd.DataFrame:
+    """The log's busiest hours of one model and tier, stacked at ``rate`` requests per second.
+
+    Returns the columns of :func:`capbook.arrivals.stack_busy_periods` (``arrival_time`` in
+    seconds from 0, ``input_tokens``, ``output_tokens``, ``period_start`` …), at most
+    ``n_requests`` rows, their gaps scaled once more so that they arrive at exactly ``rate``.
     """
-
-    def __init__(self, sweep):
-        self.sweep = sweep
-        n = sweep.table["concurrency"].to_numpy(float)
-        self.lo, self.hi = float(n.min()), float(n.max())
-        self.prefill_rate_tps = float(sweep.prefill_rate_tps)
-
-    def tpot(self, concurrency):
-        x = np.clip(np.asarray(concurrency, dtype=float), self.lo, self.hi)
-        return self.sweep.tpot(x)
-
-    def prefill_time(self, input_tokens):
-        return self.sweep.prefill_time(input_tokens)
-
-
-def _replay_arrivals(plan: CapacityPlan, log, n_requests: int) -> pd.DataFrame:
-    """The log's busiest hours of the plan's model and tier, stacked at the plan's request rate."""
     from .arrivals import stack_busy_periods
 
     frame = log.frame if isinstance(log, _log_aggregates()) else log.to_pandas()
-    if plan.source["model"] is not None and "model" in frame.columns:
-        frame = frame[frame["model"] == plan.source["model"]]
-    tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
+    if model is not None and "model" in frame.columns:
+        frame = frame[frame["model"] == model]
     per_hour = pd.to_datetime(frame["arrival_time"], utc=True).dt.floor("h")
     if tier is not None:
         per_hour = per_hour[frame["tier"].astype(str) == tier]
     # the busiest hours first, as many as it takes to hold n_requests requests
     counts = np.sort(per_hour.value_counts().to_numpy())[::-1]
     n_periods = int(min(np.searchsorted(np.cumsum(counts), n_requests) + 1, counts.size))
-    data = stack_busy_periods(frame, plan.request_rate, n_periods=n_periods, tier=tier)
+    data = stack_busy_periods(frame, rate, n_periods=n_periods, tier=tier)
     data = data.iloc[:min(len(data), int(n_requests))].reset_index(drop=True)
-    # Each stacked hour arrives at the plan's rate on average, but a prefix of the stack (the
-    # first n_requests of a long busy hour) need not: its local rate is the hour's shape. One more
-    # factor on every gap makes the replayed requests arrive at exactly the rate the plan states.
+    # Each stacked hour arrives at the rate on average, but a prefix of the stack (the first
+    # n_requests of a long busy hour) need not: one more factor on every gap makes the replayed
+    # requests arrive at exactly the rate asked for.
     t = data["arrival_time"].to_numpy(dtype=float)
     if t.size > 1 and t[-1] > t[0]:
-        k = ((t.size - 1) / (t[-1] - t[0])) / plan.request_rate
+        k = ((t.size - 1) / (t[-1] - t[0])) / rate
         data["arrival_time"] = (t - t[0]) * k
         data["scale"] = data["scale"] * k
     return data
 
 
-def _run_replay(plan: CapacityPlan, data: pd.DataFrame, sweep, n_rep: int, seed: int) -> dict:
-    from .arrivals import TraceArrivals
-    from .sim import ContinuousBatching, FleetSpec, Simulation
+def _replay_arrivals(plan: CapacityPlan, log, n_requests: int) -> pd.DataFrame:
+    tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
+    return replay_requests(log, plan.request_rate, n_requests, model=plan.source["model"], tier=tier)
 
+
+def _replication(data: pd.DataFrame, seed: int, k: int) -> pd.DataFrame:
+    """Replication ``k``: the stacked busy periods in another order (``k = 0``: as stacked)."""
+    if k == 0 or "period_start" not in data.columns:
+        return data
+    starts = data["period_start"].to_numpy()
+    keys, first = np.unique(starts, return_index=True)
+    if keys.size < 2:
+        # one period: rotate it by a random share of its span (one seam instead of none)
+        t = data["arrival_time"].to_numpy(dtype=float)
+        span = float(t[-1] - t[0]) + (float(t[-1] - t[0]) / max(t.size - 1, 1))
+        cut = int(np.random.default_rng([seed, k]).integers(1, max(t.size, 2)))
+        order = np.r_[np.arange(cut, t.size), np.arange(cut)]
+        out = data.iloc[order].reset_index(drop=True)
+        tt = np.r_[t[cut:] - t[cut], t[:cut] + (span - t[cut])]
+        out["arrival_time"] = tt
+        return out
+    order = keys[np.argsort(first)]
+    perm = np.random.default_rng([seed, k]).permutation(order.size)
+    parts, t0 = [], 0.0
     t = data["arrival_time"].to_numpy(dtype=float)
-    warm = float(t[-1]) * 0.05
-    fleet = FleetSpec(int(n_rep), int(plan.slots.S), ContinuousBatching(_ReplayService(sweep)))
-    res = Simulation(fleet, TraceArrivals(data), warmup_s=warm, seed=seed).run()
-    s = res.summary(ttft_target_s=plan.slo.ttft_target_s, tpot_target_s=plan.slo.tpot_target_s)
-    keep = res.served & (res.request_arrival >= warm) & (res.attempt == 0)
-    ttft = res.ttft[keep]
-    s["ttft_q_s"] = float(np.quantile(ttft, plan.slo.ttft_quantile)) if ttft.size else math.inf
-    s["replicas"] = int(n_rep)
-    s["replayed_requests"] = int(len(data))
-    s["p99_input_tokens"] = float(np.percentile(data["input_tokens"], 99))
-    s["measured_rate"] = (len(t) - 1) / (t[-1] - t[0]) if t[-1] > t[0] else math.inf
-    return s
+    groups = {key: np.flatnonzero(starts == key) for key in order}
+    bounds = {}
+    for j, key in enumerate(order):      # each period's span in the stack: to the next period's start
+        idx = groups[key]
+        nxt = groups[order[j + 1]][0] if j + 1 < order.size else None
+        end = t[nxt] if nxt is not None else t[idx[-1]] + (t[idx[-1]] - t[idx[0]]) / max(idx.size - 1, 1)
+        bounds[key] = (t[idx[0]], end)
+    for key in order[perm]:
+        idx = groups[key]
+        lo, hi = bounds[key]
+        part = data.iloc[idx].copy()
+        part["arrival_time"] = t[idx] - lo + t0
+        parts.append(part)
+        t0 += hi - lo
+    return pd.concat(parts, ignore_index=True)
 
 
-def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, n_requests: int = 6_000,
-                seed: int = 2026) -> dict:
-    """Replay the log's busiest hours, time-scaled to the plan's peak, through the fleet.
+def _quantile_margin(ttft: np.ndarray, q: float, batches: int = 10) -> float:
+    """95 % half-width of the ``q`` quantile by batch means (consecutive batches)."""
+    if ttft.size < batches * 20:
+        return math.inf
+    parts = np.array_split(ttft, batches)
+    vals = np.array([np.quantile(p, q) for p in parts])
+    if not np.all(np.isfinite(vals)):
+        return math.inf
+    df = batches - 1
+    tq = _T975.get(df, 2.0)
+    return float(tq * np.std(vals, ddof=1) / math.sqrt(batches))
 
-    The busiest clock hours of the plan's model and tier (as many as it takes to hold
-    ``n_requests``) are stacked by :func:`capbook.arrivals.stack_busy_periods`, each scaled so
-    that its requests over the part of the hour the log covers arrive at
-    ``plan.request_rate``, and run through ``replicas`` replicas of ``plan.slots.S`` slots in
-    the continuous-batching simulator. The sweep's TPOT is held at its lowest measured level
-    below that level (and at its highest above it), so a sweep that starts above concurrency 1
-    replays instead of failing.
+
+def _engine_for(sweep):
+    from .plan import _fitted_engine
+
+    return _fitted_engine(sweep)
+
+
+def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: str = "pooled", seeds: int = 2,
+                     seed: int = 2026) -> dict:
+    """Run ``replicas`` engine replicas on ``data`` over ``seeds`` replications and summarise.
+
+    Parameters
+    ----------
+    engine : capbook.engine.EngineModel
+    data : pandas.DataFrame
+        :func:`replay_requests` (``arrival_time``, ``input_tokens``, ``output_tokens``).
+    replicas : int
+    slo : capbook.plan.SLO
+        Objectives (TTFT target and quantile, TPOT target, goodput share).
+    router : str
+        A router of :data:`capbook.fleetsim.ROUTERS`.
+    seeds : int
+        Replications (each another order of the busy periods and other client overheads).
+    seed : int
+
+    Returns
+    -------
+    dict
+        The first replication's :meth:`capbook.fleetsim.FleetRun.summary`, with ``ttft_q_s``
+        and ``goodput_share`` over every replication, ``ttft_q_margin_s`` (95 %),
+        ``replicas``, ``seeds``, ``router``, ``replayed_requests``, ``measured_rate`` and
+        ``per_replica`` (the first replication's :attr:`capbook.fleetsim.FleetRun.replicas`).
+    """
+    from .fleetsim import simulate_fleet
+
+    replicas = integer(replicas, "replicas", minimum=1)
+    seeds = integer(seeds, "seeds", minimum=1)
+    ttfts, goods, margins, first = [], [], [], None
+    for k in range(seeds):
+        d = _replication(data, seed, k)
+        run = simulate_fleet(engine, d, replicas=replicas, router=router, seed=seed + 7919 * k)
+        s = run.summary(slo.ttft_target_s, slo.tpot_target_s, slo.ttft_quantile)
+        m = run.measured()
+        t = run.ttft[m]
+        ttfts.append(t)
+        goods.append(s["goodput_share"] * s["requests"])
+        margins.append(_quantile_margin(t, slo.ttft_quantile))
+        if first is None:
+            first, per = s, run.replicas
+    allt = np.concatenate(ttfts)
+    out = dict(first)
+    out["ttft_q_s"] = float(np.quantile(allt, slo.ttft_quantile)) if allt.size else math.inf
+    out["goodput_share"] = float(sum(goods) / max(allt.size, 1))
+    out["ttft_q_margin_s"] = float(max(margins) / math.sqrt(len(margins)))
+    out["replicas"] = replicas
+    out["seeds"] = seeds
+    out["router"] = router
+    out["replayed_requests"] = int(len(data))
+    t = data["arrival_time"].to_numpy(dtype=float)
+    out["measured_rate"] = (len(t) - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else math.inf
+    out["p99_input_tokens"] = float(np.percentile(data["input_tokens"], 99)) if len(data) else math.nan
+    out["per_replica"] = per
+    return out
+
+
+def _meets(slo, s: dict) -> bool:
+    return bool(s["ttft_q_s"] <= slo.ttft_target_s and s["goodput_share"] >= slo.goodput_share)
+
+
+def _borderline(slo, s: dict) -> bool:
+    m = s["ttft_q_margin_s"]
+    return abs(s["ttft_q_s"] - slo.ttft_target_s) <= m or abs(s["goodput_share"] - slo.goodput_share) < 0.002
+
+
+def _impossible(slo, data: pd.DataFrame, engine) -> list:
+    """Why no fleet size can meet the objectives (empty when one may): lower bounds on an idle
+    replica — TTFT at least the prompt's own prefill steps, TPOT at least one decode step."""
+    st, lim = engine.step, engine.limits
+    qn = f"p{100 * slo.ttft_quantile:g}"
+    inp = data["input_tokens"].to_numpy(dtype=float)
+    out = data["output_tokens"].to_numpy(dtype=float)
+    if not inp.size:
+        return []
+    b = float(lim.max_num_batched_tokens)
+    full = np.floor(inp / b) if lim.chunked_prefill else np.zeros_like(inp)
+    rest = inp - full * b if lim.chunked_prefill else inp
+    prefill = full * float(st(b)) + np.asarray(st(rest), dtype=float)
+    fastest = float(st(1))
+    best_good = float(np.mean((prefill <= slo.ttft_target_s) & ((out <= 1) | (fastest <= slo.tpot_target_s))))
+    pf_q = float(np.quantile(prefill, slo.ttft_quantile))
+    why = []
+    if pf_q > slo.ttft_target_s:
+        why.append(f"prefill alone of the {qn} prompt ({np.quantile(inp, slo.ttft_quantile):,.0f} tokens) takes "
+                   f"{pf_q:.2f} s on an idle replica, more than the TTFT objective of {slo.ttft_target_s:g} s; "
+                   f"relax the objective (e.g. --slo ttft={math.ceil(1.5 * pf_q):g}), plan the long prompts as a "
+                   "tier of their own, or change the hardware")
+    if best_good < slo.goodput_share and not why:
+        w = (f"only {100 * best_good:.2f} % of the replayed requests could meet both objectives even on an idle "
+             "fleet")
+        if fastest > slo.tpot_target_s:
+            w += (f" (one decode step takes {1000 * fastest:.1f} ms, more than the "
+                  f"{1000 * slo.tpot_target_s:g} ms TPOT objective)")
+        else:
+            w += f" (their prompts alone take longer than {slo.ttft_target_s:g} s to prefill)"
+        why.append(w + f", below the goodput target of {100 * slo.goodput_share:g} %")
+    return why
+
+
+def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, seeds: int = 2, seed: int = 2026,
+                router: str = "pooled", start: int | None = None) -> Verification:
+    """Find the smallest serving fleet that meets the objectives in the fleet simulation.
+
+    The search starts at the fleet that can just carry the peak (the planned rate over one
+    replica's simulated saturation rate, or ``start``), steps up until a size meets the
+    objectives and bisects back: every count below the headline was simulated and missed.
+
+    Parameters
+    ----------
+    plan : capbook.plan.CapacityPlan
+        The plan (its objectives, peak rate, model and tier; its verification is not read).
+    log : capbook.traces.RequestLog or capbook.plan.LogAggregates
+    sweep : capbook.sweep.Sweep
+    n_requests : int
+        Requests per replication (the busiest hours of the log, time-scaled to the peak).
+    seeds : int
+        Replications per fleet size (two more on a borderline size).
+    seed : int
+    router : str
+        A router of :data:`capbook.fleetsim.ROUTERS`.
+    start : int, optional
+        Smallest fleet size to try.
+
+    Returns
+    -------
+    Verification
+    """
+    from .fleetsim import router_name
+
+    t_start = time.perf_counter()
+    router = router_name(router)
+    slo = plan.slo
+    qn = f"p{100 * slo.ttft_quantile:g}"
+    data = _replay_arrivals(plan, log, integer(n_requests, "n_requests", minimum=1))
+    engine = _engine_for(sweep)
+    notes = []
+    why = _impossible(slo, data, engine)
+    lam = plan.request_rate
+    if start is None:
+        sat = engine.saturation_rps(seed=0)
+        start = max(1, int(math.floor(lam / sat)) if sat and math.isfinite(sat) else 1)
+    cap = int(min(max(4 * start, start + 16), SIM_CAP_MAX))
+    tried: dict[int, dict] = {}
+
+    def run(n, extra=False):
+        if n not in tried or extra:
+            k = seeds + (2 if extra else 0)
+            tried[n] = simulate_serving(engine, data, n, slo=slo, router=router, seeds=k, seed=seed)
+        return tried[n]
+
+    def ok(n):
+        s = run(n)
+        if _borderline(slo, s) and s["seeds"] == seeds:
+            s = run(n, extra=True)
+        return _meets(slo, s)
+
+    def table():
+        rows = [{"replicas": n, "ttft_q_s": r["ttft_q_s"], "ttft_q_margin_s": r["ttft_q_margin_s"],
+                 "goodput_share": r["goodput_share"], "seeds": r["seeds"], "meets": _meets(slo, r)}
+                for n, r in sorted(tried.items())]
+        return pd.DataFrame(rows).set_index("replicas") if rows else None
+
+    if why:
+        s = run(start)
+        return Verification("impossible", False, "no fleet size can meet the objectives (adding replicas cannot "
+                            "help): " + "; ".join(why), None, cap, table(), time.perf_counter() - t_start,
+                            _public(s), router, tuple(notes))
+    lo, n = start - 1, start
+    found = None
+    step = 1
+    while n <= cap:
+        if ok(n):
+            found = n
+            break
+        if time.perf_counter() - t_start > SIM_BUDGET_S:
+            break
+        lo = n
+        n = min(n + step, cap) if n < cap else cap + 1
+        step *= 2
+    if found is None:
+        last = tried[max(tried)]
+        over = time.perf_counter() - t_start > SIM_BUDGET_S
+        reason = (f"{'the search stopped after ' + format(SIM_BUDGET_S, 'g') + ' s at ' if over else 'even '}"
+                  f"{max(tried)} serving replicas{'' if over else ' (the search cap)'} miss: {qn} TTFT "
+                  f"{last['ttft_q_s']:.2f} s against {slo.ttft_target_s:g} s, goodput "
+                  f"{100 * last['goodput_share']:.2f} % against {100 * slo.goodput_share:g} %")
+        notes.append(f"FLEET SIMULATION FAILED, the plan is not verified: {reason}. Relax the objectives, cap "
+                     "prompt length or give long prompts their own objective, or change the hardware")
+        return Verification("not met", False, reason, None, cap, table(), time.perf_counter() - t_start,
+                            _public(last), router, tuple(notes))
+    hi = found
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if ok(mid):
+            hi = mid
+        else:
+            lo = mid
+    if hi > start and hi - 1 not in tried:
+        ok(hi - 1)
+    s = tried[hi]
+    below = tried.get(hi - 1)
+    reason = (f"{hi} serving replicas meet the objectives in the fleet simulation ({qn} TTFT {s['ttft_q_s']:.3f} "
+              f"± {s['ttft_q_margin_s']:.3f} s, goodput {100 * s['goodput_share']:.2f} %)")
+    if below is not None:
+        reason += (f"; {hi - 1} miss ({qn} TTFT {below['ttft_q_s']:.3f} s, goodput "
+                   f"{100 * below['goodput_share']:.2f} %)")
+    else:
+        reason += f"; fewer cannot carry the peak ({lam:.3g} requests/s over {engine.saturation_rps(seed=0):.3g} a replica)"
+    return Verification("verified", True, reason, hi, cap, table(), time.perf_counter() - t_start, _public(s),
+                        router, tuple(notes))
+
+
+def _public(s: dict) -> dict:
+    return {k: v for k, v in s.items() if k != "per_replica"} | {"per_replica": s.get("per_replica")}
+
+
+def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, n_requests: int = 30_000,
+                seeds: int = 2, seed: int = 2026, router: str | None = None) -> dict:
+    """Simulate one fleet size on the plan's replay (:func:`simulate_serving`).
 
     Parameters
     ----------
@@ -171,224 +425,104 @@ def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, 
     log : capbook.traces.RequestLog or capbook.plan.LogAggregates
     sweep : capbook.sweep.Sweep
     replicas : int, optional
-        Fleet size (default: the plan's in-service count, serving + burst + what the replay
-        check added, with the spare held back as it would be during a failure).
-    n_requests : int
-        Most requests replayed.
-    seed : int
+        Serving replicas (default: the plan's serving count).
+    n_requests, seeds, seed
+        As :func:`verify_plan` (the defaults reproduce the plan's own runs).
+    router : str, optional
+        Default: the plan's router.
 
     Returns
     -------
     dict
-        :meth:`capbook.sim.SimResult.summary` against the plan's TTFT and TPOT objectives, plus
-        ``replicas``, ``replayed_requests``, ``p99_input_tokens``, ``ttft_q_s`` (TTFT at the
-        objective's quantile, seconds) and ``measured_rate`` (arrivals replayed per second,
-        ``(n - 1) / (last - first)``).
+        :func:`simulate_serving`'s summary.
     """
-    n_rep = plan.in_service if replicas is None else integer(replicas, "replicas", minimum=1)
-    n = integer(n_requests, "n_requests", minimum=1)
-    return _run_replay(plan, _replay_arrivals(plan, log, n), sweep, n_rep, seed)
+    n_rep = plan.serving if replicas is None else integer(replicas, "replicas", minimum=1)
+    data = _replay_arrivals(plan, log, integer(n_requests, "n_requests", minimum=1))
+    return simulate_serving(_engine_for(sweep), data, n_rep, slo=plan.slo,
+                            router=router or plan.verification.router, seeds=seeds, seed=seed)
 
 
-#: Most in-service replicas the replay check tries, as a multiple of the models' count
-#: (and never more than :data:`REPLAY_CAP_MAX`).
-REPLAY_CAP_FACTOR = 4
-REPLAY_CAP_MAX = 1000
-#: Wall-clock seconds the replay check may spend searching (it stops and says so beyond).
-REPLAY_BUDGET_S = 45.0
+def explain_checks(plan: CapacityPlan, log, sweep, checks: dict, *, n_requests: int = 30_000, seed: int = 2026
+                   ) -> pd.DataFrame:
+    """How each cross-check compares with the simulated count, and which mechanism explains it.
 
-
-def _meets(plan: CapacityPlan, s: dict) -> bool:
-    return bool(s["ttft_q_s"] <= plan.slo.ttft_target_s and s["goodput_share"] >= plan.slo.goodput_share)
-
-
-class _StopSearch(Exception):
-    """The replay search reached its cap or its time budget."""
-
-
-def _impossible(plan: CapacityPlan, data: pd.DataFrame, svc: _ReplayService, S: int) -> tuple[list, np.ndarray]:
-    """Why no fleet size can meet the objectives (empty when one may), and the prefill times.
-
-    Lower bounds at any fleet size: TTFT >= prefill, TPOT >= the fastest TPOT of the sweep.
-    """
-    slo = plan.slo
-    qn = f"p{100 * slo.ttft_quantile:g}"
-    warm = float(data["arrival_time"].iloc[-1]) * 0.05
-    sel = data[data["arrival_time"] >= warm]
-    inp = sel["input_tokens"].to_numpy(dtype=float)
-    out = sel["output_tokens"].to_numpy(dtype=float)
-    prefill = np.asarray(svc.prefill_time(inp), dtype=float)
-    fastest = float(np.min(svc.tpot(np.arange(1, S + 1))))
-    best_good = float(np.mean((prefill <= slo.ttft_target_s) & ((out <= 1) | (fastest <= slo.tpot_target_s)))) \
-        if inp.size else 1.0
-    pf_q = float(np.quantile(prefill, slo.ttft_quantile)) if inp.size else 0.0
-    impossible = []
-    if pf_q > slo.ttft_target_s:
-        impossible.append(
-            f"prefill alone of the {qn} prompt ({np.quantile(inp, slo.ttft_quantile):,.0f} tokens at "
-            f"{svc.prefill_rate_tps:,.0f} tokens/s) takes {pf_q:.2f} s, more than the TTFT objective of "
-            f"{slo.ttft_target_s:g} s, with no queueing at all; relax the objective (e.g. "
-            f"slo='ttft={math.ceil(1.5 * pf_q):g}'), plan the long prompts as a tier of their own, or, if "
-            "the sweep's prefill rate is too low, pass a measured prefill_rate_tps=")
-    if best_good < slo.goodput_share and not impossible:
-        why = (f"only {100 * best_good:.2f} % of the replayed requests could meet both objectives even on an "
-               "idle fleet")
-        if fastest > slo.tpot_target_s:
-            why += (f" (the sweep's fastest TPOT, {1000 * fastest:.1f} ms, misses the "
-                    f"{1000 * slo.tpot_target_s:g} ms objective)")
-        else:
-            why += f" (their prompts alone take longer than {slo.ttft_target_s:g} s to prefill)"
-        impossible.append(why + f", below the goodput target of {100 * slo.goodput_share:g} %")
-    return impossible, prefill
-
-
-def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 6_000, seed: int = 2026) -> Verification:
-    """Replay the models' fleet; add in-service replicas until the replay meets the objectives, or say why not.
-
-    The fleet sizes tried come from :func:`capbook.validation.fewest` above the models'
-    in-service count, up to :data:`REPLAY_CAP_FACTOR` times it (at least 8 more, at most
-    :data:`REPLAY_CAP_MAX`) and within :data:`REPLAY_BUDGET_S` seconds (twice that once a
-    size meets, to pin the count). When replicas are added, the failure spare is re-stacked
-    on the new in-service count (:func:`capbook.fleet.failure_spares`).
+    For a model that asks for fewer replicas than the simulation, its count is simulated again
+    with one thing the model assumes made true — Poisson arrivals at the same rate (bursts),
+    every prompt at the mean length (prompt tail) — and the run's preemptions and prefill share
+    are read (KV cache, prefill stalls). For one that asks for more, the reason is the model's
+    own simplification.
 
     Parameters
     ----------
-    plan : capbook.plan.CapacityPlan
-        The models' plan (its verification is not read).
-    log : capbook.traces.RequestLog or capbook.plan.LogAggregates
-    sweep : capbook.sweep.Sweep
-    n_requests : int
-        Most requests replayed.
-    seed : int
+    checks : dict
+        Model name -> replicas it asks for (None: not available).
 
     Returns
     -------
-    Verification
+    pandas.DataFrame
+        Index ``model``; columns ``replicas``, ``difference`` (model − simulated), ``why``.
     """
-    import time
-
-    from .fleet import failure_spares
-
-    t_start = time.perf_counter()
+    v = plan.verification
+    n_sim = v.serving
+    rows = []
+    if n_sim is None:
+        for name, n in checks.items():
+            rows.append({"model": name, "replicas": n, "difference": None,
+                         "why": "no simulated count to compare with (" + v.status + ")"})
+        return pd.DataFrame(rows).set_index("model")
     slo = plan.slo
-    qn = f"p{100 * slo.ttft_quantile:g}"
+    engine = _engine_for(sweep)
     data = _replay_arrivals(plan, log, n_requests)
-    svc = _ReplayService(sweep)
-    S = int(plan.slots.S)
-    notes = []
-    if svc.lo > 1:
-        notes.append(
-            f"replay below the sweep's lowest level: the sweep starts at concurrency {svc.lo:g}, so the replay "
-            f"holds that level's TPOT ({1000 * float(sweep.tpot(svc.lo)):.1f} ms) when fewer sequences run "
-            "(an upper bound, not an extrapolation)")
-    if S > svc.hi:
-        notes.append(
-            f"replay above the sweep's highest level ({svc.hi:g}): the replay holds that level's TPOT up to "
-            f"S = {S} sequences, which understates the decode time there")
-    impossible, prefill = _impossible(plan, data, svc, S)
+    cache: dict = {}
 
-    base = plan.model_in_service
-    cap = int(min(max(REPLAY_CAP_FACTOR * base, base + 8), REPLAY_CAP_MAX))
-    cap = max(cap, base)
-    tried: dict[int, dict] = {}
+    def sim(kind, n):
+        if (kind, n) not in cache:
+            d = data
+            if kind == "poisson":
+                rng = np.random.default_rng(seed)
+                gaps = rng.exponential(1.0 / plan.request_rate, len(d))
+                d = d.assign(arrival_time=np.cumsum(gaps) - gaps[0])
+            elif kind == "mean prompts":
+                d = d.assign(input_tokens=max(1, int(round(float(d["input_tokens"].mean())))))
+            cache[(kind, n)] = simulate_serving(engine, d, n, slo=slo, router=v.router, seeds=1, seed=seed)
+        return cache[(kind, n)]
 
-    def run(n):
-        if n not in tried:
-            tried[n] = _run_replay(plan, data, sweep, n, seed)
-        return tried[n]
-
-    def table():
-        rows = [{"replicas": n, "ttft_q_s": r["ttft_q_s"], "goodput_share": r["goodput_share"], "meets": _meets(plan, r)}
-                for n, r in sorted(tried.items())]
-        return pd.DataFrame(rows).set_index("replicas")
-
-    first = run(base)
-    headline_n = base
-    status, reason = "met", f"the replay of the models' {base} in-service replicas meets the objectives"
-    if impossible:
-        status = "impossible"
-        reason = "no fleet size can meet the objectives (adding replicas cannot help): " + "; ".join(impossible)
-    elif not _meets(plan, first):
-        over_budget = False
-
-        def ok(n: int) -> bool:
-            nonlocal over_budget
-            n = min(n, cap)
-            if n not in tried:
-                found = any(_meets(plan, r) for r in tried.values())
-                if time.perf_counter() - t_start > (2 if found else 1) * REPLAY_BUDGET_S:
-                    over_budget = not found
-                    raise _StopSearch
-            meets = _meets(plan, run(n))
-            if not meets and n == cap:
-                raise _StopSearch
-            return meets
-
-        try:
-            fewest(ok, base, what="in-service replicas")
-        except _StopSearch:
-            pass
-        passing = [n for n, r in sorted(tried.items()) if _meets(plan, r)]
-        if not passing:
-            last = tried[max(tried)]
-            status = "not met"
-            if over_budget:
-                reason = (f"the search stopped after {REPLAY_BUDGET_S:g} s at {max(tried)} in-service replicas, "
-                          f"which still miss ({qn} TTFT {last['ttft_q_s']:.2f} s, goodput "
-                          f"{100 * last['goodput_share']:.2f} %)")
-            else:
-                reason = (f"even {max(tried)} in-service replicas (the search's cap: {REPLAY_CAP_FACTOR}x the "
-                          f"models' {base}, at least 8 more, at most {REPLAY_CAP_MAX}) miss: {qn} TTFT "
-                          f"{last['ttft_q_s']:.2f} s against {slo.ttft_target_s:g} s, goodput "
-                          f"{100 * last['goodput_share']:.2f} % against {100 * slo.goodput_share:g} %, at "
-                          f"slot utilisation {100 * last['utilisation']:.1f} %")
-                if last["utilisation"] < 0.5:
-                    reason += ("; the fleet is mostly idle, so the misses come from the requests themselves (long "
-                               f"prompts: p99 prefill {float(np.percentile(prefill, 99)):.2f} s), not from queueing")
-                else:
-                    reason += "; the replicas saturate: throughput, not the tail, is short"
+    reasons_over = {
+        "rating with headroom": "the rating keeps every replica below a fixed share of its measured throughput; "
+                                "the simulation shows how close to it the log's peak can run and still meet the tail",
+        "Erlang C": "Erlang C holds a slot for a whole mean service time and counts any wait past the threshold as "
+                    "late; an engine admits a new prompt at its next step, so requests rarely wait for a slot",
+        "load-dependent queue": "the load-dependent queue reads TPOT off the sweep's curve for mean-length requests "
+                                "and assumes Poisson arrivals; the simulated engines batch the log's own requests",
+        "engine model, one replica": "the engine model sizes one replica with its own queue: a pooled fleet shares "
+                                     "its queue and runs each replica hotter at the same tail",
+    }
+    for name, n in checks.items():
+        if n is None:
+            rows.append({"model": name, "replicas": None, "difference": None, "why": "not available"})
+            continue
+        d = int(n) - int(n_sim)
+        if d == 0:
+            why = "agrees with the simulation"
+        elif d > 0:
+            why = reasons_over.get(name, "the model is conservative here")
         else:
-            hi = passing[0]                     # it may be a few replicas more than needed if the budget ran out
-            lo = max(n for n in tried if n < hi)
-            headline_n = hi
-            status = "added"
-            r = tried[hi]
-            reason = (f"the models' {base} in-service replicas miss in the replay ({qn} TTFT "
-                      f"{first['ttft_q_s']:.2f} s, goodput {100 * first['goodput_share']:.2f} %); {hi} meet it "
-                      f"({qn} TTFT {r['ttft_q_s']:.2f} s, goodput {100 * r['goodput_share']:.2f} %)"
-                      + ("" if hi - lo == 1 else f"; the search stopped before pinning the count ({lo} miss)"))
-    met = status in ("met", "added")
-    added = headline_n - base
-    spare = int(failure_spares(headline_n, plan.spares, plan.zones)) if added else None
-    total = headline_n + (plan.fleet.spare if spare is None else spare)
-    if status == "added":
-        notes.append(
-            f"replay check: {reason}. The plan adds {added} in-service replica(s): the models assume "
-            "Poisson arrivals and mean prompt lengths, the replay uses the log's own bursts and prompts")
-    elif not met:
-        notes.append(f"REPLAY CHECK FAILED, the plan is not verified: the {total} replicas are the models' "
-                     "number and do NOT meet "
-                     f"the objectives in the replay ({qn} TTFT {first['ttft_q_s']:.2f} s against "
-                     f"{slo.ttft_target_s:g} s, goodput {100 * first['goodput_share']:.2f} % against "
-                     f"{100 * slo.goodput_share:g} %): {reason}. Relax the objectives, cap prompt length or "
-                     "give long prompts their own objective, or change the hardware")
-    s = tried[headline_n]
-    if (not met or status == "added") and first["ttft_q_s"] > slo.ttft_target_s:
-        p99_in = s["p99_input_tokens"]
-        pf = p99_in / svc.prefill_rate_tps
-        if pf >= 0.5 * slo.ttft_target_s:
-            notes.append(
-                f"the models use the mean prompt ({plan.mean_input_tokens:,.0f} tokens), the replay real ones "
-                f"(p99 {p99_in:,.0f} tokens, {pf:.2f} s of prefill alone)")
-        else:
-            notes.append(
-                f"prefill is short (p99 prompt {p99_in:,.0f} tokens, {pf:.2f} s), so the replay's tail comes "
-                "from queueing: the log's arrivals are burstier than the Poisson arrivals the models assume")
-    return Verification(status, met, reason, cap=cap, tried=table(), seconds=time.perf_counter() - t_start,
-                        sim=s, replay_added=added, spare=spare, notes=tuple(notes))
+            base = sim("log", n)
+            parts = []
+            if _meets(slo, sim("poisson", n)):
+                parts.append("bursts: with Poisson arrivals at the same rate its count meets the objectives, "
+                             "the log's own arrivals do not")
+            if _meets(slo, sim("mean prompts", n)):
+                parts.append(f"prompt tail: with every prompt at the mean ({data['input_tokens'].mean():,.0f} tokens) "
+                             f"its count meets them; the log's p99 prompt is {data['input_tokens'].quantile(0.99):,.0f}")
+            if base.get("preemptions", 0) > 0:
+                parts.append(f"KV cache: {base['preemptions']:,} preemptions at {n} replicas (the cache fills and "
+                             "sequences are recomputed)")
+            if not parts:
+                parts.append(f"prefill stalls: at {n} replicas prompts queue behind the batched-token budget and "
+                             f"share steps with decodes ({'p' + format(100 * slo.ttft_quantile, 'g')} TTFT "
+                             f"{base['ttft_q_s']:.2f} s), which a model of slots or mean step times does not see")
+            why = "; ".join(parts)
+        rows.append({"model": name, "replicas": int(n), "difference": d, "why": why})
+    return pd.DataFrame(rows).set_index("model")
 
-
-def _log_aggregates():
-    from .plan import LogAggregates  # at call time: capbook.plan imports this module
-
-    return LogAggregates
