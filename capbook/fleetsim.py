@@ -176,6 +176,15 @@ class FleetRun:
         """Mask of the requests that count: arrived at or after the warm-up."""
         return self.arrival >= self.warmup_s
 
+    def good(self, ttft_target_s: float | None = None, tpot_target_s: float | None = None) -> np.ndarray:
+        """Per request: served, and within the TTFT and TPOT targets given."""
+        ok = np.isfinite(self.end)
+        if ttft_target_s is not None:
+            ok &= self.ttft <= ttft_target_s
+        if tpot_target_s is not None:
+            ok &= ~(self.tpot > tpot_target_s)
+        return ok
+
     def summary(self, ttft_target_s: float | None = None, tpot_target_s: float | None = None,
                 ttft_quantile: float = 0.99) -> dict:
         """Latency, goodput and utilisation of the measured requests.
@@ -186,7 +195,8 @@ class FleetRun:
             ``requests``, ``served``, ``refused``, ``unfinished``, ``ttft_p50_s``,
             ``ttft_p99_s``, ``ttft_q_s`` (at ``ttft_quantile``), ``tpot_p50_s``, ``tpot_p99_s``,
             ``e2e_p50_s``, ``goodput_share`` (requests meeting both targets among those that
-            arrived, refused and unfinished counted as missing), ``goodput_rps``,
+            arrived, refused and unfinished counted as missing), ``ttft_miss_share`` and
+            ``tpot_miss_share`` (requests over each target), ``goodput_rps``,
             ``cache_hit_share`` (prompt tokens found in the prefix cache), ``slot_utilisation``,
             ``kv_utilisation`` (fleet means), ``preemptions``.
         """
@@ -197,13 +207,17 @@ class FleetRun:
         tp = self.tpot[served]
         tp = tp[np.isfinite(tp)]
         good = np.isfinite(self.end[m])
+        ttft_miss = tpot_miss = math.nan
         if ttft_target_s is not None:
-            good &= ttft <= ttft_target_s
+            late = ~(ttft <= ttft_target_s)
+            ttft_miss = float(late.mean()) if n else math.nan
+            good &= ~late
         if tpot_target_s is not None:
-            t = self.tpot[m]
-            good &= ~(t > tpot_target_s)
+            slow = self.tpot[m] > tpot_target_s
+            tpot_miss = float(slow.mean()) if n else math.nan
+            good &= ~slow
         span = float(self.arrival[m].max() - self.arrival[m].min()) if n > 1 else math.nan
-        q = (lambda x, p: float(np.quantile(x, p)) if x.size else math.nan)
+        q = _quantile
         inp = self.input_tokens[m]
         reps = self.replicas
         return {
@@ -215,6 +229,7 @@ class FleetRun:
             "tpot_p50_s": q(tp, 0.5), "tpot_p99_s": q(tp, 0.99),
             "e2e_p50_s": q(self.e2e[served], 0.5),
             "goodput_share": float(good.mean()) if n else math.nan,
+            "ttft_miss_share": ttft_miss, "tpot_miss_share": tpot_miss,
             "goodput_rps": float(good.sum() / span) if span and span > 0 else math.nan,
             "cache_hit_share": float(self.cached_tokens[m].sum() / max(inp.sum(), 1)),
             "slot_utilisation": float(np.average(reps["slot_utilisation"], weights=reps["alive_s"]))
@@ -223,6 +238,14 @@ class FleetRun:
             if len(reps) and reps["alive_s"].sum() > 0 and np.isfinite(reps["kv_utilisation"]).all() else math.nan,
             "preemptions": int(reps["preemptions"].sum()) if len(reps) else 0,
         }
+
+
+def _quantile(x, p) -> float:
+    """Quantile of ``x`` where inf (never served) counts as larger than anything (no NaN)."""
+    if not x.size:
+        return math.nan
+    v = float(np.quantile(np.where(np.isinf(x), 1e300, x), p))
+    return math.inf if v > 1e299 else v
 
 
 class _Fleet:

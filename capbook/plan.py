@@ -1431,7 +1431,7 @@ class CapacityPlan:
                       f"(continuous batching, chunked prefill, KV cache, the step cost fitted to the sweep): "
                       f"{qn} TTFT {s['ttft_q_s']:.3f} s ± {s['ttft_q_margin_s']:.3f} s (95 %; objective "
                       f"{self.slo.ttft_target_s:g} s), p99 TPOT {1000 * s['tpot_p99_s']:.1f} ms, goodput "
-                      f"{100 * s['goodput_share']:.2f} % of requests (target {100 * self.slo.goodput_share:g} %), "
+                      f"{100 * s['goodput_share']:.2f} ± {100 * s['goodput_margin']:.2f} % of requests (target {100 * self.slo.goodput_share:g} %), "
                       f"slot utilisation {100 * s['slot_utilisation']:.1f} %"
                       + (f", KV cache {100 * s['kv_utilisation']:.1f} %" if s.get('kv_utilisation') == s.get('kv_utilisation')
                          else "") + f", {s['refused']:,} refused.", ""]
@@ -1441,8 +1441,10 @@ class CapacityPlan:
                 t["ttft_q_s"] = t["ttft_q_s"].round(3)
                 t["ttft_q_margin_s"] = t["ttft_q_margin_s"].round(3)
                 t["goodput_share"] = t["goodput_share"].round(4)
-                lines += [f"Fleet sizes simulated ({v.seconds:.1f} s):", "",
-                          _frame_text(t[["ttft_q_s", "ttft_q_margin_s", "goodput_share", "seeds", "meets"]], markdown),
+                t["goodput_margin"] = t["goodput_margin"].round(4)
+                lines += [f"Fleet sizes simulated ({v.seconds:.1f} s; margins are 95 % half-widths):", "",
+                          _frame_text(t[["ttft_q_s", "ttft_q_margin_s", "goodput_share", "goodput_margin", "seeds",
+                                         "meets"]], markdown),
                           ""]
             if v.status == "verified":
                 lines += [f"Reproduce: `capbook simulate --replicas {self.serving}` meets the objectives, "

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # the plan imports this module; its types are only annotation
     from .plan import CapacityPlan
 
 __all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests",
-           "explain_checks", "SIM_CAP_MAX", "SIM_BUDGET_S"]
+           "explain_checks", "judge_fleet", "check_fleet", "SIM_CAP_MAX", "SIM_BUDGET_S"]
 
 #: Most serving replicas the search tries.
 SIM_CAP_MAX = 1000
@@ -70,7 +70,7 @@ class Verification:
     tried : pandas.DataFrame or None
         One row per fleet size simulated: ``ttft_q_s`` (TTFT at the objective's quantile over
         every replication), ``ttft_q_margin_s`` (95 % confidence half-width), ``goodput_share``,
-        ``seeds``, ``meets``.
+        ``goodput_margin`` (95 % half-width), ``seeds``, ``meets``.
     seconds : float
         Wall-clock time of the search.
     sim : dict
@@ -191,6 +191,23 @@ def _quantile_margin(ttft: np.ndarray, q: float, batches: int = 10) -> float:
     return float(tq * np.std(vals, ddof=1) / math.sqrt(batches))
 
 
+def _saturation(engine, data: pd.DataFrame) -> float:
+    """Completions per second of one replica kept full of requests of the replay's mean lengths."""
+    e = dataclasses.replace(engine, prompt_tokens=float(data["input_tokens"].mean()),
+                            output_tokens=float(data["output_tokens"].mean()), output_quantiles=None,
+                            prompt_p99=None, notes=[])
+    e.__dict__.pop("_cache", None)
+    return e.saturation_rps(seed=0)
+
+
+def _mean_margin(x: np.ndarray, batches: int = 10) -> float:
+    """95 % half-width of the mean of ``x`` by batch means (consecutive batches)."""
+    if x.size < batches * 20:
+        return math.inf
+    vals = np.array([np.mean(p) for p in np.array_split(np.asarray(x, dtype=float), batches)])
+    return float(_T975.get(batches - 1, 2.0) * np.std(vals, ddof=1) / math.sqrt(batches))
+
+
 def _engine_for(sweep):
     from .plan import _fitted_engine
 
@@ -227,7 +244,7 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
 
     replicas = integer(replicas, "replicas", minimum=1)
     seeds = integer(seeds, "seeds", minimum=1)
-    ttfts, goods, margins, first = [], [], [], None
+    ttfts, goods, margins, gmargins, first = [], [], [], [], None
     for k in range(seeds):
         d = _replication(data, seed, k)
         run = simulate_fleet(engine, d, replicas=replicas, router=router, seed=seed + 7919 * k)
@@ -237,6 +254,7 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
         ttfts.append(t)
         goods.append(s["goodput_share"] * s["requests"])
         margins.append(_quantile_margin(t, slo.ttft_quantile))
+        gmargins.append(_mean_margin(run.good(slo.ttft_target_s, slo.tpot_target_s)[m]))
         if first is None:
             first, per = s, run.replicas
     allt = np.concatenate(ttfts)
@@ -244,6 +262,7 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
     out["ttft_q_s"] = float(np.quantile(allt, slo.ttft_quantile)) if allt.size else math.inf
     out["goodput_share"] = float(sum(goods) / max(allt.size, 1))
     out["ttft_q_margin_s"] = float(max(margins) / math.sqrt(len(margins)))
+    out["goodput_margin"] = float(max(gmargins) / math.sqrt(len(gmargins)))
     out["replicas"] = replicas
     out["seeds"] = seeds
     out["router"] = router
@@ -255,13 +274,29 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
     return out
 
 
+def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str = "pooled", seeds: int = 2,
+                seed: int = 2026) -> dict:
+    """:func:`simulate_serving` with the plan's verdict: ``meets`` is True when the TTFT
+    quantile and goodput meet ``slo``. When the 95 % margin of the TTFT quantile straddles the
+    objective (or goodput is within 0.2 points of its target), two more replications are run
+    and the verdict is taken on all of them. The plan's search and ``capbook simulate`` both
+    decide this way, so one reproduces the other.
+    """
+    s = simulate_serving(engine, data, replicas, slo=slo, router=router, seeds=seeds, seed=seed)
+    if _borderline(slo, s):
+        s = simulate_serving(engine, data, replicas, slo=slo, router=router, seeds=seeds + 2, seed=seed)
+    s["meets"] = _meets(slo, s)
+    return s
+
+
 def _meets(slo, s: dict) -> bool:
     return bool(s["ttft_q_s"] <= slo.ttft_target_s and s["goodput_share"] >= slo.goodput_share)
 
 
 def _borderline(slo, s: dict) -> bool:
     m = s["ttft_q_margin_s"]
-    return abs(s["ttft_q_s"] - slo.ttft_target_s) <= m or abs(s["goodput_share"] - slo.goodput_share) < 0.002
+    return (abs(s["ttft_q_s"] - slo.ttft_target_s) <= m
+            or abs(s["goodput_share"] - slo.goodput_share) <= s["goodput_margin"])
 
 
 def _impossible(slo, data: pd.DataFrame, engine) -> list:
@@ -337,32 +372,26 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     notes = []
     why = _impossible(slo, data, engine)
     lam = plan.request_rate
+    sat = _saturation(engine, data)
     if start is None:
-        sat = engine.saturation_rps(seed=0)
         start = max(1, int(math.floor(lam / sat)) if sat and math.isfinite(sat) else 1)
     cap = int(min(max(4 * start, start + 16), SIM_CAP_MAX))
     tried: dict[int, dict] = {}
 
-    def run(n, extra=False):
-        if n not in tried or extra:
-            k = seeds + (2 if extra else 0)
-            tried[n] = simulate_serving(engine, data, n, slo=slo, router=router, seeds=k, seed=seed)
-        return tried[n]
-
     def ok(n):
-        s = run(n)
-        if _borderline(slo, s) and s["seeds"] == seeds:
-            s = run(n, extra=True)
-        return _meets(slo, s)
+        if n not in tried:
+            tried[n] = judge_fleet(engine, data, n, slo=slo, router=router, seeds=seeds, seed=seed)
+        return tried[n]["meets"]
 
     def table():
         rows = [{"replicas": n, "ttft_q_s": r["ttft_q_s"], "ttft_q_margin_s": r["ttft_q_margin_s"],
-                 "goodput_share": r["goodput_share"], "seeds": r["seeds"], "meets": _meets(slo, r)}
+                 "goodput_share": r["goodput_share"], "goodput_margin": r["goodput_margin"], "seeds": r["seeds"], "meets": _meets(slo, r)}
                 for n, r in sorted(tried.items())]
         return pd.DataFrame(rows).set_index("replicas") if rows else None
 
     if why:
-        s = run(start)
+        ok(start)
+        s = tried[start]
         return Verification("impossible", False, "no fleet size can meet the objectives (adding replicas cannot "
                             "help): " + "; ".join(why), None, cap, table(), time.perf_counter() - t_start,
                             _public(s), router, tuple(notes))
@@ -396,8 +425,10 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
             hi = mid
         else:
             lo = mid
-    if hi > start and hi - 1 not in tried:
-        ok(hi - 1)
+    while hi > 1 and hi - 1 not in tried:      # the search started at ``start``: check below it too
+        if not ok(hi - 1):
+            break
+        hi -= 1
     s = tried[hi]
     below = tried.get(hi - 1)
     reason = (f"{hi} serving replicas meet the objectives in the fleet simulation ({qn} TTFT {s['ttft_q_s']:.3f} "
@@ -406,7 +437,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         reason += (f"; {hi - 1} miss ({qn} TTFT {below['ttft_q_s']:.3f} s, goodput "
                    f"{100 * below['goodput_share']:.2f} %)")
     else:
-        reason += f"; fewer cannot carry the peak ({lam:.3g} requests/s over {engine.saturation_rps(seed=0):.3g} a replica)"
+        reason += f"; fewer cannot carry the peak ({lam:.3g} requests/s over {sat:.3g} a replica)"
     return Verification("verified", True, reason, hi, cap, table(), time.perf_counter() - t_start, _public(s),
                         router, tuple(notes))
 
@@ -415,31 +446,46 @@ def _public(s: dict) -> dict:
     return {k: v for k, v in s.items() if k != "per_replica"} | {"per_replica": s.get("per_replica")}
 
 
-def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, n_requests: int = 30_000,
-                seeds: int = 2, seed: int = 2026, router: str | None = None) -> dict:
-    """Simulate one fleet size on the plan's replay (:func:`simulate_serving`).
+def check_fleet(plan: CapacityPlan, log, sweep, replicas: int, *, rate: float | None = None,
+                n_requests: int = 30_000, seeds: int = 2, seed: int = 2026, router: str | None = None) -> dict:
+    """Simulate ``replicas`` serving replicas on the plan's replay and judge them as the plan does
+    (:func:`judge_fleet`): what ``capbook simulate`` runs.
 
     Parameters
     ----------
     plan : capbook.plan.CapacityPlan
+        Its objectives, model, tier and (unless ``rate``) planned peak.
     log : capbook.traces.RequestLog or capbook.plan.LogAggregates
     sweep : capbook.sweep.Sweep
-    replicas : int, optional
-        Serving replicas (default: the plan's serving count).
+    replicas : int
+    rate : float, optional
+        Requests per second to replay the busiest hours at (default: the plan's peak).
     n_requests, seeds, seed
         As :func:`verify_plan` (the defaults reproduce the plan's own runs).
     router : str, optional
-        Default: the plan's router.
+        Default: the router the plan simulated.
 
     Returns
     -------
     dict
-        :func:`simulate_serving`'s summary.
+        :func:`simulate_serving`'s summary with ``meets``.
     """
-    n_rep = plan.serving if replicas is None else integer(replicas, "replicas", minimum=1)
-    data = _replay_arrivals(plan, log, integer(n_requests, "n_requests", minimum=1))
-    return simulate_serving(_engine_for(sweep), data, n_rep, slo=plan.slo,
-                            router=router or plan.verification.router, seeds=seeds, seed=seed)
+    from .fleetsim import router_name
+
+    n_rep = integer(replicas, "replicas", minimum=1)
+    tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
+    lam = plan.request_rate if rate is None else rate
+    data = replay_requests(log, lam, integer(n_requests, "n_requests", minimum=1), model=plan.source["model"],
+                           tier=tier)
+    return judge_fleet(_engine_for(sweep), data, n_rep, slo=plan.slo,
+                       router=router_name(router or plan.verification.router), seeds=seeds, seed=seed)
+
+
+def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, n_requests: int = 30_000,
+                seeds: int = 2, seed: int = 2026, router: str | None = None) -> dict:
+    """:func:`check_fleet` at ``replicas`` (default: the plan's serving count)."""
+    n_rep = plan.serving if replicas is None else replicas
+    return check_fleet(plan, log, sweep, n_rep, n_requests=n_requests, seeds=seeds, seed=seed, router=router)
 
 
 def explain_checks(plan: CapacityPlan, log, sweep, checks: dict, *, n_requests: int = 30_000, seed: int = 2026
@@ -519,9 +565,17 @@ def explain_checks(plan: CapacityPlan, log, sweep, checks: dict, *, n_requests: 
                 parts.append(f"KV cache: {base['preemptions']:,} preemptions at {n} replicas (the cache fills and "
                              "sequences are recomputed)")
             if not parts:
-                parts.append(f"prefill stalls: at {n} replicas prompts queue behind the batched-token budget and "
-                             f"share steps with decodes ({'p' + format(100 * slo.ttft_quantile, 'g')} TTFT "
-                             f"{base['ttft_q_s']:.2f} s), which a model of slots or mean step times does not see")
+                tp_miss, tt_miss = base.get("tpot_miss_share", 0.0), base.get("ttft_miss_share", 0.0)
+                qn = "p" + format(100 * slo.ttft_quantile, "g")
+                if tp_miss >= tt_miss:
+                    parts.append(f"prefill stalls: at {n} replicas prompts share steps with decodes and "
+                                 f"{100 * tp_miss:.2f} % of requests decode slower than the TPOT objective "
+                                 f"(goodput {100 * base['goodput_share']:.2f} %); the model sees mean step times")
+                else:
+                    parts.append(f"prefill queueing: at {n} replicas prompts wait for each other's prefill steps "
+                                 f"({qn} TTFT {base['ttft_q_s']:.2f} s, {100 * tt_miss:.2f} % over the objective); "
+                                 "the model holds a slot per request and does not see a replica prefill one prompt "
+                                 "at a time")
             why = "; ".join(parts)
         rows.append({"model": name, "replicas": int(n), "difference": d, "why": why})
     return pd.DataFrame(rows).set_index("model")
