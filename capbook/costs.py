@@ -575,20 +575,22 @@ class _SweepConfig:
 # The plan's sizing as a function of the peak
 # --------------------------------------------------------------------------------------------
 class FleetCurve:
-    """Replicas the plan's pipeline buys for a peak of the plan's traffic mix, at any size.
+    """Replicas the plan buys for a peak of the plan's traffic mix, at any size.
 
-    It reuses the plan's replica (slots ``S``, service time ``T``, rating, headroom), its
-    objectives, its engine model's highest rate per replica, its burst policy (ramp as a share
-    of the peak, lag) and its failure policy, and re-solves what depends on the peak: the
-    rating's replicas, Erlang C, the load-dependent model, the engine model's count, burst
-    headroom and spares (:func:`capbook.fleet.plan_fleet`). Replicas the plan's replay added
-    are added as they are (they were found at the plan's peak).
+    The plan's serving count is the smallest fleet its simulation verified at the planned peak
+    (:func:`capbook.replay.verify_plan`); that fixes the rate one replica carries within the
+    objectives, ``plan.request_rate / plan.serving``. For another peak the serving count is that
+    peak over this rate, rounded up (so at the plan's own peak it is exactly the plan's count),
+    and the burst headroom and failure spares are stacked on it by the plan's policies
+    (:func:`capbook.fleet.plan_fleet`). It does not simulate again: a much smaller peak pools
+    less and needs a little more per request than this, a much larger one a little less (the
+    pooling chapter); re-plan with ``demand_scale=`` to verify a different peak.
 
     Parameters
     ----------
     plan : capbook.plan.CapacityPlan
     sweep : capbook.sweep.Sweep
-        The plan's sweep (for the load-dependent model).
+        The plan's sweep (kept for callers; the curve reads only the plan).
     """
 
     def __init__(self, plan, sweep):
@@ -598,63 +600,34 @@ class FleetCurve:
         self._S = int(r.slots.S)
         self._T = float(r.service_time_s)
         self._mean_out = float(plan.mean_output_tokens)
-        self._mean_in = float(plan.mean_input_tokens)
-        self._ratio = float(plan.demand.input_per_output)
         fl = plan.fleet
         self._ramp_share = fl.ramp_per_min / fl.peak_rate if fl.peak_rate > 0 else 0.0
         self._lag = float(fl.lag_min)
         self._spares, self._zones = int(fl.spares), fl.zones
-        self._engine_rate = plan.engine_check.max_rate_rps if plan.engine_check.replicas else None
-        self._use_loadq = plan.loadq_replicas is not None
-        self._lq: dict[int, float] = {}
+        self._per_replica_rps = float(plan.request_rate) / int(plan.serving)
         self._memo: dict[float, int] = {}
-
-    def _lq_rate(self, n: int) -> float:
-        """Highest arrival rate ``n`` pooled replicas carry within the TTFT tail (load-dependent model)."""
-        if n not in self._lq:
-            from . import loadqueue
-
-            slo = self.plan.slo
-            model = loadqueue.from_sweep(self.sweep, self._S, replicas=n, input_tokens=self._mean_in,
-                                         output_tokens=self._mean_out)
-            self._lq[n] = float(loadqueue.max_rate(model, slo.ttft_target_s, slo.ttft_quantile))
-        return self._lq[n]
 
     def serving(self, output_tps: float) -> int:
         """Serving replicas for a peak of ``output_tps`` output tokens/s (before burst and spares)."""
         return self._stack(output_tps).serving
 
     def _stack(self, output_tps: float):
-        from .fleet import plan_fleet, replicas_for_routing
-        from .replicas import replicas_for_tokens
+        from .fleet import plan_fleet
 
         x = positive(output_tps, "output_tps")
         slo = self.plan.slo
         lam = x / self._mean_out
-        need = replicas_for_tokens(x, x * self._ratio, self.plan.rating, self.plan.headroom)
-        others = max(need.replicas, max(1, int(math.ceil(need.equivalents - 1e-9))))
-        if self._engine_rate:
-            others = max(others, int(math.ceil(lam / self._engine_rate - 1e-9)))
-        if self._use_loadq:
-            n = max(1, int(replicas_for_routing(lam, self._S, self._T, slo.wait_target_s, slo.late_share, "pooled")) - 2)
-            while self._lq_rate(n) < lam:
-                n += 1
-                if n > 1 << 16:
-                    raise ValueError(f"no fleet meets the TTFT objective at {lam:.3g} requests/s in the load-dependent model")
-            # the fewest n with the model's rate >= lam: step down while the one below passes
-            while n > 1 and self._lq_rate(n - 1) >= lam:
-                n -= 1
-            others = max(others, n)
+        serving = max(1, int(math.ceil(lam / self._per_replica_rps - 1e-9)))
         return plan_fleet(lam, self._S, self._T, slo.wait_target_s, slo.late_share, routing="pooled",
                           ramp_per_min=self._ramp_share * lam, lag_min=self._lag, spares=self._spares,
-                          zones=self._zones, at_least=others)
+                          zones=self._zones, serving=serving)
 
     def replicas(self, output_tps: float) -> int:
-        """Total replicas (serving + burst + spares + what the plan's replay added) for a peak of
-        ``output_tps`` output tokens/s of the plan's mix."""
+        """Total replicas (serving + burst + spares) for a peak of ``output_tps`` output tokens/s
+        of the plan's mix."""
         x = float(output_tps)
         if x not in self._memo:
-            self._memo[x] = int(self._stack(x).total) + int(self.plan.replay_added)
+            self._memo[x] = int(self._stack(x).total)
         return self._memo[x]
 
     def capacity(self, replicas: int, rtol: float = 1e-9) -> float:
@@ -1109,7 +1082,7 @@ class Comparison:
         ``sweep``, ``gpu``, ``gpus_per_replica``, ``slots``, ``service_time_s``,
         ``requests_per_replica`` (at the rating), ``requests_per_usd`` (requests a dollar of
         replica time serves at the rating), ``serving``, ``burst``, ``spare``,
-        ``replay_added``, ``replicas``, ``gpus``, ``usd_per_hour``, ``usd_per_week``,
+        ``replicas``, ``gpus``, ``usd_per_hour``, ``usd_per_week``,
         ``usd_per_m_output``, ``usd_per_m_input``, ``binding``, ``verified``, ``status``
         (``"ok"`` or ``"cannot meet"``) and ``reason``.
     plans : dict
@@ -1159,9 +1132,9 @@ class Comparison:
             if r.status == "ok":
                 lines.append(f"- {r.sweep}: S = {r.slots} slots, {r.requests_per_replica:.2f} requests/s per replica "
                              f"at the rating; {r.serving} serving replicas set by {r.binding}, +{r.burst} burst, "
-                             f"+{r.replay_added} replay, +{r.spare} spare = {r.replicas} replicas, {r.gpus} GPUs, "
+                             f"+{r.spare} spare = {r.replicas} replicas, {r.gpus} GPUs, "
                              f"{_usd(r.usd_per_hour)} per hour"
-                             + ("" if r.verified else " (not replay-verified)"))
+                             + ("" if r.verified else " (not verified by simulation)"))
             else:
                 lines.append(f"- {r.sweep}: cannot meet the objectives: {r.reason}")
         return "\n".join(lines)
@@ -1194,7 +1167,7 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
     """The same plan on each configuration of one model, ranked by cost.
 
     Every sweep is planned by :func:`capbook.plan.capacity_plan` on the same log and objectives
-    (rating, queueing checks, burst, spare and, unless ``simulate=False``, the replay), then
+    (the smallest fleet its simulation verifies unless ``simulate=False``, burst, spare), then
     priced with :func:`plan_cost`. A configuration that cannot meet the TPOT objective at any
     measured concurrency (:class:`capbook.plan.InfeasibleObjective`) is listed as
     ``"cannot meet"`` with the reason; any other error (an invalid argument) is raised.
@@ -1244,7 +1217,7 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
         rows.append({**base, "slots": int(p.slots.S), "service_time_s": p.service_time_s,
                      "requests_per_replica": req, "requests_per_usd": req * 3600.0 / rp.per_hour(basis),
                      "serving": p.serving, "burst": p.burst.replicas,
-                     "spare": p.spare, "replay_added": p.replay_added, "replicas": p.total, "gpus": c.gpus,
+                     "spare": p.spare, "replicas": p.total, "gpus": c.gpus,
                      "usd_per_hour": c.usd_per_hour if basis == "on_demand" else c.reserved_usd_per_hour,
                      "usd_per_week": c.usd_per_week if basis == "on_demand" else c.reserved_usd_per_week,
                      "usd_per_m_output": c.usd_per_m_output * (1 if basis == "on_demand" else rp.price.break_even_share),
@@ -1253,14 +1226,14 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
                      "reason": "" if p.verified or p.verified is None else p.verification.reason})
     cols = ["sweep", "gpu", "gpus_per_replica", "slots", "service_time_s", "requests_per_replica",
             "requests_per_usd", "serving",
-            "burst", "spare", "replay_added", "replicas", "gpus", "usd_per_hour", "usd_per_week",
+            "burst", "spare", "replicas", "gpus", "usd_per_hour", "usd_per_week",
             "usd_per_m_output", "usd_per_m_input", "binding", "verified", "status", "reason"]
     t = pd.DataFrame(rows).reindex(columns=cols)
     t["_rank"] = (t["status"] != "ok").astype(int)
     # cheapest first; between equal prices, the one with more requests per dollar at the rating
     t = t.sort_values(["_rank", "usd_per_hour", "requests_per_usd"], ascending=[True, True, False],
                       kind="stable").drop(columns="_rank").reset_index(drop=True)
-    for c in ("slots", "serving", "burst", "spare", "replay_added", "replicas", "gpus"):
+    for c in ("slots", "serving", "burst", "spare", "replicas", "gpus"):
         t[c] = t[c].astype(int) if t[c].notna().all() else t[c].astype("Int64")  # blank where it cannot meet
     return Comparison(t, plans, basis)
 
@@ -1280,15 +1253,14 @@ def price_of_objectives(log, sweep, prices, ttft_targets_s: Sequence[float] = (0
                         tensor_parallel: int | None = None, **plan_kwargs) -> pd.DataFrame:
     """The weekly cost of each TTFT objective, the rest of the plan unchanged.
 
-    Each target is planned by :func:`capbook.plan.capacity_plan` (the replay included unless
-    ``simulate=False``): a tighter TTFT tail moves the load-dependent model, the engine model
-    and the replay, not the rating.
+    Each target is planned by :func:`capbook.plan.capacity_plan` (the fleet simulation included
+    unless ``simulate=False``): a tighter TTFT tail moves the simulated count, not the rating.
 
     Returns
     -------
     pandas.DataFrame
-        Index ``ttft_target_s``; ``replicas``, ``verified`` (the replay's status), ``reason``
-        (why the replay could not verify it, empty when it did), ``binding``, ``usd_per_week``
+        Index ``ttft_target_s``; ``replicas``, ``verified`` (the simulation's verdict), ``reason``
+        (why the simulation could not verify it, empty when it did), ``binding``, ``usd_per_week``
         and ``extra_usd_per_week`` against the loosest target.
     """
     from .plan import SLO, LogAggregates, capacity_plan
@@ -1327,8 +1299,8 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
 
     Every tenant's traffic is planned on its own (its hourly history forecast, its busiest
     minutes, its own queueing, burst headroom and spare) and the pools summed; the shared pool
-    is the plan of all of them together. The replay is skipped for all (``simulate=False``)
-    so that the comparison is model against model.
+    is the plan of all of them together. The fleet simulation is skipped for all
+    (``simulate=False``, Erlang C's counts) so that the comparison is model against model.
 
     Parameters
     ----------
@@ -1592,7 +1564,7 @@ def price_plan(plan, sweep, prices, *, saturation_usd: float | None = None, gpu:
     cost = plan_cost(plan, table, sweep=sweep, gpu=gpu, tensor_parallel=tensor_parallel)
     if plan.verified is False:  # say so beside the dollars, not only in the headline
         cost = dataclasses.replace(cost, notes=cost.notes + (
-            f"the {cost.replicas} replicas priced are the models' count, which the replay could not verify: "
+            f"the {cost.replicas} replicas priced are Erlang C's count, which the fleet simulation could not verify: "
             "the price of a fleet that may still miss the objectives",))
     try:
         week_demand(plan)

@@ -16,7 +16,8 @@ import pandas as pd
 import pytest
 from scipy.optimize import brentq
 
-from capbook.engine import EngineLimits, EngineModel, StepCost, _run_engine, fit_engine
+from capbook.engine import EngineLimits, EngineModel, StepCost, fit_engine
+from capbook.fleetsim import run_fleet
 from capbook.predict import MODELS, predict
 from capbook.queueing import erlang_c, mean_wait, wait_quantile
 from capbook.sweep import Sweep, load_sample_sweep
@@ -116,7 +117,8 @@ def test_kv_cache_bounds_the_running_sequences():
     rng = np.random.default_rng(1)
     m = 3000
     a = np.sort(rng.random(m)) * m / (0.9 * sat)
-    first, done, npre = _run_engine(a, np.full(m, P), np.full(m, L), e.step, e.limits, e.slots)
+    run = run_fleet(e, a, np.full(m, P), np.full(m, L), replicas=1, router="jsq", overhead=False)
+    first, done, npre = run.first_token, run.end, int(run.replicas["preemptions"].sum())
     assert np.isfinite(done).all() and npre == 0
     assert max_overlap(first, done) == 3
     assert e.simulate(0.8 * sat, requests=FAST).preemptions == 0
