@@ -372,8 +372,8 @@ class _Fleet:
             b = (a + 1 + int(self._uniform() * (L - 1))) % L if L > 1 else a
             ra, rb = self.reps[live[a]], self.reps[live[b]]
             return ra.rid if ra.outst <= rb.outst else rb.rid
-        # prefix affinity
-        cand = -1
+        # prefix affinity: the replica that last served the deepest block of this prompt
+        cand, depth = -1, 0
         if self.hash_ids is not None:
             hs = self.hash_ids[i]
             owner = self.owner
@@ -382,11 +382,22 @@ class _Fleet:
                 if o is None:
                     break
                 cand = o
+                depth += 1
         elif self.session is not None:
             cand = self.owner.get(self.session[i], -1)
+            depth = 1
         least = self._least()
-        if cand < 0 or not self.reps[cand].routable:
+        if cand < 0 or not self.reps[cand].routable or cand == least:
             return least
+        if self.hash_ids is not None:
+            # a prefix every replica holds (a shared system prompt) is no reason to prefer one
+            cache, d = self.reps[least].cache, 0
+            for h in hs:
+                if h not in cache:
+                    break
+                d += 1
+            if d >= depth:
+                return least
         if self.reps[cand].outst > self.reps[least].outst + self.slack:
             return least
         return cand
