@@ -170,16 +170,31 @@ class StepCost:
     c2_s : float
         Curvature, seconds per token squared (>= 0): a step turns compute bound as its token
         count grows, and each further token costs more. Zero when the sweep shows no bend.
+    cp_s : float or None
+        Cost of one prompt token when it was measured apart from decoding (a prefill benchmark,
+        :meth:`capbook.sweep.Sweep.set_prefill_rate`): a step then takes
+        ``t0_s + c_s d + c2_s d² + cp_s p`` for ``d`` decoded sequences and ``p`` prompt
+        tokens. None: prompt tokens cost what decode tokens cost (``k = d + p`` above).
     """
 
     t0_s: float
     c_s: float
     c2_s: float = 0.0
+    cp_s: float | None = None
 
     def __call__(self, tokens):
         """Step time in seconds for ``tokens`` tokens of work (array allowed)."""
         k = np.asarray(tokens, dtype=float)
         return self.t0_s + self.c_s * k + self.c2_s * k * k
+
+    def step(self, decode, prompt):
+        """Step time in seconds of a step decoding ``decode`` sequences and prefilling ``prompt``
+        tokens (arrays allowed)."""
+        d = np.asarray(decode, dtype=float)
+        p = np.asarray(prompt, dtype=float)
+        if self.cp_s is None:
+            return self(d + p)
+        return self.t0_s + self.c_s * d + self.c2_s * d * d + self.cp_s * p
 
 
 @dataclass(frozen=True)
@@ -391,7 +406,7 @@ def _points(sweep, include_saturated: bool = True):
 
 
 def fit_step_cost(sweep, *, include_saturated: bool = True, curvature: bool = True,
-                  targets=None) -> tuple[StepCost, list[str]]:
+                  targets=None, prompt_cost_s: float | None = None) -> tuple[StepCost, list[str]]:
     """Fit :class:`StepCost` to a sweep (mixed prefill-and-decode steps; see the module docstring).
 
     Each point gives the mean tokens of work per step, ``k = λ · TPOT · (L − 1 + P)`` (the
@@ -399,6 +414,10 @@ def fit_step_cost(sweep, *, include_saturated: bool = True, curvature: bool = Tr
     TPOT. ``t0``, ``c`` and ``c2`` are the non-negative least-squares fit (relative residuals)
     of ``TPOT = t0 + c k + c2 k²``; ``c2`` needs four points or more (and ``curvature``): with
     three, three coefficients would fit the points exactly and their noise with them.
+
+    With ``prompt_cost_s`` (seconds per prompt token, measured apart) the prompt tokens of each
+    step, ``λ · TPOT · P``, cost that, and ``t0``, ``c`` and ``c2`` are fitted to the decode tokens
+    ``λ · TPOT · (L − 1)`` and what is left of each step.
 
     Returns the cost and notes. With one point the step time is flat (c = 0) and a note says so.
     """
@@ -415,24 +434,35 @@ def fit_step_cost(sweep, *, include_saturated: bool = True, curvature: bool = Tr
         raise ValueError(f"sweep {sweep.name!r} has no point with a positive completion rate and TPOT")
     lam, tpot, out, inp, k = lam[ok], tpot[ok], out[ok], inp[ok], k[ok]
     notes = []
+    cp = None if prompt_cost_s is None else float(prompt_cost_s)
+    if cp is not None:
+        kp = lam * tpot * inp
+        k = lam * tpot * np.maximum(out - 1, 0)
+        rest = tpot - cp * kp                      # the part of each step that is not prompt tokens
+        if np.any(rest <= 0):
+            raise ValueError(f"sweep {sweep.name!r}: at the measured prefill rate of {1 / cp:,.0f} tokens/s the "
+                             "prompts alone take longer than the steps the sweep measured; check the prefill rate")
     if len(k) < 2 or np.ptp(k) <= 0:
         notes.append("one load point: the step time is taken as flat (c = 0); measure more levels "
                      "to see how the step grows")
         i = int(np.argmin(k))
-        return StepCost(float(tpot[i]), 0.0), notes
+        return StepCost(float(tpot[i] if cp is None else rest[i]), 0.0, 0.0, cp), notes
     cols = [np.ones_like(k), k] + ([k * k] if curvature and len(k) >= 4 else [])
     A = np.vstack(cols).T / tpot[:, None]
-    coef, _ = nnls(A, np.ones_like(k))
+    coef, _ = nnls(A, np.ones_like(k) if cp is None else rest / tpot)
     t0, c = float(coef[0]), float(coef[1])
     c2 = float(coef[2]) if len(coef) > 2 else 0.0
     if t0 <= 0:
         raise ValueError(f"sweep {sweep.name!r}: the step-cost fit gives no fixed cost per step; "
                          "TPOT falls as load rises in these points")
-    cost = StepCost(t0, c, c2)
-    resid = np.max(np.abs(cost(k) / tpot - 1))
+    cost = StepCost(t0, c, c2, cp)
+    resid = np.max(np.abs((cost(k) if cp is None else cost(k) + cp * kp) / tpot - 1))
     notes.append(f"step cost fitted to {len(k)} points: t0 = {t0 * 1e3:.3g} ms, c = {c * 1e6:.3g} µs "
                  f"per token, c2 = {c2 * 1e9:.3g} ns per token² (largest residual {resid:.1%}; tokens of "
                  f"work per step {k.min():.0f}–{k.max():.0f})")
+    if cp is not None:
+        notes.append(f"prompt tokens cost {cp * 1e6:.3g} µs each, from the measured prefill rate of "
+                     f"{1 / cp:,.0f} tokens/s; decode tokens {c * 1e6:.3g} µs")
     if c == 0 and c2 == 0:
         notes.append("TPOT does not rise with the work rate in this sweep: the step time is flat")
     return cost, notes
@@ -448,10 +478,12 @@ def _calibrate_separate(model, sweep, include_saturated):
     lam, tpot = lam[ok], tpot[ok]
     t0 = float(tpot[np.argmin(lam)])
     if len(lam) < 2:
-        return StepCost(t0, 0.0)
+        return StepCost(t0, 0.0, 0.0, cp)
+
+    cp = model.step.cp_s
 
     def resid(c):
-        model.step = StepCost(t0, c)
+        model.step = StepCost(t0, c, 0.0, cp)
         r = 0.0
         for lm, tp in zip(lam, tpot):
             if lm == lam.min():
@@ -463,11 +495,11 @@ def _calibrate_separate(model, sweep, include_saturated):
 
     hi = max(model.step.c_s, 1e-7)
     if resid(0.0) >= 0:
-        return StepCost(t0, 0.0)
+        return StepCost(t0, 0.0, 0.0, cp)
     while resid(hi) < 0 and hi < 1.0:
         hi *= 2
     c = brentq(resid, 0.0, hi, xtol=1e-9, rtol=1e-4)
-    return StepCost(t0, float(c))
+    return StepCost(t0, float(c), 0.0, cp)
 
 
 def _calibrate_step(model, sweep, include_saturated, iterations: int = 8) -> None:
@@ -497,7 +529,8 @@ def _calibrate_step(model, sweep, include_saturated, iterations: int = 8) -> Non
             break
         # damped: a level near the fitted saturation can swing the ratio a long way
         target = target / np.sqrt(np.clip(ratio, 0.8, 1.25))
-        model.step, _ = fit_step_cost(sweep, include_saturated=include_saturated, targets=target)
+        model.step, _ = fit_step_cost(sweep, include_saturated=include_saturated, targets=target,
+                                      prompt_cost_s=model.step.cp_s)
     model.step, worst = best
     model.__dict__.pop("_cache", None)
     model.notes.append(
@@ -846,8 +879,10 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     limits = engine_limits(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens,
                            max_num_batched_tokens=max_num_batched_tokens,
                            chunked_prefill=chunked_prefill, policy=policy)
+    override = getattr(sweep, "_prefill_override", None)
     sweep, past = _before_the_peak(sweep)
-    step, notes = fit_step_cost(sweep, include_saturated=include_saturated)
+    step, notes = fit_step_cost(sweep, include_saturated=include_saturated,
+                                prompt_cost_s=None if override is None else 1.0 / float(override))
     if past:
         notes.append(past)
     tab = sweep.table

@@ -260,6 +260,7 @@ class _Fleet:
         self.n = n
         step, lim = engine.step, engine.limits
         self.t0, self.c, self.c2 = step.t0_s, step.c_s, step.c2_s
+        self.cp = getattr(step, "cp_s", None)      # a prompt token's own cost, when measured apart
         self.budget_max = int(lim.max_num_batched_tokens)
         self.chunked = bool(lim.chunked_prefill)
         self.separate = lim.policy == "separate"
@@ -549,7 +550,11 @@ class _Fleet:
         else:
             k = n_dec + p_tok
             decoded = n_dec > 0
-        dt = self.t0 + (self.c + self.c2 * k) * k
+        if self.cp is None:
+            dt = self.t0 + (self.c + self.c2 * k) * k
+        else:
+            d = k - p_tok
+            dt = self.t0 + (self.c + self.c2 * d) * d + self.cp * p_tok
         m = 1
         if decoded and p_tok == 0 and not prefilling and not done_pf:
             fin = r.finish

@@ -311,8 +311,8 @@ def _impossible(slo, data: pd.DataFrame, engine) -> list:
     b = float(lim.max_num_batched_tokens)
     full = np.floor(inp / b) if lim.chunked_prefill else np.zeros_like(inp)
     rest = inp - full * b if lim.chunked_prefill else inp
-    prefill = full * float(st(b)) + np.asarray(st(rest), dtype=float)
-    fastest = float(st(1))
+    prefill = full * float(st.step(0, b)) + np.asarray(st.step(0, rest), dtype=float)
+    fastest = float(st.step(1, 0))
     best_good = float(np.mean((prefill <= slo.ttft_target_s) & ((out <= 1) | (fastest <= slo.tpot_target_s))))
     pf_q = float(np.quantile(prefill, slo.ttft_quantile))
     why = []
@@ -375,7 +375,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     sat = _saturation(engine, data)
     if start is None:
         start = max(1, int(math.floor(lam / sat)) if sat and math.isfinite(sat) else 1)
-    cap = int(min(max(4 * start, start + 16), SIM_CAP_MAX))
+    cap = int(min(max(8 * start, start + 64), SIM_CAP_MAX))
     tried: dict[int, dict] = {}
 
     def ok(n):

@@ -164,7 +164,8 @@ def test_plan_replicas_follow_the_rating_and_the_closed_forms(small_plan, sweep)
         n += 1
     assert p.erlang_replicas == n
     assert p.loadq_ttft_s is not None and p.loadq_ttft_s <= p.slo.ttft_target_s
-    assert p.serving == max(p.need.replicas, p.erlang_replicas, p.loadq_replicas, p.engine_check.replicas)
+    # the serving count is the simulation's, not a maximum of these models
+    assert p.verified and p.serving == p.verification.serving
     assert p.burst.replicas == math.ceil(0.0125 * 8 * p.serving - 1e-9)
     assert p.spare == 1 and p.total == p.serving + p.burst.replicas + 1
     st = p.stages()
@@ -183,7 +184,10 @@ def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_pa
     assert e.model == "simulation"
     assert 0 < e.max_rate_rps <= e.saturation_rps
     assert e.replicas == math.ceil(p.request_rate / e.max_rate_rps - 1e-9)
-    assert p.serving >= e.replicas
+    # a cross-check beside the simulation, with its difference from the simulated count
+    cc = p.cross_checks()
+    assert cc.loc["engine model, one replica", "replicas"] == e.replicas
+    assert cc.loc["engine model, one replica", "difference"] == e.replicas - p.serving
     import dataclasses
 
     # the engine fitted to the sweep, asked about requests of the log's mean lengths
@@ -197,7 +201,7 @@ def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_pa
     rows = back[back["step"] == "engine model"]
     assert set(rows["quantity"]) >= {"saturation per replica", "highest rate per replica meeting p99 TTFT",
                                      "replicas the engine model needs"}
-    assert f"of {p.mean_input_tokens:,.0f} input and {p.mean_output_tokens:,.0f} output tokens): one replica saturates" in p.render()
+    assert "engine model, one replica" in p.render()
 
 
 def test_plan_tenant_limits_fit_the_fleet(small_log, small_plan):
@@ -220,9 +224,9 @@ def test_plan_tenant_limits_fit_the_fleet(small_log, small_plan):
     assert p.capacity_tpm == pytest.approx(p.in_service * per_rep, rel=1e-12)
 
 
-def test_plan_replay_runs_on_the_in_service_fleet(small_plan):
+def test_plan_simulation_runs_on_the_serving_fleet(small_plan):
     s = small_plan.sim
-    assert s["replicas"] == small_plan.in_service
+    assert s["replicas"] == small_plan.serving
     assert 0 < s["replayed_requests"] <= 3000
     assert 0 < s["ttft_p99_s"] < 60 and 0 <= s["goodput_share"] <= 1
     # the replay was scaled to the planned peak rate
@@ -410,25 +414,28 @@ def test_check_engine(sweep, steps):
     assert (e.input_tokens, e.output_tokens) == (demand.mean_input_tokens, demand.mean_output_tokens)
 
 
-def test_stack_fleet_is_plan_fleet_on_the_largest_check(steps):
+def test_stack_fleet_stacks_burst_and_spare_on_the_serving_count(steps):
     demand, replica, queue = steps[1:]
     none = planmod.EngineCheck()
+    # without a simulated count: Erlang C's, no maximum with the other checks
     fp = planmod.stack_fleet(demand, replica, queue, none, ramp_per_min=0.0125, lag_min=8, spares=1, zones=3)
-    others = max(replica.need.replicas, replica.floor, queue.loadq_replicas)
     assert fp == fleetmod.plan_fleet(demand.request_rate, replica.slots.S, replica.service_time_s, 0.5, 0.01,
-                                     ramp_per_min=0.0125 * demand.request_rate, lag_min=8, spares=1, zones=3,
-                                     at_least=others)
-    assert fp.queueing_replicas == queue.erlang_replicas
-    assert fp.serving == max(others, queue.erlang_replicas)
-    # an engine model that needs more replicas raises the serving count; burst and spare stack on it
+                                     ramp_per_min=0.0125 * demand.request_rate, lag_min=8, spares=1, zones=3)
+    assert fp.serving == fp.queueing_replicas == queue.erlang_replicas
+    # a model that asks for more does not raise it: the checks are cross-checks, not stacked
     big = planmod.stack_fleet(demand, replica, queue, planmod.EngineCheck(replicas=fp.serving + 5))
-    assert big.serving == fp.serving + 5
-    assert big.burst == fleetmod.burst_headroom(0.0125 * demand.request_rate, 8, demand.request_rate / big.serving)
-    assert big.spare == fleetmod.failure_spares(big.in_service, 1)
+    assert big.serving == fp.serving
+    # the simulated count sets it, below Erlang C's too; burst and spare stack on it
+    sim = planmod.stack_fleet(demand, replica, queue, none, serving=max(fp.serving - 1, 1))
+    assert sim.serving == max(fp.serving - 1, 1) and sim.queueing_replicas == queue.erlang_replicas
+    assert sim.burst == fleetmod.burst_headroom(0.0125 * demand.request_rate, 8, demand.request_rate / sim.serving)
+    assert sim.spare == fleetmod.failure_spares(sim.in_service, 1)
     with pytest.raises(ValueError, match="^ramp_per_min "):
         planmod.stack_fleet(demand, replica, queue, none, ramp_per_min="0.01")
     with pytest.raises(ValueError, match="^spares "):
         planmod.stack_fleet(demand, replica, queue, none, spares=True)
+    with pytest.raises(ValueError, match="^serving "):
+        planmod.stack_fleet(demand, replica, queue, none, serving=0)
 
 
 def test_check_serving_and_tenant_limits(sums, sweep, steps):
@@ -451,22 +458,26 @@ def test_the_plan_is_its_steps(small_plan):
     p = small_plan
     assert isinstance(p.fleet, fleetmod.FleetPlan) and isinstance(p.verification, replaymod.Verification)
     # one serving count, one stacking: the plan's stages are the fleet plan's
-    assert (p.serving, p.burst, p.model_in_service) == (p.fleet.serving, p.fleet.burst, p.fleet.in_service)
-    assert p.model_total == p.fleet.total and p.output_tps == p.demand.output_tps
+    assert (p.serving, p.burst, p.in_service) == (p.fleet.serving, p.fleet.burst, p.fleet.in_service)
+    assert p.total == p.fleet.total and p.output_tps == p.demand.output_tps
+    assert p.serving == p.verification.serving
     assert p.notes == (p.traffic.notes + p.demand.notes + p.replica.notes + p.queue.notes + p.engine_check.notes
-                       + p.at_serving.notes + p.limits.notes + p.verification.notes)
+                       + p.verification.notes + p.at_serving.notes + p.limits.notes)
     tab = p.table().set_index(["step", "quantity"])["value"]
     assert tab[("fleet", "serving replicas")] == p.fleet.serving
     with pytest.raises(dataclasses.FrozenInstanceError):
-        p.verification.status = "met"
+        p.verification.status = "verified"
 
 
 def test_verify_plan_on_its_own(small_plan, small_log, sweep):
     models = dataclasses.replace(small_plan, verification=planmod._SKIPPED)
     v = replaymod.verify_plan(models, small_log[1], sweep, n_requests=3000)
-    assert (v.status, v.met, v.replay_added) == (small_plan.verification.status, small_plan.verified,
-                                                  small_plan.replay_added)
-    assert v.sim == small_plan.sim and list(v.tried.columns) == ["ttft_q_s", "goodput_share", "meets"]
+    assert (v.status, v.met, v.serving) == (small_plan.verification.status, small_plan.verified,
+                                             small_plan.serving)
+    assert {k: x for k, x in v.sim.items() if k != "per_replica"} == {
+        k: x for k, x in small_plan.sim.items() if k != "per_replica"}
+    assert list(v.tried.columns) == ["ttft_q_s", "ttft_q_margin_s", "goodput_share", "goodput_margin", "seeds",
+                                     "meets"]
     skipped = capacity_plan(small_log[1], sweep, simulate=False).verification
     assert skipped is planmod._SKIPPED and skipped.status == "skipped" and skipped.met is None
 

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 
 from capbook import replay as replaymod
-from capbook.arrivals import TraceArrivals, stack_busy_periods
+from capbook.arrivals import stack_busy_periods
 from capbook.plan import SLO, capacity_plan
 from capbook.replay import replay_plan
-from capbook.sim import ContinuousBatching, FleetSpec, Simulation
+from capbook.engine import fit_engine
+from capbook.fleetsim import simulate_fleet
 from capbook.sweep import Sweep, load_sample_sweep
 from capbook.traces import read_requests
 
@@ -67,20 +68,22 @@ def bursty_plan(bursty, sweep):
     return capacity_plan(bursty, sweep, sim_requests=3000)
 
 
-def _replay_by_hand(plan, log, sweep, replicas, n_requests=3000, seed=2026):
-    """The replay assembled from the public pieces: the oracle for the plan's verdicts."""
+def _replay_by_hand(plan, log, sweep, replicas, n_requests=3000, seed=2026, runs=1):
+    """The fleet simulation assembled from the public pieces (stack_busy_periods, fit_engine,
+    simulate_fleet), the longer the more ``n_requests``: the oracle for the plan's verdicts."""
     frame = log.to_pandas()
     data = stack_busy_periods(frame, plan.request_rate, n_periods=frame["arrival_time"].dt.floor("h").nunique())
     data = data.iloc[:n_requests]
     t = data["arrival_time"].to_numpy()
     data = data.assign(arrival_time=(t - t[0]) * ((t.size - 1) / (t[-1] - t[0]) / plan.request_rate))
-    warm = 0.05 * float(data["arrival_time"].iloc[-1])
-    res = Simulation(FleetSpec(replicas, plan.slots.S, ContinuousBatching(sweep)), TraceArrivals(data),
-                     warmup_s=warm, seed=seed).run()
-    rec = res.records
-    rec = rec[~rec["warmup"] & (rec["attempt"] == 0)]
-    ttft = rec["ttft"].to_numpy()
-    good = (ttft <= plan.slo.ttft_target_s) & ~(rec["tpot"].to_numpy() > plan.slo.tpot_target_s)
+    eng = fit_engine(sweep)
+    ttft, good = [], []
+    for k in range(runs):
+        run = simulate_fleet(eng, data, replicas=replicas, seed=seed + k)
+        m = run.measured()
+        ttft.append(run.ttft[m])
+        good.append(run.good(plan.slo.ttft_target_s, plan.slo.tpot_target_s)[m])
+    ttft, good = np.concatenate(ttft), np.concatenate(good)
     return float(np.quantile(ttft, plan.slo.ttft_quantile)), float(good.mean())
 
 
@@ -145,29 +148,53 @@ def test_real_short_logs_replay_at_the_plan_rate(shared_dir, sweep, name):
 # --------------------------------------------------------------------------------------------
 # Verification: replicas until the replay meets the objectives
 # --------------------------------------------------------------------------------------------
-def test_bursty_log_needs_more_than_the_models_and_the_plan_finds_the_fewest(bursty, bursty_plan, sweep):
+def test_bursty_log_plan_is_the_smallest_fleet_the_simulation_verifies(bursty, bursty_plan, sweep):
     p = bursty_plan
-    assert p.verification.status == "added" and p.verified
-    assert p.total > p.model_total and p.replay_added == p.in_service - p.model_in_service > 0
-    assert p.verified_total == p.total
-    # the oracle: the replay assembled here meets at the verified in-service count, not at one less,
-    # and not at the models' count
-    assert _meets(p, *_replay_by_hand(p, bursty, sweep, p.in_service))
-    assert not _meets(p, *_replay_by_hand(p, bursty, sweep, p.in_service - 1))
-    assert not _meets(p, *_replay_by_hand(p, bursty, sweep, p.model_in_service))
-    # the summary the plan keeps is of the headline fleet
-    assert p.sim["replicas"] == p.in_service
-    assert p.sim["ttft_p99_s"] <= p.slo.ttft_target_s and p.sim["goodput_share"] >= p.slo.goodput_share
-    again = replay_plan(p, bursty, sweep, replicas=p.in_service - 1, n_requests=3000)
-    assert again["ttft_q_s"] > p.slo.ttft_target_s or again["goodput_share"] < p.slo.goodput_share
-    # the headline says both numbers, the waterfall has the replay stage, the notes say why
+    v = p.verification
+    assert v.status == "verified" and p.verified and p.serving == v.serving
+    assert p.verified_total == p.total == p.serving + p.burst.replicas + p.spare
+    # the search's own runs: the headline meets, one fewer does not
+    assert bool(v.tried.loc[p.serving, "meets"]) and not bool(v.tried.loc[p.serving - 1, "meets"])
+    # the oracle, assembled here from the public pieces with ten times the requests: it meets at the
+    # headline and misses one below
+    assert _meets(p, *_replay_by_hand(p, bursty, sweep, p.serving, n_requests=30_000, runs=2))
+    assert not _meets(p, *_replay_by_hand(p, bursty, sweep, p.serving - 1, n_requests=30_000, runs=2))
+    # the summary the plan keeps is of the headline fleet, and check_fleet reproduces the verdicts
+    assert p.sim["replicas"] == p.serving
+    assert p.sim["ttft_q_s"] <= p.slo.ttft_target_s and p.sim["goodput_share"] >= p.slo.goodput_share
+    again = replay_plan(p, bursty, sweep, replicas=p.serving - 1, n_requests=3000)
+    assert not again["meets"] and again["ttft_q_s"] == pytest.approx(v.tried.loc[p.serving - 1, "ttft_q_s"])
+    assert replay_plan(p, bursty, sweep, n_requests=3000)["meets"]
+    # the models are cross-checks: the log's 200-request bursts are what they miss, and the plan says so
+    cc = p.cross_checks()
+    assert (cc["difference"] < 0).all()
+    assert cc.loc["Erlang C", "difference"] == p.erlang_replicas - p.serving
+    assert all(w.startswith("bursts:") for w in cc["why"])
     first = p.render().splitlines()[0]
-    assert first.startswith(f"Capacity plan: {p.total} replicas") and f"models: {p.model_total}" in first
-    assert f"replay-verified: {p.total}" in first
+    assert first.startswith(f"Capacity plan: {p.total} replicas")
+    assert f"{p.serving} serving + {p.burst.replicas} burst + {p.spare} spare" in first
+    assert "smallest fleet the simulation verifies" in first
     st = p.stages()
-    assert st.loc["replay check", "added"] == p.replay_added
+    assert st.loc["fleet simulation", "replicas"] == p.serving
     assert st.loc["total", "replicas"] == p.total == st["added"].iloc[:-1].sum()
-    assert any("burstier than the Poisson" in n for n in p.notes)
+    assert f"capbook simulate --replicas {p.serving}" in p.render()
+
+
+def test_the_checks_are_not_stacked(bursty, sweep, monkeypatch):
+    # an Erlang C that asked for a hundred times more would not change the plan: it is a cross-check
+    from capbook import plan as planmod
+
+    real = planmod.check_queueing
+
+    def inflated(*a, **k):
+        q = real(*a, **k)
+        return planmod.dataclasses.replace(q, erlang_replicas=100 * q.erlang_replicas)
+
+    monkeypatch.setattr(planmod, "check_queueing", inflated)
+    p = capacity_plan(bursty, sweep, sim_requests=3000)
+    base = capacity_plan(bursty, sweep, sim_requests=3000, ramp_per_min=0.0125)
+    assert p.cross_checks().loc["Erlang C", "replicas"] == 100 * base.erlang_replicas // 100
+    assert p.serving < p.erlang_replicas
 
 
 def test_plan_csv_rows(bursty_plan, tmp_path):
@@ -182,92 +209,92 @@ def test_plan_csv_rows(bursty_plan, tmp_path):
 
     assert val("objectives", "SLO") == p.slo.describe()
     assert int(float(val("replica", "slots (S)"))) == p.slots.S
-    assert int(float(val("fleet", "total replicas"))) == p.total            # the verified number
-    assert int(float(val("fleet", "replicas by the models"))) == p.model_total < p.total
-    assert int(float(val("replay", "verified replicas"))) == p.total
-    assert float(val("replay", "p99 TTFT")) == pytest.approx(p.sim["ttft_p99_s"])
-    assert p.sim["ttft_p99_s"] <= p.slo.ttft_target_s
-    assert val("replay", "verification") == "added"
+    assert int(float(val("fleet", "serving replicas"))) == p.serving
+    assert val("fleet", "serving count set by") == "fleet simulation"
+    assert int(float(val("fleet", "total replicas"))) == p.total
+    assert int(float(val("simulation", "verified replicas"))) == p.total
+    assert float(val("simulation", "p99 TTFT")) == pytest.approx(p.sim["ttft_q_s"])
+    assert p.sim["ttft_q_s"] <= p.slo.ttft_target_s
+    assert val("simulation", "verification") == "verified"
+    assert val("simulation", "router") == "pooled"
+    for name in ("rating with headroom", "Erlang C", "load-dependent queue", "engine model, one replica"):
+        n = int(float(val("cross-check", f"{name}: replicas")))
+        assert int(float(val("cross-check", f"{name}: difference from the simulation"))) == n - p.serving
 
 
-def test_a_fleet_that_meets_is_kept(tmp_path, sweep):
+def test_a_calm_log_is_verified_at_its_floor(tmp_path, sweep):
     t, rng = _poisson(1.0, 7200, seed=5)
     log = _write(_frame(t, rng), tmp_path, "calm")
     p = capacity_plan(log, sweep, sim_requests=3000)
-    assert p.verification.status == "met" and p.replay_added == 0 and p.total == p.model_total
-    assert p.sim["replicas"] == p.model_in_service
-    assert f"replay-verified: {p.total}" in p.render().splitlines()[0]
+    assert p.verification.status == "verified" and p.serving == 1
+    assert p.sim["replicas"] == 1 and (p.cross_checks()["difference"] == 0).all()
+    assert "smallest fleet the simulation verifies" in p.render().splitlines()[0]
 
 
 def test_impossible_objective_is_said_loudly(tmp_path, sweep):
-    # prompts of 20k-30k tokens: at the sweep's prefill rate their prefill alone exceeds the 1 s objective
+    # prompts of 20k-30k tokens: one replica prefills ~6,000 tokens/s, so alone they exceed the 1 s objective
     t, rng = _poisson(0.2, 7200, seed=6)
     log = _write(_frame(t, rng, input_tokens=(20_000, 30_000)), tmp_path, "long")
-    assert 20_000 / sweep.prefill_rate_tps > 2.0
+    eng = fit_engine(sweep)
+    assert float(eng.step(20_000 % eng.limits.max_num_batched_tokens)) + 2 * float(
+        eng.step(eng.limits.max_num_batched_tokens)) > 2.0
     p = capacity_plan(log, sweep, sim_requests=1000)
     assert p.verification.status == "impossible" and p.verified is False
-    assert p.verified_total is None and p.total == p.model_total and p.replay_added == 0
+    assert p.verified_total is None and p.serving == p.erlang_replicas
     reason = p.verification.reason
     assert "prefill alone" in reason and "1 s" in reason
     first = p.render().splitlines()[0]
-    assert "NOT VERIFIED" in first and "prefill alone" in first
-    assert any(n.startswith("REPLAY CHECK FAILED") for n in p.notes)
+    assert "NOT VERIFIED" in first and "prefill alone" in first and "Erlang C's count" in first
     tab = p.table().set_index(["step", "quantity"])["value"]
-    assert tab[("replay", "verified replicas")] == "not verified"
-    assert "prefill alone" in tab[("replay", "why not verified")]
-    # only one fleet size was replayed: no search when no size can succeed
+    assert tab[("simulation", "verified replicas")] == "not verified"
+    assert "prefill alone" in tab[("simulation", "why not verified")]
+    # only one fleet size was simulated: no search when no size can succeed
     assert len(p.verification.tried) == 1
-    # the replay agrees: the TTFT tail is at least the prefill of the long prompts
+    # the simulation agrees: the TTFT tail is at least the prefill of the long prompts
     assert p.sim["ttft_q_s"] > p.slo.ttft_target_s
 
 
-def test_goodput_target_impossible_when_the_sweep_is_too_slow(tmp_path, sweep):
+def test_goodput_target_impossible_when_one_step_is_slower_than_the_tpot_objective(tmp_path, sweep):
     t, rng = _poisson(0.5, 3600, seed=8)
     log = _write(_frame(t, rng), tmp_path, "tpot")
-    slow = Sweep(sweep.table.assign(tpot_p50_s=sweep.table["tpot_p50_s"] * 0 + 0.06), name="slow")
-    # the TPOT objective is checked at p95 (met) but the replay decodes at the p50 of 60 ms
-    p = capacity_plan(log, slow, slo=SLO(tpot_target_s=0.05, tpot_percentile=95), sim_requests=1000) \
-        if (slow.table["tpot_p95_s"] <= 0.05).any() else None
-    if p is None:
-        pytest.skip("the sample sweep's p95 TPOT never meets 50 ms")
-    assert p.verification.status == "impossible"
-    assert "fastest TPOT" in p.verification.reason
+    tab = sweep.table
+    slow = Sweep(tab.assign(tpot_mean_s=0.06, tpot_p50_s=0.06, tpot_p95_s=0.045, tpot_p99_s=0.07,
+                            e2e_mean_s=tab["ttft_mean_s"] + 0.06 * (tab["mean_output_tokens"] - 1)), name="slow")
+    # the TPOT objective is checked at p95 (met: 45 ms), but the engine fitted to 60 ms means steps
+    # that take longer than 50 ms however little they do
+    p = capacity_plan(log, slow, slo=SLO(tpot_target_s=0.05, tpot_percentile=95), sim_requests=1000)
+    assert p.verification.status == "impossible", p.verification.reason
+    assert "one decode step takes" in p.verification.reason
 
 
 def test_search_stops_at_the_cap_and_says_so(bursty, sweep, monkeypatch):
-    monkeypatch.setattr(replaymod, "REPLAY_CAP_FACTOR", 1)
-    monkeypatch.setattr(replaymod, "REPLAY_CAP_MAX", 4)
+    monkeypatch.setattr(replaymod, "SIM_CAP_MAX", 4)
     p = capacity_plan(bursty, sweep, sim_requests=3000)
     assert p.verification.status == "not met" and not p.verified
     assert p.verification.cap == 4 and max(p.verification.tried.index) == 4
-    assert p.total == p.model_total and "NOT VERIFIED" in p.render().splitlines()[0]
+    assert p.serving == p.erlang_replicas and "NOT VERIFIED" in p.render().splitlines()[0]
     assert "cap" in p.verification.reason
+    assert any(n.startswith("FLEET SIMULATION FAILED") for n in p.notes)
 
 
-def test_no_sim_keeps_the_models_number_unverified(bursty, sweep):
+def test_no_sim_is_erlang_c_unverified(bursty, sweep):
     p = capacity_plan(bursty, sweep, simulate=False)
     assert p.verified is None and p.verified_total is None and not p.sim
-    assert p.total == p.model_total and p.verification.status == "skipped"
-    assert "not replay-verified" in p.render().splitlines()[0]
+    assert p.serving == p.erlang_replicas and p.verification.status == "skipped"
+    assert "not verified by simulation" in p.render().splitlines()[0]
     assert any("not verified" in n for n in p.notes)
     tab = p.table().set_index(["step", "quantity"])["value"]
-    assert tab[("replay", "verified replicas")] == "not verified"
+    assert tab[("simulation", "verified replicas")] == "not verified"
+    assert p.stages().index[1] == "Erlang C (not verified)"
 
 
-def test_replay_holds_the_lowest_level_below_it(tmp_path, sweep):
-    # a sweep whose lowest level is 4: the replay runs 1-3 sequences at the TPOT of 4
+def test_a_sweep_that_starts_above_one_sequence_still_plans(tmp_path, sweep):
     t4 = sweep.table[sweep.table["concurrency"] >= 4].reset_index(drop=True)
     from4 = Sweep(t4, name="from4")
-    with pytest.raises(ValueError, match="outside the measured range"):
-        from4.tpot(np.arange(1, 5))
-    svc = replaymod._ReplayService(from4)
-    np.testing.assert_allclose(svc.tpot([1, 2, 3, 4]), [from4.tpot(4)] * 4)
-    np.testing.assert_allclose(svc.tpot([64, 80]), [from4.tpot(64)] * 2)
     t, rng = _poisson(0.5, 3600, seed=9)
     log = _write(_frame(t, rng), tmp_path, "lowlevel")
     p = capacity_plan(log, from4, sim_requests=1000)
-    assert p.sim and p.verified is not None
-    assert any("lowest level" in n and "concurrency 4" in n for n in p.notes)
+    assert p.sim and p.verified
 
 
 def test_slo_goodput_key():
@@ -290,11 +317,11 @@ def test_replay_plan_rejects_a_bad_fleet(bursty_plan, bursty, sweep):
 def test_real_logs_plan_is_verified_or_says_why(shared_dir, sweep, log_name):
     log = read_requests(shared_dir / "traces" / log_name)
     p = capacity_plan(log, sweep, sim_requests=3000)
-    assert p.verification.status in ("met", "added", "impossible", "not met")
+    assert p.verification.status in ("verified", "impossible", "not met")
     first = p.render().splitlines()[0]
     if p.verified:
         assert p.sim["ttft_q_s"] <= p.slo.ttft_target_s and p.sim["goodput_share"] >= p.slo.goodput_share
-        assert f"replay-verified: {p.total}" in first
+        assert "smallest fleet the simulation verifies" in first
     else:
         assert "NOT VERIFIED" in first
     assert p.verification.seconds < 60 and not math.isnan(p.sim["ttft_q_s"])
@@ -333,7 +360,15 @@ def test_a_measured_prefill_rate_makes_the_impossible_possible(tmp_path, sweep):
     assert 30_000 / fast.prefill_rate_tps < 2.0
     assert any("a prefill benchmark" in n for n in fast.notes)
     p = capacity_plan(log, fast, sim_requests=1000)
-    assert p.verification.status != "impossible", p.verification
+    assert p.verification.status == "verified", p.verification
+    # the fleet simulation's engine prefills at the measured rate: a prompt alone on an idle replica
+    # takes t0 plus its tokens at that rate
+    from capbook.plan import _fitted_engine
+
+    st = _fitted_engine(fast).step
+    assert st.cp_s == pytest.approx(1 / fast.prefill_rate_tps)
+    assert float(st.step(0, 20_000)) == pytest.approx(st.t0_s + 20_000 / fast.prefill_rate_tps)
+    assert any("measured prefill rate" in n for n in _fitted_engine(fast).notes)
     with pytest.raises(ValueError, match="prefill_rate_tps must be positive"):
         fast.set_prefill_rate(0)
 
