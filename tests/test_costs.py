@@ -102,6 +102,12 @@ def plan(inputs):
 
 
 @pytest.fixture(scope="module")
+def unsimulated(inputs):
+    """The sample plan without the fleet simulation (Erlang C's serving count)."""
+    return capacity_plan(**inputs.arguments, simulate=False)
+
+
+@pytest.fixture(scope="module")
 def prices() -> PriceTable:
     return load_sample_prices()
 
@@ -435,13 +441,22 @@ def test_fleet_curve_reproduces_the_plan(plan, curve):
         curve.replicas(0.0)
 
 
-@pytest.mark.parametrize("k", [0.5, 0.8, 1.3, 2.0])
-def test_fleet_curve_matches_capacity_plan_at_other_demand_scales(inputs, plan, curve, k):
-    # the independent pipeline: the whole plan re-run with the peak scaled by k
-    other = capacity_plan(**inputs.arguments, demand_scale=k, simulate=False)
-    assert other.output_tps == pytest.approx(k * plan.output_tps, rel=1e-12)
-    assert curve.replicas(k * plan.output_tps) == other.model_total + plan.replay_added
-    assert curve.serving(k * plan.output_tps) == other.serving
+def test_fleet_curve_is_the_plan_at_its_own_peak(plan, curve):
+    assert curve.serving(plan.output_tps) == plan.serving and curve.replicas(plan.output_tps) == plan.total
+
+
+@pytest.mark.parametrize("k", [0.5, 2.0])
+def test_fleet_curve_against_a_verified_plan_at_other_demand_scales(inputs, plan, curve, k):
+    # the independent pipeline: the whole plan re-run, and its fleet simulated again, with the peak
+    # scaled by k; the curve scales the verified operating point instead, and pools less at a larger
+    # peak (it may buy a few more there, never fewer)
+    other = capacity_plan(**inputs.arguments, demand_scale=k)
+    assert other.verified and other.output_tps == pytest.approx(k * plan.output_tps, rel=1e-12)
+    n = curve.serving(k * plan.output_tps)
+    assert n == math.ceil(k * plan.request_rate / (plan.request_rate / plan.serving) - 1e-9)
+    assert other.serving <= n <= other.serving + max(2, math.ceil(0.06 * other.serving))
+    # burst and spare stack on it by the plan's policies
+    assert other.total <= curve.replicas(k * plan.output_tps) <= other.total + (n - other.serving) + 1
     # the scaled plan's week is the sample week scaled by k, and its peak the same quantile
     wk = week_demand(other)
     assert wk.point == pytest.approx(k * week_demand(plan).point, rel=1e-12)
@@ -847,7 +862,7 @@ def comparison(sums, prices):
     return compare_configurations(sums, [load_sample_sweep(n) for n in EIGHT_B], prices, simulate=False)
 
 
-def test_compare_configurations_ranks_by_cost(comparison, plan):
+def test_compare_configurations_ranks_by_cost(comparison, plan, unsimulated):
     t = comparison.table
     assert set(t["sweep"]) == set(EIGHT_B)
     l4 = t[t["sweep"] == "llama8b_l4_chat"].iloc[0]
@@ -869,7 +884,7 @@ def test_compare_configurations_ranks_by_cost(comparison, plan):
         assert not r["verified"]  # simulate=False: not replay-verified
         assert r["binding"] == p.binding
     # the illustrative row is the sample plan's count by the models
-    assert ok.set_index("sweep").loc["illustrative_chat", "replicas"] == plan.model_total
+    assert ok.set_index("sweep").loc["illustrative_chat", "replicas"] == unsimulated.total
     text = comparison.explain()
     w, nxt = ok.iloc[0], ok.iloc[1]
     assert text.startswith("Cheapest: llama8b_h100_chat")
@@ -948,22 +963,25 @@ def test_price_of_quantiles(plan, sweep, prices, week, curve, shared_curve):
 
 
 def test_price_of_objectives(sums, sweep, prices, plan):
-    t = price_of_objectives(sums, sweep, prices, (2.0, 0.5, 1.0), simulate=False)
+    t = price_of_objectives(sums, sweep, prices, (2.0, 0.5, 0.7, 1.0))
     p = _a100()
-    assert list(t.index) == [0.5, 1.0, 2.0]
+    assert list(t.index) == [0.5, 0.7, 1.0, 2.0]
+    # 0.5 s is below the prefill of the log's long prompts: no fleet meets it, and the row says so
+    assert t.loc[0.5, "verified"] == "impossible" and "prefill alone" in t.loc[0.5, "reason"]
+    ok = t.loc[[0.7, 1.0, 2.0]]
+    assert set(ok["verified"]) == {"verified"} and (ok["binding"] == "fleet simulation").all()
     # a looser TTFT objective never needs more replicas
-    assert (np.diff(t["replicas"]) <= 0).all() and t["replicas"].iloc[0] > t["replicas"].iloc[-1]
+    assert (np.diff(ok["replicas"]) <= 0).all()
     assert t["usd_per_week"].to_numpy() == pytest.approx(t["replicas"].to_numpy() * p * 168, rel=1e-12)
     assert t["extra_usd_per_week"].to_numpy() == pytest.approx(
         t["usd_per_week"].to_numpy() - t.loc[2.0, "usd_per_week"], abs=1e-9)
-    assert set(t["verified"]) == {"skipped"}
-    # the default objective's row is the sample plan by the models
-    assert SLO().ttft_target_s == 1.0 and t.loc[1.0, "replicas"] == plan.model_total
+    # the default objective's row is the sample plan
+    assert SLO().ttft_target_s == 1.0 and t.loc[1.0, "replicas"] == plan.total
     with pytest.raises(ValueError, match="ttft_target_s"):
         price_of_objectives(sums, sweep, prices, (0.0,), simulate=False)
 
 
-def test_price_of_pools_dedicated_against_shared(sums, sweep, prices, plan):
+def test_price_of_pools_dedicated_against_shared(sums, sweep, prices, plan, unsimulated):
     history = datasets.data_dir() / datasets.GATEWAY_HISTORY
     t = price_of_pools(sums.log, sweep, prices, history=history)
     p = _a100()
@@ -975,7 +993,7 @@ def test_price_of_pools_dedicated_against_shared(sums, sweep, prices, plan):
     assert t.loc["dedicated (sum)", "replicas"] == t.loc[pools, "replicas"].sum()
     assert t.loc["dedicated (sum)", "peak_output_tps"] == pytest.approx(t.loc[pools, "peak_output_tps"].sum())
     assert t.loc["dedicated (sum)", "replicas"] >= t.loc["shared", "replicas"]
-    assert t.loc["shared", "replicas"] == plan.model_total
+    assert t.loc["shared", "replicas"] == unsimulated.total
     assert t.loc["shared", "peak_output_tps"] == pytest.approx(plan.output_tps, rel=1e-12)
     assert t["usd_per_week"].to_numpy() == pytest.approx(t["replicas"].to_numpy() * p * 168, rel=1e-12)
 

@@ -93,7 +93,7 @@ def test_the_sample_plan_is_tens_of_replicas_with_a_number_per_horizon(sample_pl
     assert p.source["requests"] == datasets.SAMPLE_GATEWAY_LABEL
     assert p.source["model"] == "chat" and "illustrative_chat" in p.source["sweep"]
     assert p.total >= 20
-    assert p.verification.status == "met"
+    assert p.verification.status == "verified"
     assert {h: pk.method for h, pk in p.demand.peaks.items()} == {1: "calibrated", 4: "calibrated", 12: "calibrated"}
     by_h = p.horizons()["replicas_by_rating"]
     assert list(by_h) == sorted(by_h) and by_h.nunique() == 3
