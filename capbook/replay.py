@@ -9,9 +9,10 @@ burst headroom and the failure spare; Erlang C, the load-dependent queue and the
 cross-checks beside it (:func:`explain_checks` says why each differs).
 
 Each fleet size is run on ``seeds`` replications (each stacks the busy hours in another order
-and draws its own client overheads); the TTFT quantile comes with a 95 % confidence margin from
-batch means (ten batches of consecutive requests per replication). When the margin straddles the
-objective, two more replications are run before deciding.
+and draws its own client overheads); the TTFT quantile and goodput come with 95 % confidence
+margins from batch means (ten batches of consecutive requests per replication). A size meets the
+objectives when it meets them with that confidence; when a margin straddles its objective, two
+more replications are run before deciding.
 
 :func:`simulate_serving` runs one fleet size the same way (what ``capbook simulate`` prints).
 
@@ -277,9 +278,9 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
 def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str = "pooled", seeds: int = 2,
                 seed: int = 2026) -> dict:
     """:func:`simulate_serving` with the plan's verdict: ``meets`` is True when the TTFT
-    quantile and goodput meet ``slo``. When the 95 % margin of the TTFT quantile straddles the
-    objective (or goodput is within 0.2 points of its target), two more replications are run
-    and the verdict is taken on all of them. The plan's search and ``capbook simulate`` both
+    quantile and goodput meet ``slo`` with 95 % confidence (the quantile plus its margin within
+    the objective, goodput less its margin at or above the target). When a margin straddles its
+    objective, two more replications are run and the verdict is taken on all of them. The plan's search and ``capbook simulate`` both
     decide this way, so one reproduces the other.
     """
     s = simulate_serving(engine, data, replicas, slo=slo, router=router, seeds=seeds, seed=seed)
@@ -290,7 +291,13 @@ def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str =
 
 
 def _meets(slo, s: dict) -> bool:
-    return bool(s["ttft_q_s"] <= slo.ttft_target_s and s["goodput_share"] >= slo.goodput_share)
+    """Met with 95 % confidence: the TTFT quantile plus its margin within the objective and goodput
+    less its margin at or above the target (a margin too wide to estimate — a replay of a few
+    hundred requests — falls back to the estimate itself)."""
+    mt, mg = s.get("ttft_q_margin_s", 0.0), s.get("goodput_margin", 0.0)
+    mt = mt if math.isfinite(mt) else 0.0
+    mg = mg if math.isfinite(mg) else 0.0
+    return bool(s["ttft_q_s"] + mt <= slo.ttft_target_s and s["goodput_share"] - mg >= slo.goodput_share)
 
 
 def _borderline(slo, s: dict) -> bool:
