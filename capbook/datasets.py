@@ -18,8 +18,9 @@ data in ``data/`` (the default) or on a reader's own files without editing:
 Besides the sample data, ``data/realdata/`` holds tables derived from public measurements;
 :func:`load_kubecon_sweeps` reads the one the chapter *Where the textbook breaks* tests the
 models on, and :func:`load_demand_shape` a real day-and-week shape of demand (Alibaba
-ServeGen's m-large, 14 days of 10-minute rates). They are the same whatever data the reader
-configured.
+ServeGen's m-large, 14 days of 10-minute rates) and :func:`load_mooncake_conversation` an hour
+of real requests with their prompts' prefix blocks (Mooncake's conversation trace). They are
+the same whatever data the reader configured.
 
 Hidden cells that pin the book's published figures call :func:`using_sample_data` and only
 assert when the sample data is in use.
@@ -60,6 +61,8 @@ __all__ = [
     "DEMAND_SHAPE_FILE",
     "demand_shape_path",
     "load_demand_shape",
+    "MOONCAKE_FILE",
+    "load_mooncake_conversation",
 ]
 
 _ENV_REQUESTS = "CAPBOOK_REQUESTS"
@@ -80,6 +83,15 @@ DEMAND_SHAPE_FILE = Path("demand") / "servegen_m_large_10min.csv"
 #: The demand shape's one-line attribution, kept in ``series.attrs["source"]``.
 DEMAND_SHAPE_SOURCE = ("Alibaba ServeGen, language model m-large (alibaba/ServeGen data/language/m-large, "
                        "commit f891d118, Apache-2.0): sum over 162 clients of rate_req_per_s per 600 s window")
+
+
+#: Mooncake's conversation trace (``tools/derive_mooncake.py``), relative to :func:`data_dir`.
+MOONCAKE_FILE = Path("realdata") / "mooncake_conversation.parquet"
+
+#: The trace's one-line attribution, kept in ``frame.attrs["source"]``.
+MOONCAKE_SOURCE = ("Mooncake FAST'25 conversation trace (kvcache-ai/Mooncake FAST25-release/traces/"
+                   "conversation_trace.jsonl, commit 3b5a5941, Apache-2.0): every request of one hour "
+                   "of Kimi's production traffic")
 
 
 #: The sample gateway of the running example (``tools/make_gateway.py``), relative to
@@ -426,6 +438,89 @@ def load_demand_shape(path=None):
     series.attrs["bin_s"] = 600.0
     series.attrs["source"] = DEMAND_SHAPE_SOURCE
     return series
+
+
+def load_mooncake_conversation(path=None):
+    """A real hour of requests with their prompts' prefix blocks: Mooncake's conversation trace.
+
+    Every request of the conversation workload that Moonshot AI's Kimi served in one hour, as
+    released with the Mooncake FAST'25 paper (kvcache-ai/Mooncake
+    ``FAST25-release/traces/conversation_trace.jsonl``, commit ``3b5a5941``, Apache-2.0) and
+    converted to Parquet by ``tools/derive_mooncake.py`` (all 12,031 rows, values unchanged). Each
+    request carries the hashes of its prompt's 512-token blocks, each hash standing for the
+    whole prefix up to that block: two requests whose lists start alike share that much cached
+    KV. The columns are those :func:`capbook.fleetsim.simulate_fleet` reads. See
+    ``data/README.md``.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A Parquet file in the same layout (``arrival_time_ms``, ``input_tokens``,
+        ``output_tokens``, ``hash_ids``); default ``data_dir() / MOONCAKE_FILE`` (so
+        ``CAPBOOK_DATA`` moves it with the rest of the data).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per request, in arrival order: ``arrival_time`` (seconds from the start of the
+        trace, float), ``input_tokens`` and ``output_tokens`` (tokens, int), ``hash_ids`` (list of
+        int). ``attrs["block_tokens"]`` is the tokens per hashed block (512) and
+        ``attrs["source"]`` the one-line attribution.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the file is not there.
+    ValueError
+        When a column is missing, an arrival time is negative or earlier than the one before,
+        a token count is below 1, or a prompt has fewer hashes than 512-token blocks; the message
+        names the file, row and column.
+
+    Examples
+    --------
+    >>> df = load_mooncake_conversation()
+    >>> len(df), float(df["arrival_time"].iloc[-1]), round(float(df["input_tokens"].mean()))
+    (12031, 3536.999, 12035)
+    >>> df["hash_ids"].iloc[0][:4], df.attrs["block_tokens"]
+    ([0, 1, 2, 3], 512)
+    """
+    import numpy as np
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    path = Path(path) if path is not None else data_dir() / MOONCAKE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: regenerate it with tools/derive_mooncake.py from "
+                                "Mooncake's FAST25-release/traces/conversation_trace.jsonl")
+    table = pq.read_table(path)
+    need = ("arrival_time_ms", "input_tokens", "output_tokens", "hash_ids")
+    missing = [c for c in need if c not in table.column_names]
+    if missing:
+        raise ValueError(f"{path}: no {', '.join(repr(c) for c in missing)} column (columns: "
+                         f"{', '.join(table.column_names)}); expected {', '.join(need)}")
+    block = 512
+
+    def bad(mask, column, why):
+        if mask.any():
+            i = int(np.argmax(mask))
+            raise ValueError(f"{path}: row {i + 1}, column {column}: {why}")
+
+    t_ms = table.column("arrival_time_ms").to_numpy(zero_copy_only=False).astype(float)
+    bad(~np.isfinite(t_ms) | (t_ms < 0), "arrival_time_ms", "not a time >= 0 (milliseconds from the start)")
+    bad(np.r_[False, np.diff(t_ms) < 0], "arrival_time_ms", "earlier than the row before (rows must be in arrival order)")
+    cols = {}
+    for c in ("input_tokens", "output_tokens"):
+        v = table.column(c).to_numpy(zero_copy_only=False).astype(float)
+        bad(~np.isfinite(v) | (v < 1) | (v != np.round(v)), c, "not a whole number of tokens >= 1")
+        cols[c] = v.astype(np.int64)
+    hashes = table.column("hash_ids").to_pylist()
+    blocks = np.array([len(h) if h is not None else 0 for h in hashes])
+    bad((blocks * block < cols["input_tokens"]) | np.array([h is None or None in h for h in hashes]),
+        "hash_ids", f"fewer hashes than {block}-token blocks of the prompt")
+    df = pd.DataFrame({"arrival_time": t_ms / 1000.0, **cols, "hash_ids": hashes})
+    df.attrs["block_tokens"] = block
+    df.attrs["source"] = MOONCAKE_SOURCE
+    return df
 
 
 # --------------------------------------------------------------------------------------------

@@ -420,6 +420,9 @@ class _Fleet:
             hit = min(nb * blk, self.inp[i] - 1)
             owner, rid = self.owner, r.rid
             for h in hs[nb:]:
+                if h in cache:         # a later block outlived an evicted earlier one: count it once
+                    cache.move_to_end(h)
+                    continue
                 cache[h] = blk
                 r.cache_tok += blk
             for h in hs:

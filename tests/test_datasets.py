@@ -233,3 +233,99 @@ def test_plan_inputs_for_a_reader_log(tmp_path, monkeypatch, repo_root):
     monkeypatch.setenv("CAPBOOK_SWEEP", str(repo_root / "data" / "sweeps" / "llama8b_h100_chat.csv"))
     env = datasets.plan_inputs(log)
     assert env.sweep_label.endswith("llama8b_h100_chat.csv") and env.notes == ()
+
+
+# -- the Mooncake conversation trace (data/realdata) ---------------------------------------------
+
+def _mooncake_script(repo_root):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("derive_mooncake", repo_root / "tools" / "derive_mooncake.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_mooncake_trace_loads_with_the_facts_of_the_shared_readme(repo_root, tmp_path, monkeypatch):
+    df = datasets.load_mooncake_conversation()
+    assert list(df.columns) == ["arrival_time", "input_tokens", "output_tokens", "hash_ids"]
+    # ../shared/traces/README.md: 12,031 requests over 0 -> 3,536,999 ms, 1,180 distinct
+    # timestamps, 90.2 % of inter-arrival times 0; the trace README's means 12,035 / 343 tokens
+    assert len(df) == 12_031
+    assert df["arrival_time"].iloc[0] == 0 and df["arrival_time"].iloc[-1] == pytest.approx(3536.999, abs=1e-9)
+    assert df["arrival_time"].nunique() == 1_180
+    assert round(float((np.diff(df["arrival_time"]) == 0).mean()), 3) == 0.902
+    assert round(df["input_tokens"].mean()) == 12_035 and round(df["output_tokens"].mean()) == 343
+    blocks = df["hash_ids"].map(len).to_numpy()
+    assert np.array_equal(blocks, -(-df["input_tokens"].to_numpy() // 512))   # one hash per 512-token block
+    assert df.attrs["block_tokens"] == 512 and "3b5a5941" in df.attrs["source"]
+    assert isinstance(df["hash_ids"].iloc[0], list) and isinstance(df["hash_ids"].iloc[0][0], int)
+    # attribution in the file itself, and the licence beside it
+    import pyarrow.parquet as pq
+
+    path = repo_root / "data" / datasets.MOONCAKE_FILE
+    meta = pq.read_schema(path).metadata
+    assert b"kvcache-ai/Mooncake" in meta[b"source"] and b"Apache-2.0" in meta[b"licence"]
+    assert "Apache License" in (path.parent / "LICENSE-mooncake").read_text(encoding="utf-8")
+    # CAPBOOK_DATA moves it with the rest of the data
+    (tmp_path / "realdata").mkdir()
+    small = tmp_path / "realdata" / path.name
+    pq.write_table(pq.read_table(path).slice(0, 40), small)
+    monkeypatch.setenv("CAPBOOK_DATA", str(tmp_path))
+    assert len(datasets.load_mooncake_conversation()) == 40
+    small.unlink()
+    with pytest.raises(FileNotFoundError, match="derive_mooncake"):
+        datasets.load_mooncake_conversation()
+
+
+@pytest.mark.parametrize("column, change, message", [
+    ("arrival_time_ms", lambda v: v[:5] + [v[6] + 1] + v[6:], "row 7, column arrival_time_ms: earlier"),
+    ("input_tokens", lambda v: v[:2] + [0] + v[3:], "row 3, column input_tokens"),
+    ("output_tokens", lambda v: v[:9] + [None] + v[10:], "row 10, column output_tokens"),
+    ("hash_ids", lambda v: v[:4] + [v[4][:-1]] + v[5:], "row 5, column hash_ids: fewer hashes"),
+    ("hash_ids", None, "no 'hash_ids' column"),
+])
+def test_a_malformed_mooncake_table_is_refused_with_its_row_and_column(tmp_path, column, change, message):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(datasets.data_dir() / datasets.MOONCAKE_FILE).slice(0, 20)
+    i = table.column_names.index(column)
+    if change is None:
+        table = table.remove_column(i)
+    else:
+        table = table.set_column(i, column, pa.array(change(table.column(column).to_pylist()),
+                                                     table.schema.field(column).type))
+    table.to_pandas()   # still a readable table
+    pq.write_table(table, tmp_path / "bad.parquet")
+    with pytest.raises(ValueError, match=message):
+        datasets.load_mooncake_conversation(tmp_path / "bad.parquet")
+
+
+def test_mooncake_table_is_the_derivation_of_the_trace(repo_root, shared_dir):
+    """tools/derive_mooncake.py on ../shared gives the committed table, and the loader gives what
+    the JSON lines say (read here with the json module alone)."""
+    import json
+
+    src = shared_dir / "traces" / "conversation_trace.jsonl"
+    if not src.is_file():
+        pytest.skip(f"{src} (Mooncake's conversation trace) is absent")
+    mod = _mooncake_script(repo_root)
+    assert mod.main([str(src), "--check"]) == 0, (
+        "data/realdata/mooncake_conversation.parquet is stale: run python tools/derive_mooncake.py")
+    rows = [json.loads(line) for line in src.read_text(encoding="utf-8").splitlines()]
+    df = datasets.load_mooncake_conversation()
+    assert len(rows) == len(df)
+    assert df["arrival_time"].tolist() == [r["timestamp"] / 1000 for r in rows]
+    assert df["input_tokens"].tolist() == [r["input_length"] for r in rows]
+    assert df["output_tokens"].tolist() == [r["output_length"] for r in rows]
+    assert df["hash_ids"].tolist() == [r["hash_ids"] for r in rows]
+
+
+def test_the_mooncake_script_refuses_another_file(repo_root, tmp_path):
+    mod = _mooncake_script(repo_root)
+    other = tmp_path / "trace.jsonl"
+    other.write_text('{"timestamp": 0, "input_length": 10, "output_length": 2, "hash_ids": [0]}\n', encoding="utf-8")
+    with pytest.raises(SystemExit, match="git blob .*expected 5a371794"):
+        mod.main([str(other), "--out", str(tmp_path / "out.parquet")])
+    assert not (tmp_path / "out.parquet").exists()

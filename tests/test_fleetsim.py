@@ -159,6 +159,19 @@ def test_a_cache_hit_shortens_exactly_the_prefill(engine):
     assert run.ttft[1] == pytest.approx(float(st(2600 - 2010)))
 
 
+def test_a_block_that_outlived_its_prefix_is_counted_once(engine):
+    # a cache of five 100-token blocks on one replica, requests far apart. Block 1 is evicted
+    # before 2 and 3; the fourth request misses on 1 and brings it back beside 2 and 3, which
+    # must not be counted a second time: then [7, 8] evicts 5 and 6, and the last request finds
+    # all of 1, 2, 3 (299 tokens: a request keeps one token to prefill)
+    eng = _limits(engine, kv_cache_tokens=500)
+    hs = [[1, 2, 3], [4, 5], [6], [1, 2, 3], [7, 8], [1, 2, 3]]
+    inp = np.array([100 * len(h) for h in hs])
+    run = run_fleet(eng, 100.0 * np.arange(len(hs)), inp, np.full(len(hs), 2), replicas=1, hash_ids=hs,
+                    block_tokens=100, overhead=False)
+    assert run.cached_tokens.tolist() == [0, 0, 0, 0, 0, 299]
+
+
 def test_refusal_of_a_request_the_cache_cannot_hold(engine):
     eng = _limits(engine, kv_cache_tokens=5000)
     a = np.array([0.0, 1.0, 2.0])

@@ -7,6 +7,8 @@ sliders pick a slice of it in the browser, so they stay interactive on the stati
   while at most a target share of requests waits longer than ``t`` (*Pooling*).
 * :func:`late_share_chart`: the share of late requests against the number of replicas, for
   one shared queue and for a queue per replica, at a chosen peak demand (*Routing*).
+* :func:`affinity_chart`: prefix-cache hits against time to first token for each router of
+  a simulated fleet, prefix affinity at each load bound, at a chosen fleet size (*Routing*).
 """
 from __future__ import annotations
 
@@ -16,10 +18,11 @@ import pandas as pd
 
 from .. import fleet
 from .. import queueing as q
-from ..validation import array, integer, nonnegative, positive, probability
+from ..validation import array, choice, integer, nonnegative, positive, probability, table
 from . import slider
 
-__all__ = ["safe_utilisation_grid", "safe_utilisation_chart", "late_share_grid", "late_share_chart"]
+__all__ = ["safe_utilisation_grid", "safe_utilisation_chart", "late_share_grid", "late_share_chart",
+           "AFFINITY_COLUMNS", "affinity_chart"]
 
 #: Pool sizes (slots) drawn by default: from one slot to a thousand, evenly on a log axis.
 POOL_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 80, 100, 128, 160, 200,
@@ -208,3 +211,75 @@ def late_share_chart(slots, service_time, t, target, demands, demand=None):
     budget = alt.Chart(pd.DataFrame({"y": [p]})).mark_rule(strokeDash=[5, 4]).encode(y="y:Q")
     return (lines + budget).add_params(d_p).properties(
         title="Late requests against fleet size: one shared queue vs a queue per replica")
+
+
+#: Columns :func:`affinity_chart` reads: one row per simulated fleet (a router at a fleet size).
+AFFINITY_COLUMNS = ("replicas", "router", "affinity_slack", "cache_hit_share", "ttft_p50_s", "ttft_p99_s",
+                    "goodput_share")
+
+
+def affinity_chart(grid, replicas=None, quantile="p99", title="Cache hits against time to first token, by router"):
+    """Cache hits against time to first token, per router, with a fleet-size slider.
+
+    Each point is one simulated fleet (:func:`capbook.fleetsim.simulate_fleet` and
+    :meth:`~capbook.fleetsim.FleetRun.summary`): across, the share of prompt tokens found in
+    the prefix cache; up, the TTFT percentile chosen with the buttons. The prefix-affinity
+    fleets are joined in the order of their load bound (``affinity_slack``, labelled on each
+    point), from the bound that balances most to the loosest.
+
+    Parameters
+    ----------
+    grid : pandas.DataFrame
+        The :data:`AFFINITY_COLUMNS`: ``replicas``, ``router`` (a :data:`capbook.fleetsim.ROUTERS`
+        name), ``affinity_slack`` (outstanding requests; NaN for the other routers), and the
+        summary's ``cache_hit_share`` (fraction), ``ttft_p50_s``, ``ttft_p99_s`` (seconds) and
+        ``goodput_share`` (fraction). The fleet sizes must be evenly spaced, since the slider
+        steps between them.
+    replicas : int, optional
+        Fleet size on the slider at first (default the smallest in ``grid``).
+    quantile : {"p50", "p99"}
+        TTFT percentile shown at first.
+    title : str
+        The chart's title.
+
+    Returns
+    -------
+    altair.LayerChart
+        Points (and, for prefix affinity, a line) of TTFT against ``cache_hit_share``,
+        filtered by the slider parameter ``replicas`` and the radio parameter ``ttft_q``.
+    """
+    table(grid, "grid", AFFINITY_COLUMNS)
+    q0 = choice(quantile, "quantile", ("p50", "p99"))
+    sizes = np.unique(grid["replicas"].to_numpy(dtype=int))
+    steps = np.diff(sizes)
+    if len(sizes) > 1 and not np.all(steps == steps[0]):
+        raise ValueError("grid: the fleet sizes (replicas) must be evenly spaced for the slider")
+    n0 = int(sizes[0]) if replicas is None else integer(replicas, "replicas", minimum=1)
+    if n0 not in sizes:
+        raise ValueError(f"replicas must be one of the grid's fleet sizes {sizes.tolist()}, got {n0}")
+    data = grid[list(AFFINITY_COLUMNS)].copy()
+    affinity = data["router"] == "prefix-affinity"
+    slack = data["affinity_slack"]
+    data["label"] = np.where(affinity, slack.fillna(0).astype(int).astype(str), data["router"])
+    data["order"] = np.where(affinity, slack.fillna(0), -1.0)
+    n_p = slider("replicas", n0, float(sizes[0]), float(sizes[-1]), float(steps[0]) if len(sizes) > 1 else 1.0,
+                 "replicas")
+    q_p = alt.param(name="ttft_q", value=q0, bind=alt.binding_radio(options=["p50", "p99"], name="TTFT "))
+    base = alt.Chart(data).transform_filter("datum.replicas == replicas").transform_fold(
+        ["ttft_p50_s", "ttft_p99_s"], as_=["quantile", "ttft"]
+    ).transform_filter("datum.quantile == 'ttft_' + ttft_q + '_s'")
+    x = alt.X("cache_hit_share:Q", title="share of prompt tokens found in the prefix cache",
+              axis=alt.Axis(format="%"), scale=alt.Scale(zero=True))
+    y = alt.Y("ttft:Q", title="time to first token (s), percentile chosen below", scale=alt.Scale(zero=True))
+    routers = ["pooled", "jsq", "p2c", "random", "strict-round-robin", "prefix-affinity"]
+    color = alt.Color("router:N", title=None, scale=alt.Scale(domain=[r for r in routers if r in set(data["router"])]))
+    tooltip = [alt.Tooltip("router:N"), alt.Tooltip("affinity_slack:Q", title="slack (requests)"),
+               alt.Tooltip("replicas:Q"), alt.Tooltip("cache_hit_share:Q", title="cache hits", format=".1%"),
+               alt.Tooltip("ttft_p50_s:Q", title="TTFT p50 (s)", format=".2f"),
+               alt.Tooltip("ttft_p99_s:Q", title="TTFT p99 (s)", format=".2f"),
+               alt.Tooltip("goodput_share:Q", title="goodput", format=".1%")]
+    line = base.transform_filter("datum.router == 'prefix-affinity'").mark_line(opacity=0.6).encode(
+        x=x, y=y, color=color, order="order:Q")
+    points = base.mark_point(size=70, filled=True).encode(x=x, y=y, color=color, tooltip=tooltip)
+    labels = base.mark_text(align="left", dx=7, dy=-6, fontSize=11).encode(x=x, y=y, text="label:N", color=color)
+    return (line + points + labels).add_params(n_p, q_p).properties(title=title)
