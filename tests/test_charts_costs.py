@@ -143,16 +143,17 @@ def test_reserve_chart_by_hand():
 
 
 def test_objectives_chart_labels_dollars():
-    frame = pd.DataFrame({"replicas": [125, 29, 25], "verified": ["impossible", "met", "met"],
-                          "binding": ["x", "y", "z"], "usd_per_week": [46200.0, 10718.4, 9240.0]},
+    frame = pd.DataFrame({"replicas": [22, 25, 25], "verified": ["impossible", "verified", "verified"],
+                          "binding": ["x", "y", "z"], "usd_per_week": [8131.2, 9240.0, 9240.0]},
                          index=pd.Index([0.5, 1.0, 2.0], name="ttft_target_s"))
     spec = objectives_chart(frame).to_dict()
     rows = next(iter(spec["datasets"].values()))
-    assert [r["label"] for r in rows] == ["$46,200 (125 replicas)", "$10,718 (29 replicas)", "$9,240 (25 replicas)"]
+    assert [r["label"] for r in rows] == ["$8,131 (22 replicas)", "$9,240 (25 replicas)", "$9,240 (25 replicas)"]
     assert [r["objective"] for r in rows] == ["TTFT ≤ 0.5 s", "TTFT ≤ 1 s", "TTFT ≤ 2 s"]
-    # the replay's verdicts keep their colours whatever the order of the rows: met blue, impossible vermillion
+    # the fleet simulation's verdicts keep their colours whatever the order of the rows: verified blue,
+    # impossible vermillion
     scale = spec["layer"][0]["encoding"]["color"]["scale"]
-    assert scale == {"domain": ["met", "impossible"], "range": ["#0072B2", "#D55E00"]}
+    assert scale == {"domain": ["verified", "impossible"], "range": ["#0072B2", "#D55E00"]}
 
 
 @pytest.mark.parametrize("call, name", [

@@ -202,16 +202,17 @@ def objectives_chart(frame: pd.DataFrame):
     t["objective"] = [f"TTFT ≤ {v:g} s" for v in t["ttft_target_s"]]
     t["label"] = [f"${u:,.0f} ({n} replicas)" for u, n in zip(t["usd_per_week"], t["replicas"])]
     t["verified"] = t["verified"].astype(str)
-    # the replay's verdicts, good ones in blue and green, failures in vermillion
-    order = {"met": PALETTE[0], "added": PALETTE[2], "not met": PALETTE[1], "impossible": PALETTE[1]}
+    # the fleet simulation's verdicts: verified in blue, failures in vermillion, skipped (Erlang C's count) in orange
+    order = {"verified": PALETTE[0], "not met": PALETTE[1], "impossible": PALETTE[1], "skipped": PALETTE[4]}
     seen = list(dict.fromkeys(t["verified"]))
     domain = [v for v in order if v in seen] + [v for v in seen if v not in order]
     colours = [order.get(v, PALETTE[4]) for v in domain]
     enc_x = alt.X("objective:N", title="TTFT objective", sort=list(t["objective"]), axis=alt.Axis(labelAngle=0))
     bars = alt.Chart(t).mark_bar(size=60).encode(
         x=enc_x, y=alt.Y("usd_per_week:Q", title="USD per week"),
-        color=alt.Color("verified:N", title="replay", scale=alt.Scale(domain=domain, range=colours)),
-        tooltip=[alt.Tooltip("objective:N"), alt.Tooltip("replicas:Q"), alt.Tooltip("verified:N", title="replay"),
+        color=alt.Color("verified:N", title="fleet simulation", scale=alt.Scale(domain=domain, range=colours)),
+        tooltip=[alt.Tooltip("objective:N"), alt.Tooltip("replicas:Q"),
+                 alt.Tooltip("verified:N", title="fleet simulation"),
                  alt.Tooltip("usd_per_week:Q", title="USD per week", format="$,.0f")])
     text = alt.Chart(t).mark_text(dy=-8).encode(x=enc_x, y="usd_per_week:Q", text="label:N")
     return (bars + text).properties(width=420, title="The price of the TTFT objective, per week")
