@@ -25,25 +25,27 @@ results (:class:`CapacityPlan`):
    model of continuous batching (TTFT tail, :func:`capbook.loadqueue.replicas_needed`):
    :func:`check_queueing` → :class:`QueueingCheck`; and the engine model of
    :mod:`capbook.predict` on one replica: :func:`check_engine` → :class:`EngineCheck`.
-5. **Serving, burst headroom and failure spares**, stacked by :func:`capbook.fleet.plan_fleet`
-   (the one stacking of the package): the **serving** count is the largest of the checks,
-   the burst headroom (demand that climbs while new replicas start) and the spares stack on
-   it, giving the **in-service** count and the total: :func:`stack_fleet` →
-   :class:`capbook.fleet.FleetPlan`; the models at the serving count: :func:`check_serving`.
+5. **The fleet simulation sets the serving count** (:func:`capbook.replay.verify_plan` →
+   :class:`capbook.replay.Verification`): the log's busiest hours, time-scaled to the planned
+   peak, through engine replicas behind a router (:mod:`capbook.fleetsim`: continuous
+   batching, chunked prefill, the KV cache, the step cost fitted to the sweep), two
+   replications of up to 30,000 requests per fleet size. A size *meets* when the TTFT at the
+   objective's quantile plus its 95 % margin is within the objective and the goodput less its
+   margin reaches :attr:`SLO.goodput_share` (:func:`capbook.replay.judge_fleet`); the
+   **serving** count is the smallest size that meets, searched from the saturation bound
+   (up by doubling steps, then bisection; the size below is always simulated). Burst headroom
+   (demand that climbs while new replicas start) and the failure spares stack on it
+   (:func:`stack_fleet` → :class:`capbook.fleet.FleetPlan`), giving the in-service count and
+   the total. The rating, Erlang C, the load-dependent queue and the engine model on one
+   replica are **cross-checks** shown beside it with their difference from the simulated count
+   and the mechanism that explains it (:func:`capbook.replay.explain_checks`: prefill stalls,
+   KV cache, bursts, prompt tail); they are never stacked. When no fleet size can meet the
+   objectives (the prefill of the long prompts alone exceeds the TTFT objective, or the fleet
+   saturates up to the cap) or the simulation is skipped, the serving count falls back to
+   Erlang C's and the plan says loudly, in its first line, its ``binding`` and its notes, that
+   it is not verified and why.
 6. **Per-tenant token-per-minute limits** that sum below what the in-service fleet serves
    (:func:`capbook.fleet.allocate_tpm`): :func:`tenant_limits` → :class:`TenantLimits`.
-7. **Replay check** (:func:`capbook.replay.verify_plan` → :class:`capbook.replay.Verification`): the log's busiest hours, time-scaled to the forecast peak
-   (:func:`capbook.arrivals.stack_busy_periods`), through the planned in-service fleet in the
-   continuous-batching simulator (:mod:`capbook.sim`): TTFT at the objective's quantile, p99
-   TPOT and goodput against the objectives, on the log's own bursts and prompt lengths rather
-   than Poisson arrivals and means. When the replay misses the TTFT objective or the goodput
-   target (:attr:`SLO.goodput_share`), the plan adds in-service replicas (the search of
-   :func:`capbook.validation.fewest`, up to :data:`capbook.replay.REPLAY_CAP_FACTOR` times the models' count)
-   until it meets them;
-   the headline is that verified number, printed beside the models' number. When no fleet
-   size can meet them (the prefill of the long prompts alone exceeds the TTFT objective, or
-   the fleet saturates up to the cap), the plan keeps the models' number and says loudly, in
-   its first line and its notes, that it is not verified and why.
 
 The result, :class:`CapacityPlan`, prints as text, and exports a table (:meth:`~CapacityPlan.table`,
 :meth:`~CapacityPlan.to_csv`), a Markdown review document (:meth:`~CapacityPlan.to_markdown`)
@@ -583,7 +585,7 @@ def select_traffic(log: LogAggregates, model: str | None = None, tier: str | Non
         hours = pd.DatetimeIndex(sel["period_start"])
         notes.append(f"forecast from the hourly history {log.history_label} ({(hours.max() - hours.min()).days / 7 + 1 / 168:.0f} "
                      f"weeks, {hours.min():%Y-%m-%d} to {hours.max():%Y-%m-%d}); lengths, burstiness, the busiest 60 "
-                     f"minutes and the replay from the request log ({log.log.span_s / 3600:.3g} h)")
+                     f"minutes and the simulated requests from the request log ({log.log.span_s / 3600:.3g} h)")
     if sel["requests"].sum() == 0 or sel["output_tokens"].sum() == 0:
         raise ValueError(f"the request log has no requests with output tokens for model {model!r}"
                          + (f", tier {tier!r}" if tier else ""))
@@ -1042,10 +1044,10 @@ class TenantLimits:
 
 def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica: Replica, fleet_plan,
                   reserve: float = 0.1) -> TenantLimits:
-    """Tenant limits that sum below what the models' in-service fleet serves.
+    """Tenant limits that sum below what the in-service fleet serves at its rating.
 
-    Replicas the replay check adds absorb the log's bursts and long prompts and are not handed
-    out as tenant quota. A tenant's demand is its p99 minute of tokens, grown as the peak grew.
+    ``fleet_plan`` is the plan's stacked fleet (serving from the fleet simulation when it
+    verified one). A tenant's demand is its p99 minute of tokens, grown as the peak grew.
     """
     from .fleet import allocate_tpm
 
@@ -1077,6 +1079,15 @@ _KIND = {"token load": "floor", "fleet simulation": "queueing", "Erlang C (not v
 def _from(step: str, *names: str) -> dict:
     """Read-only properties ``name -> self.<step>.<name>``: the plan's numbers under their usual names."""
     return {n: property(lambda self, n=n: getattr(getattr(self, step), n), doc=f"``{step}.{n}``") for n in names}
+
+
+def _count_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """Replica counts as text: whole numbers, ``difference`` signed, "–" where missing."""
+    def cell(col, x):
+        if x is None or x != x:
+            return "–"
+        return f"{int(x):+d}" if col == "difference" else f"{int(x)}"
+    return pd.DataFrame({c: [cell(c, x) for x in frame[c]] for c in frame.columns}, index=frame.index)
 
 
 @dataclass(frozen=True, eq=False)
@@ -1115,7 +1126,8 @@ class CapacityPlan:
     limits : TenantLimits
         ``capacity_tpm`` and the per-tenant limits ``tpm`` (:func:`tenant_limits`).
     verification : Verification
-        The replay check (:func:`capbook.replay.verify_plan`): ``status``, ``reason``, ``sim``, ``replay_added``.
+        The fleet simulation's verdict (:func:`capbook.replay.verify_plan`): ``status``, ``reason``, ``serving``,
+        ``tried`` (every size simulated) and ``sim`` (the summary at the serving count).
     input_notes : tuple of str
         Notes on how the inputs were chosen (e.g. :func:`capbook.datasets.plan_inputs`).
     pricing : capbook.costs.PlanPricing or None
@@ -1217,6 +1229,12 @@ class CapacityPlan:
         rows = [{"model": k, "replicas": n, "difference": None, "why": "the fleet simulation was skipped"}
                 for k, n in self._check_counts().items()]
         return pd.DataFrame(rows).set_index("model")
+
+    def cross_checks_shown(self) -> pd.DataFrame:
+        """:meth:`cross_checks` for reading: whole counts, signed differences, and "–" where a
+        model gives no count or there is no simulated count to compare with."""
+        cc = self.cross_checks()
+        return pd.concat([_count_cells(cc[["replicas", "difference"]]), cc[["why"]]], axis=1)
 
     def _check_counts(self) -> dict:
         return {"rating with headroom": int(max(self.need.replicas, self.floor)),
@@ -1452,7 +1470,7 @@ class CapacityPlan:
                           f"`--replicas {self.serving - 1}` does not (same log, sweep and objectives).", ""]
         cc = self.cross_checks()
         lines += [f"{h2}Cross-checks: the models beside the simulation", "",
-                  _frame_text(cc[["replicas", "difference"]].astype(object), markdown), ""]
+                  _frame_text(_count_cells(cc[["replicas", "difference"]]), markdown), ""]
         lines += [f"- {md(name)}: {md(row['why'])}" for name, row in cc.iterrows()] + [""]
         lines += [f"{h2}Horizons", "", _frame_text(self.horizons()[["method", "peak_output_tps", "peak_input_tps",
                                                                      "replicas_by_rating", "decision"]], markdown), ""]
@@ -1479,7 +1497,7 @@ class CapacityPlan:
         st = self.stages().reset_index()
         water = waterfall_chart(st[["stage", "added", "kind"]],
                                 title=f"{self.total} replicas for week {self.horizon_weeks}"
-                                + ("" if self.verified else " (not replay-verified)"))
+                                + ("" if self.verified else " (not verified by simulation)"))
         hz = self.horizons().reset_index()
         hz["horizon"] = [f"{h} wk" for h in hz["horizon_weeks"]]
         bars = alt.Chart(hz).mark_bar(size=36).encode(
