@@ -46,19 +46,19 @@ Priority classes are served strictly in order (non-preemptive).
 
 **Performance.** FCFS runs with fixed service, no admission control and no retries take a fast path: the
 c-server FCFS recursion with a heap of slot-free times (pooled queue), per replica for the
-state-independent routings (strict round-robin, random). Everything else runs in an event loop
-(:class:`_EventLoop`, one method per :class:`EventKind`): a binary heap of timed events plus, per
-replica, the time of its next decode completion. ``Simulation.run(engine="event")`` forces the
-event loop (tests use it to check that both agree exactly on the same draws).
+state-independent routings (strict round-robin, random). Everything else runs on capbook's one
+discrete-event core (:mod:`capbook.eventcore`, shared with the engine-replica fleet of
+:mod:`capbook.fleetsim` and the autoscaling simulator), as its slot mode (:class:`_SlotFleet`,
+one method per kind of event): a binary heap of timed events plus, per replica, the time of its
+next decode completion. ``Simulation.run(engine="event")`` forces the event core (tests use it
+to check that both agree exactly on the same draws).
 """
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections import deque
 from dataclasses import dataclass
-from enum import IntEnum
 from heapq import heappop, heappush
 
 import numpy as np
@@ -66,6 +66,7 @@ import pandas as pd
 
 from .arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
 from .distributions import as_distribution
+from .eventcore import EventCore
 from .routing import dispatch
 from .validation import array, choice, integer, nonnegative, positive
 
@@ -629,7 +630,7 @@ class Simulation:
         if fast:
             cols = _fast_fcfs(wl, fleet, self.rng)
         else:
-            cols = _EventLoop(wl, fleet, self.retry, self.rng).run(progress)
+            cols = _SlotFleet(wl, fleet, self.retry, self.rng).run(progress)
         return SimResult(cols, wl, fleet, self.warmup_s)
 
 
@@ -716,31 +717,24 @@ def _fast_fcfs(wl, fleet, rng):
                 retry_after=np.full(n, np.nan), abandoned=np.zeros(n, dtype=bool))
 
 
-class EventKind(IntEnum):
-    """The kinds of event of the event loop (:class:`_EventLoop`).
-
-    Timed events sit in one binary heap as ``(time_s, seq, kind, attempt, replica)``; ``seq``
-    breaks ties in the order the events were scheduled. Decode completions are not in the heap:
-    each replica keeps the time of its next one (its virtual token clock, see the module notes).
-    """
-
-    SERVICE_END = 0     #: fixed service: the attempt leaves its slot
-    PREFILL_END = 1     #: continuous batching: prefill done, the first token appears
-    DECODE_END = 2      #: continuous batching: sequences finish decoding on a replica
-    RETRY = 3           #: a retried attempt arrives
-    TIMEOUT = 4         #: the client's first-token timeout expires
+# The kinds of timed event of the slot model (handlers in this order, see _SlotFleet). Decode
+# completions are not timed events: each continuous-batching replica keeps the time of its next
+# one (its virtual token clock, see the module notes) and the earliest is the core's due time.
+_SERVICE_END = 0    # fixed service: the attempt leaves its slot
+_PREFILL_END = 1    # continuous batching: prefill done, the first token appears
+_RETRY = 2          # a retried attempt arrives
+_TIMEOUT = 3        # the client's first-token timeout expires
 
 
-# module-level names for the hot loop (an enum member lookup through its class costs ~0.2 µs)
-_SERVICE_END, _PREFILL_END, _DECODE_END, _RETRY, _TIMEOUT = EventKind
-
-
-class _EventLoop:
-    """The general event loop: any routing, admission control, retries, priorities, batching.
+class _SlotFleet:
+    """Slot replicas on the event core (:mod:`capbook.eventcore`): any routing, admission control,
+    retries, timeouts, priorities; fixed service (the M/G/c slot model) or continuous batching
+    (the fluid model).
 
     State is kept in plain lists indexed by attempt (primary attempts are ``0..n-1``; retries
-    are appended) and by replica; one method per kind of event (:class:`EventKind`) and one
-    per routing rule. :meth:`run` returns the per-attempt columns of :class:`SimResult`.
+    are appended) and by replica; one method per kind of timed event and one per routing rule.
+    At equal times a decode completion comes first, then timed events (in the order they were
+    scheduled), then arrivals. :meth:`run` returns the per-attempt columns of :class:`SimResult`.
     """
 
     __slots__ = ("R", "S", "rng", "pooled", "fixed", "n", "levels", "t_arrival", "src", "attempt",
@@ -748,8 +742,8 @@ class _EventLoop:
                  "svc", "prefill", "out", "admission", "max_queue", "budget", "cls", "per_slot",
                  "fixed_hint", "max_retries", "timeout", "cancel", "queued_on", "jitter", "base",
                  "cap", "honour", "u_pool", "u_i", "draws", "rr", "route", "running", "outst",
-                 "free_total", "queue", "rqueue", "qlen", "tp", "V", "tl", "nxt", "hv", "nmin",
-                 "nidx", "heap", "seq")
+                 "free_total", "queue", "rqueue", "qlen", "tp", "V", "tl", "nxt", "hv", "core",
+                 "heap", "seq")
 
     def __init__(self, wl, fleet, retry, rng):
         R, S = fleet.replicas, fleet.slots
@@ -831,53 +825,34 @@ class _EventLoop:
             self.tl = [0.0] * R             # time of the clock's last update
             self.nxt = [_INF] * R           # time of each replica's next decode completion
             self.hv = [[] for _ in range(R)]
-        self.nmin, self.nidx = _INF, 0      # min(nxt) and its first index, kept up to date by _reschedule
 
-        self.heap = []
-        self.seq = itertools.count(1)
+        # the core's due time is min(nxt) and due_id its first index, kept up to date by _reschedule
+        self.core = EventCore(self.t_arrival, self._arrive,
+                              (self._finish, self._on_prefill_end, self._on_retry, self._on_timeout),
+                              n=n, arrivals_first=False, on_due=None if fixed else self._on_decode_end)
+        self.heap = self.core.heap
+        self.seq = self.core.seq
 
-    # ---------------------------------------------------------------- the loop
+    # ---------------------------------------------------------------- the run
     def run(self, progress=False):
         """Process every event in time order; return the per-attempt columns."""
-        heap = self.heap
-        # the handler of each kind of heap event (a fixed-service end just frees the slot);
-        # decode completions come from the replicas' clocks (nmin, nidx), not from the heap
-        handle = {EventKind.SERVICE_END: self._finish, EventKind.PREFILL_END: self._on_prefill_end,
-                  EventKind.RETRY: self._on_retry, EventKind.TIMEOUT: self._on_timeout}
-        handle = [handle.get(kind) for kind in EventKind]
-        arrive, decode_end, fixed = self._arrive, self._on_decode_end, self.fixed
-        times, n = self.t_arrival, self.n   # primaries are t_arrival[0:n]; retries are appended after
+        core = self.core
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=n, unit="req", desc="simulating")
-        tick = 0
-        i = 0
-        ta = times[0] if n else _INF
-        while True:
-            th = heap[0][0] if heap else _INF
-            if not fixed:
-                tn = self.nmin
-                if tn <= th and tn <= ta and tn < _INF:
-                    decode_end(self.nidx, tn)
-                    continue
-            if th <= ta and th < _INF:
-                t, _, kind, k, r = heappop(heap)
-                handle[kind](k, r, t)
-            elif i < n:
-                arrive(i, ta)
-                i += 1
-                ta = times[i] if i < n else _INF
-                if bar is not None:
-                    tick += 1
-                    if tick == 8192:
-                        bar.update(tick)
-                        tick = 0
-            else:
-                break
+            bar = tqdm(total=self.n, unit="req", desc="simulating")
+            arrive = self._arrive
+
+            def counted(k, t):
+                arrive(k, t)
+                if k % 8192 == 8191:
+                    bar.update(8192)
+
+            core.arrive = counted
+        done = core.run()
         if bar is not None:
-            bar.update(tick)
+            bar.update(done % 8192)
             bar.close()
         return self._columns()
 
@@ -1116,13 +1091,14 @@ class _EventLoop:
         """Recompute replica ``r``'s next decode completion and the earliest over replicas."""
         h = self.hv[r]
         v = t + (h[0][0] - self.V[r]) * self.tp[self.running[r]] if h else _INF
-        nxt, nmin, nidx = self.nxt, self.nmin, self.nidx
+        nxt, core = self.nxt, self.core
+        nmin, nidx = core.due_t, core.due_id
         nxt[r] = v
         if v < nmin or (v == nmin and r < nidx):
-            self.nmin, self.nidx = v, r
+            core.due_t, core.due_id = v, r
         elif r == nidx:
-            self.nmin = m = min(nxt)
-            self.nidx = nxt.index(m)
+            core.due_t = m = min(nxt)
+            core.due_id = nxt.index(m)
 
 
 # --------------------------------------------------------------------------- results
