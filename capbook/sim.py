@@ -73,8 +73,6 @@ from .validation import array, choice, integer, nonnegative, positive
 __all__ = [
     "FixedService",
     "ContinuousBatching",
-    "StepTimeModel",
-    "fit_step_time",
     "Admission",
     "RetryPolicy",
     "FleetSpec",
@@ -129,120 +127,20 @@ class FixedService:
         return f"FixedService({inner!r})"
 
 
-class StepTimeModel:
-    r"""Engine step time: :math:`\text{step} = \beta_0 + \beta_1 \cdot \text{prefill tokens} + \beta_2 \cdot \text{decode sequences}`.
-
-    Parameters
-    ----------
-    beta0 : float
-        Fixed cost of a step, seconds.
-    beta1 : float
-        Seconds per prefill token in a step (``1 / beta1`` is the prefill rate, tokens/s).
-    beta2 : float
-        Seconds per decoding sequence in a step.
-    mix_ratio : float, optional
-        Mean input tokens per output token of the workload. A sequence brings its prompt once
-        per ``output_tokens`` steps, so on average a step with ``n`` sequences carries
-        ``n * mix_ratio`` prefill tokens; ``tpot(n)`` includes that interference. 0 (default)
-        gives the decode-only step.
-
-    Notes
-    -----
-    ``tpot(n) = beta0 + (beta2 + beta1 * mix_ratio) * n`` seconds per output token;
-    ``prefill_time(i) = beta0 + beta1 * i`` seconds for a prompt of ``i`` tokens.
-    """
-
-    def __init__(self, beta0: float, beta1: float, beta2: float, mix_ratio: float = 0.0):
-        beta0, beta1, beta2 = (nonnegative(v, name) for name, v in
-                               (("beta0", beta0), ("beta1", beta1), ("beta2", beta2)))
-        mix_ratio = nonnegative(mix_ratio, "mix_ratio")
-        if beta0 + beta2 <= 0:
-            raise ValueError("beta0 + beta2 must be positive: a decode step cannot take no time")
-        self.beta0, self.beta1, self.beta2, self.mix_ratio = beta0, beta1, beta2, mix_ratio
-
-    @property
-    def prefill_rate_tps(self) -> float:
-        """Prefill tokens per second, ``1 / beta1`` (``inf`` when ``beta1 = 0``)."""
-        return math.inf if self.beta1 == 0 else 1.0 / self.beta1
-
-    def tpot(self, concurrency, q=50):
-        """Seconds per output token with ``concurrency`` sequences running (vectorised)."""
-        n = np.asarray(concurrency, dtype=float)
-        return self.beta0 + (self.beta2 + self.beta1 * self.mix_ratio) * n
-
-    def prefill_time(self, input_tokens):
-        """Seconds to prefill prompts of ``input_tokens`` tokens (vectorised)."""
-        return self.beta0 + self.beta1 * np.asarray(input_tokens, dtype=float)
-
-    def __repr__(self):
-        return (f"StepTimeModel(beta0={self.beta0:.4g}, beta1={self.beta1:.4g}, "
-                f"beta2={self.beta2:.4g}, mix_ratio={self.mix_ratio:.4g})")
-
-
-_FIT_COLUMNS = ("concurrency", "tpot_p50_s", "ttft_p50_s", "mean_input_tokens", "mean_output_tokens")
-
-
-def fit_step_time(table: pd.DataFrame) -> StepTimeModel:
-    r"""Fit a :class:`StepTimeModel` to a concurrency sweep by non-negative least squares.
-
-    At concurrency :math:`n` with mean prompt :math:`I` and mean output :math:`O` tokens, a
-    decode step carries :math:`n` sequences and on average :math:`nI/O` prefill tokens, and a
-    request's first token comes from a step with its own prompt and the other sequences:
-
-    .. math::  \mathrm{TPOT}(n) = \beta_0 + \beta_1 nI/O + \beta_2 n, \qquad
-               \mathrm{TTFT}(n) = \beta_0 + \beta_1 I + \beta_2 n.
-
-    Both sets of rows are fitted jointly with ``scipy.optimize.nnls``, each equation
-    weighted by the inverse of its observed value (relative errors).
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        One row per concurrency level with columns ``concurrency``, ``tpot_p50_s``,
-        ``ttft_p50_s`` (seconds), ``mean_input_tokens`` and ``mean_output_tokens`` (tokens).
-
-    Returns
-    -------
-    StepTimeModel
-        With ``mix_ratio`` set to the sweep's mean ``I/O``.
-    """
-    from scipy.optimize import nnls
-
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError("table must be a pandas DataFrame")
-    missing = [c for c in _FIT_COLUMNS if c not in table.columns]
-    if missing:
-        raise ValueError(f"the sweep table lacks column(s) {missing}; it needs {list(_FIT_COLUMNS)}")
-    if len(table) < 2:
-        raise ValueError("the sweep table needs at least two concurrency levels to fit a step-time model")
-    vals = {c: table[c].to_numpy(dtype=float) for c in _FIT_COLUMNS}
-    for c, v in vals.items():
-        bad = ~np.isfinite(v) | (v <= 0)
-        if bad.any():
-            raise ValueError(f"column {c} must be positive and finite; row {int(np.flatnonzero(bad)[0])} is {v[bad][0]!r}")
-    n, I, O = vals["concurrency"], vals["mean_input_tokens"], vals["mean_output_tokens"]
-    A = np.vstack([
-        np.column_stack([np.ones_like(n), n * I / O, n]) / vals["tpot_p50_s"][:, None],
-        np.column_stack([np.ones_like(n), I, n]) / vals["ttft_p50_s"][:, None],
-    ])
-    b = np.ones(2 * n.size)
-    beta, _ = nnls(A, b)
-    return StepTimeModel(beta[0], beta[1], beta[2], mix_ratio=float(np.mean(I / O)))
-
-
 class ContinuousBatching:
     """Service from tokens with continuous batching (load-dependent decode speed).
 
     Parameters
     ----------
-    tpot : Sweep, StepTimeModel, callable, float or array_like
+    tpot : Sweep, callable, float or array_like
         Seconds per output token as a function of the number of sequences running on the
         replica: an object with a vectorised ``tpot(concurrency)`` method (a
-        :class:`capbook.sweep.Sweep` or a :class:`StepTimeModel`), a callable ``f(n)``, a
+        :class:`capbook.sweep.Sweep`), a callable ``f(n)`` (say a fitted
+        :class:`capbook.engine.StepCost`'s decode step, ``lambda n: cost.step(n, 0)``), a
         constant, or a table whose entry ``i`` is the TPOT at concurrency ``i + 1``.
     prefill_rate_tps : float, optional
         Prefill speed, input tokens per second (``inf`` for instant prefill). Defaults to the
-        ``prefill_rate_tps`` attribute of ``tpot`` (a sweep or step model). A ``tpot`` object
+        ``prefill_rate_tps`` attribute of ``tpot`` (a sweep). A ``tpot`` object
         with a ``prefill_time(input_tokens)`` method is used for prefill instead.
     input_tokens, output_tokens : Distribution, float or array_like, optional
         Token counts for synthetic arrivals (a distribution, a constant, or observed values to
