@@ -41,10 +41,12 @@ the HPA, a scale-down takes the highest recommendation of the last ``scale_down_
 (stabilisation), a scale-up the lowest of the last ``scale_up_window_s``, both clamped to
 ``[min_replicas, max_replicas]``.
 
-**The kernel.** Pooled FCFS with a heap of slot-free times, as the fast path of
-:mod:`capbook.sim`, made causal: between two control ticks the requests that can start before
-the next tick are committed; one that would wait past it stays queued, so a replica that the
-next decision adds is there for it. Requests are generated an hour at a time, so a week at
+**The kernel.** The control ticks run on capbook's discrete-event core
+(:mod:`capbook.eventcore`, shared with :mod:`capbook.sim` and :mod:`capbook.fleetsim`). Between
+two ticks the slots serve pooled FCFS with a heap of slot-free times, as the fast path of
+:mod:`capbook.sim`, made causal: the requests that can start before the next tick are committed
+in one batch; one that would wait past it stays queued, so a replica that the next decision
+adds is there for it. Requests are generated an hour at a time, so a week at
 tens of requests per second runs in seconds and a little memory (``benchmarks/bench_autoscale.py``).
 """
 from __future__ import annotations
@@ -59,6 +61,7 @@ import pandas as pd
 
 from .arrivals import ArrivalStream, RateArrivals, TokenLengths
 from .distributions import Distribution, as_distribution
+from .eventcore import EventCore
 from .forecast import HOURS_PER_WEEK
 from .validation import integer, nonnegative, positive, probability
 
@@ -848,7 +851,8 @@ def simulate_autoscaling(arrivals, replica: ReplicaModel, policy: Policy, scalin
 
 
 class _Run:
-    """One simulated run (the state of the kernel between control ticks)."""
+    """One simulated run: the control loop as ticks of the event core (:meth:`_tick`), and the
+    state of the slot kernel between them."""
 
     def __init__(self, source, stream, replica, policy, scaling, obj, T_end, report_s, max_queue, record, rng):
         self.source, self.stream, self.rep, self.policy, self.sc = source, stream, replica, policy, scaling
@@ -1040,7 +1044,7 @@ class _Run:
         return i
 
     def run(self):
-        sc, S, obj = self.sc, self.S, self.obj
+        sc, S = self.sc, self.S
         dt = sc.interval_s
         T_end = self.T_end
         gen_s = 3600.0 if self.source is None else max(self.source.bin_s, min(3600.0, self.source.duration_s))
@@ -1048,18 +1052,18 @@ class _Run:
         if self.source is not None and self.source.rate_cv > 0:      # a burst window never spans two pieces
             w = self.source.window_s
             gen_s = math.ceil(gen_s / w - 1e-9) * w
+        self.gen_s = gen_s
 
         # pending arrivals (generated, not yet committed): lists consumed from index p
-        A, H, F = [], [], []
-        p = 0
-        gen_t = 0.0
-        parts = []                      # per tick: (arrival, start, first-token offset[, slot]) arrays
+        self.A, self.H, self.F = [], [], []
+        self.p = 0
+        self.gen_t = 0.0
+        self.parts = []                 # per tick: (arrival, start, first-token offset[, slot]) arrays
         self.starts_q = deque()         # starts of committed requests not yet started (queue limit)
         win_n = max(1, int(round(sc.metric_window_s / dt)))
-        w_util, w_gpu, w_arr, w_ttft, w_good, w_tot = (deque(maxlen=win_n) for _ in range(6))
-        ticks = []
-        q99, ttft_obj = obj.ttft_quantile, obj.ttft_s
-        SL = [] if self.record else None
+        self.win = tuple(deque(maxlen=win_n) for _ in range(6))     # util, gpu, arrivals, ttft, good, total
+        self.ticks = []
+        self.seen = 0                   # arrivals before the last tick (committed or pending)
 
         # time 0: the initial fleet, serving at once, and the standby pool up
         obs0 = Observation(0.0, 0, 0, 0, 0, S, 0.0, 0.0, 0.0, 0, 0, 0.0, 1.0)
@@ -1078,85 +1082,14 @@ class _Run:
             r.ready = 0.0
             self.standby.append(r.rid)
 
-        T = 0.0
-        seen = 0                        # arrivals before T (committed or pending)
-        while True:
-            T1 = min(T + dt, T_end)
-            while gen_t < T1 and gen_t < T_end:          # pending arrivals must cover [.., T1)
-                g1 = min(gen_t + gen_s, T_end)
-                ct, ch, cf = self._chunk(gen_t, g1)
-                if p:
-                    del A[:p], H[:p], F[:p]
-                    p = 0
-                A.extend(ct.tolist())
-                H.extend(ch.tolist())
-                F.extend(cf.tolist())
-                gen_t = g1
-            ST = []
-            if SL is not None:
-                SL = []
-            i = self._commit(A, H, p, T1, ST, SL)
-            n_new = i - p
-            if n_new:
-                a_new = np.asarray(A[p:i])
-                st_new = np.asarray(ST)
-                f_new = np.asarray(F[p:i])
-                parts.append((a_new, st_new, f_new, None if SL is None else np.asarray(SL, dtype=np.int64),
-                              None if SL is None else np.asarray(H[p:i])))
-                tt = st_new - a_new + f_new                 # NaN when refused
-                ok = tt[np.isfinite(tt)]
-                w_ttft.append(ok)
-                w_good.append(int(np.count_nonzero(ok <= ttft_obj)))
-            else:
-                w_ttft.append(np.empty(0))
-                w_good.append(0)
-            w_tot.append(n_new)
-            p = i
-            k = p                                        # arrivals before T1 still waiting
-            nA = len(A)
-            while k < nA and A[k] < T1:
-                k += 1
-            waiting = k - p
-            T = T1
-            self._promote(T)
-            ns = len(self.serving)
-            if ns:
-                sf = self.slot_free
-                busy_per = [sum(1 for x in sf[self.reps[rid].slot0:self.reps[rid].slot0 + S] if x > T)
-                            for rid in self.serving]
-                busy = sum(busy_per)
-                gpu = sum(1 for b in busy_per if b) / ns
-                util = busy / (ns * S)
-            else:
-                busy, gpu, util = 0, 0.0, 0.0
-            arrived = self._n_committed + n_new + waiting
-            w_arr.append(arrived - seen)
-            seen = arrived
-            self._n_committed += n_new
-            w_util.append(util)
-            w_gpu.append(gpu)
-            tot = sum(w_tot)
-            dr = self.draining
-            while dr and dr[0] <= T:
-                heapq.heappop(dr)
-            nw = len(w_util)
-            obs = Observation(T, ns, len(self.starting), len(dr), len(self.standby), S,
-                              sum(w_arr) / (nw * dt), sum(w_util) / nw, sum(w_gpu) / nw,
-                              busy, waiting, goodput=(sum(w_good) / tot) if tot else 1.0,
-                              ttft_window=tuple(w_ttft), quantile=q99)
-            rec = int(self.policy.desired(obs))
-            target = self._stabilise(T, rec)
-            cur = ns + len(self.starting)
-            if T >= T_end:                  # the run is over: no decision takes effect
-                target = cur
-            elif target > cur:
-                self._request(T, target - cur)
-            elif target < cur:
-                self._remove(T, cur - target)
-            ticks.append((T, ns, len(self.starting), target, rec, waiting, busy))
-            if T >= T_end:
-                break
+        # the control loop: a tick every interval_s on the event core, the last one at T_end.
+        # Between two ticks the requests are committed in one batch (_commit), not one event each.
+        core = EventCore([], None, arrivals_first=True)
+        core.every(min(0.0 + dt, T_end), self._tick)
+        core.run()
+
         # requests still queued at the end: served on the fleet as it stands (no more decisions)
+        A, H, F, p, parts = self.A, self.H, self.F, self.p, self.parts
         if p < len(A):
             ST = []
             SL = [] if self.record else None
@@ -1167,7 +1100,91 @@ class _Run:
             parts.append((np.asarray(A[p:]), np.asarray(ST), np.asarray(F[p:]),
                           None if SL is None else np.asarray(SL, dtype=np.int64),
                           None if SL is None else np.asarray(H[p:])))
-        return self._result(parts, ticks)
+        return self._result(parts, self.ticks)
+
+    def _tick(self, T1):
+        """A control tick at ``T1``: commit the requests that start before it, observe, decide.
+        Returns the time of the next tick (None after the one at the end of the run)."""
+        sc, S, obj = self.sc, self.S, self.obj
+        dt, T_end = sc.interval_s, self.T_end
+        A, H, F, p = self.A, self.H, self.F, self.p
+        w_util, w_gpu, w_arr, w_ttft, w_good, w_tot = self.win
+        gen_t = self.gen_t
+        while gen_t < T1 and gen_t < T_end:          # pending arrivals must cover [.., T1)
+            g1 = min(gen_t + self.gen_s, T_end)
+            ct, ch, cf = self._chunk(gen_t, g1)
+            if p:
+                del A[:p], H[:p], F[:p]
+                p = 0
+            A.extend(ct.tolist())
+            H.extend(ch.tolist())
+            F.extend(cf.tolist())
+            gen_t = g1
+        self.gen_t = gen_t
+        ST = []
+        SL = [] if self.record else None
+        i = self._commit(A, H, p, T1, ST, SL)
+        n_new = i - p
+        if n_new:
+            a_new = np.asarray(A[p:i])
+            st_new = np.asarray(ST)
+            f_new = np.asarray(F[p:i])
+            self.parts.append((a_new, st_new, f_new, None if SL is None else np.asarray(SL, dtype=np.int64),
+                               None if SL is None else np.asarray(H[p:i])))
+            tt = st_new - a_new + f_new                 # NaN when refused
+            ok = tt[np.isfinite(tt)]
+            w_ttft.append(ok)
+            w_good.append(int(np.count_nonzero(ok <= obj.ttft_s)))
+        else:
+            w_ttft.append(np.empty(0))
+            w_good.append(0)
+        w_tot.append(n_new)
+        p = self.p = i
+        k = p                                        # arrivals before T1 still waiting
+        nA = len(A)
+        while k < nA and A[k] < T1:
+            k += 1
+        waiting = k - p
+        T = T1
+        self._promote(T)
+        ns = len(self.serving)
+        if ns:
+            sf = self.slot_free
+            busy_per = [sum(1 for x in sf[self.reps[rid].slot0:self.reps[rid].slot0 + S] if x > T)
+                        for rid in self.serving]
+            busy = sum(busy_per)
+            gpu = sum(1 for b in busy_per if b) / ns
+            util = busy / (ns * S)
+        else:
+            busy, gpu, util = 0, 0.0, 0.0
+        arrived = self._n_committed + n_new + waiting
+        w_arr.append(arrived - self.seen)
+        self.seen = arrived
+        self._n_committed += n_new
+        w_util.append(util)
+        w_gpu.append(gpu)
+        tot = sum(w_tot)
+        dr = self.draining
+        while dr and dr[0] <= T:
+            heapq.heappop(dr)
+        nw = len(w_util)
+        obs = Observation(T, ns, len(self.starting), len(dr), len(self.standby), S,
+                          sum(w_arr) / (nw * dt), sum(w_util) / nw, sum(w_gpu) / nw,
+                          busy, waiting, goodput=(sum(w_good) / tot) if tot else 1.0,
+                          ttft_window=tuple(w_ttft), quantile=obj.ttft_quantile)
+        rec = int(self.policy.desired(obs))
+        target = self._stabilise(T, rec)
+        cur = ns + len(self.starting)
+        if T >= T_end:                  # the run is over: no decision takes effect
+            target = cur
+        elif target > cur:
+            self._request(T, target - cur)
+        elif target < cur:
+            self._remove(T, cur - target)
+        self.ticks.append((T, ns, len(self.starting), target, rec, waiting, busy))
+        if T >= T_end:
+            return None
+        return min(T + dt, T_end)
 
     def _stabilise(self, t, rec):
         """The scaler's count: a scale-up takes the lowest recommendation of the scale-up window,

@@ -1,4 +1,4 @@
-r"""The fleet simulator: step-level engine replicas behind a router, in one event loop.
+r"""The fleet simulator: step-level engine replicas behind a router, on the event core (:mod:`capbook.eventcore`).
 
 Each replica is the continuous-batching engine of :mod:`capbook.engine`, run one scheduler step
 at a time:
@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .eventcore import EventCore
 from .validation import choice, integer, nonnegative
 
 __all__ = ["ROUTERS", "FleetRun", "simulate_fleet", "run_fleet"]
@@ -249,7 +250,13 @@ def _quantile(x, p) -> float:
 
 
 class _Fleet:
-    """The event loop. One instance per run."""
+    """The engine replicas of one run, as a client of the event core (:mod:`capbook.eventcore`).
+
+    Timed events: ``0`` a replica added with a lag is ready, ``1`` a step (or a stretch of
+    identical steps) of a replica ends (``b`` is the replica's version: a stretch cut short
+    leaves a stale event), and the control ticks. Arrivals come before timed events of the same
+    time.
+    """
 
     def __init__(self, engine, arrival, inp, out, *, replicas, router, rng, hash_ids=None, block_tokens=512,
                  session=None, affinity_slack=None, prefix_cache=True, control=None, control_interval_s=15.0):
@@ -284,8 +291,9 @@ class _Fleet:
         self.slack = max(2, self.nseq // 8) if affinity_slack is None else int(affinity_slack)
         self.owner = {}
         self.cache_cap = (self.kv_cap if math.isfinite(self.kv_cap) else 10 ** 7)
-        self.heap = []
-        self.seq = 0
+        self.core = EventCore(self.a, self._arrive, (self._ready_event, self._end), arrivals_first=True)
+        self.heap = self.core.heap
+        self.seq = self.core.seq
         self.reps = []
         self.live = []             # routable replicas (ids), in order
         self.central = deque()     # the pooled router's queue
@@ -328,8 +336,16 @@ class _Fleet:
             self.events.append((t, "down", rid))
 
     def _push(self, t, kind, rid, ver):
-        self.seq += 1
-        heapq.heappush(self.heap, (t, self.seq, kind, rid, ver))
+        heapq.heappush(self.heap, (t, next(self.seq), kind, rid, ver))
+
+    def _ready_event(self, rid, ver, t):
+        """A replica added with a lag is ready (unless drained meanwhile)."""
+        r = self.reps[rid]
+        if not r.draining:
+            r.routable = True
+            self.live.append(rid)
+            self.events.append((t, "ready", rid))
+            self._pull(r, t)
 
     # -- routing ------------------------------------------------------------------------------
     def _least(self):
@@ -574,8 +590,12 @@ class _Fleet:
         r.ver += 1
         self._push(t + m * dt, 1, r.rid, r.ver)
 
-    def _end(self, r, t):
-        """The step (or stretch of ``r.m`` identical steps) of replica ``r`` ends at ``t``."""
+    def _end(self, rid, ver, t):
+        """The step (or stretch of ``r.m`` identical steps) of replica ``rid`` ends at ``t``
+        (unless the event is stale: the stretch was cut short)."""
+        r = self.reps[rid]
+        if ver != r.ver or not r.busy:
+            return
         m, dt, n_dec = r.m, r.dt, r.n_dec
         inflight = n_dec + len(r.prefilling) + len(r.done_pf)
         r.busy_s += m * dt
@@ -634,42 +654,18 @@ class _Fleet:
             r.down_s = t
             self.events.append((t, "down", r.rid))
 
-    # -- the loop -----------------------------------------------------------------------------
+    # -- the run ------------------------------------------------------------------------------
     def run(self):
-        a, n = self.a, self.n
-        heap = self.heap
-        reps = self.reps
-        j = 0
         if self.control is not None:
-            self._push(0.0, 2, -1, 0)
-        ta = a[0] if n else _INF
-        while True:
-            th = heap[0][0] if heap else _INF
-            if ta <= th:
-                if j >= n:
-                    break
-                self._arrive(j, ta)
-                j += 1
-                ta = a[j] if j < n else _INF
-                continue
-            t, _, kind, rid, ver = heapq.heappop(heap)
-            if kind == 1:
-                r = reps[rid]
-                if ver == r.ver and r.busy:
-                    self._end(r, t)
-            elif kind == 0:                   # a replica added with a lag is ready
-                r = reps[rid]
-                if not r.draining:
-                    r.routable = True
-                    self.live.append(rid)
-                    self.events.append((t, "ready", rid))
-                    self._pull(r, t)
-            else:                             # a control tick
-                if j >= n and not any(x.busy or x.outst for x in reps) and not self.central:
-                    continue
-                self.control(_Control(self, t))
-                self._push(t + self.control_dt, 2, -1, 0)
-        return j
+            self.core.every(0.0, self._tick)
+        return self.core.run()
+
+    def _tick(self, t):
+        """A control tick: the callback, then the next tick (none once the run is over)."""
+        if self.core.arrivals_done(t) and not any(x.busy or x.outst for x in self.reps) and not self.central:
+            return None
+        self.control(_Control(self, t))
+        return t + self.control_dt
 
 
 class _Control:

@@ -46,19 +46,19 @@ Priority classes are served strictly in order (non-preemptive).
 
 **Performance.** FCFS runs with fixed service, no admission control and no retries take a fast path: the
 c-server FCFS recursion with a heap of slot-free times (pooled queue), per replica for the
-state-independent routings (strict round-robin, random). Everything else runs in an event loop
-(:class:`_EventLoop`, one method per :class:`EventKind`): a binary heap of timed events plus, per
-replica, the time of its next decode completion. ``Simulation.run(engine="event")`` forces the
-event loop (tests use it to check that both agree exactly on the same draws).
+state-independent routings (strict round-robin, random). Everything else runs on capbook's one
+discrete-event core (:mod:`capbook.eventcore`, shared with the engine-replica fleet of
+:mod:`capbook.fleetsim` and the autoscaling simulator), as its slot mode (:class:`_SlotFleet`,
+one method per kind of event): a binary heap of timed events plus, per replica, the time of its
+next decode completion. ``Simulation.run(engine="event")`` forces the event core (tests use it
+to check that both agree exactly on the same draws).
 """
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 from collections import deque
 from dataclasses import dataclass
-from enum import IntEnum
 from heapq import heappop, heappush
 
 import numpy as np
@@ -66,14 +66,13 @@ import pandas as pd
 
 from .arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
 from .distributions import as_distribution
+from .eventcore import EventCore
 from .routing import dispatch
 from .validation import array, choice, integer, nonnegative, positive
 
 __all__ = [
     "FixedService",
     "ContinuousBatching",
-    "StepTimeModel",
-    "fit_step_time",
     "Admission",
     "RetryPolicy",
     "FleetSpec",
@@ -128,120 +127,20 @@ class FixedService:
         return f"FixedService({inner!r})"
 
 
-class StepTimeModel:
-    r"""Engine step time: :math:`\text{step} = \beta_0 + \beta_1 \cdot \text{prefill tokens} + \beta_2 \cdot \text{decode sequences}`.
-
-    Parameters
-    ----------
-    beta0 : float
-        Fixed cost of a step, seconds.
-    beta1 : float
-        Seconds per prefill token in a step (``1 / beta1`` is the prefill rate, tokens/s).
-    beta2 : float
-        Seconds per decoding sequence in a step.
-    mix_ratio : float, optional
-        Mean input tokens per output token of the workload. A sequence brings its prompt once
-        per ``output_tokens`` steps, so on average a step with ``n`` sequences carries
-        ``n * mix_ratio`` prefill tokens; ``tpot(n)`` includes that interference. 0 (default)
-        gives the decode-only step.
-
-    Notes
-    -----
-    ``tpot(n) = beta0 + (beta2 + beta1 * mix_ratio) * n`` seconds per output token;
-    ``prefill_time(i) = beta0 + beta1 * i`` seconds for a prompt of ``i`` tokens.
-    """
-
-    def __init__(self, beta0: float, beta1: float, beta2: float, mix_ratio: float = 0.0):
-        beta0, beta1, beta2 = (nonnegative(v, name) for name, v in
-                               (("beta0", beta0), ("beta1", beta1), ("beta2", beta2)))
-        mix_ratio = nonnegative(mix_ratio, "mix_ratio")
-        if beta0 + beta2 <= 0:
-            raise ValueError("beta0 + beta2 must be positive: a decode step cannot take no time")
-        self.beta0, self.beta1, self.beta2, self.mix_ratio = beta0, beta1, beta2, mix_ratio
-
-    @property
-    def prefill_rate_tps(self) -> float:
-        """Prefill tokens per second, ``1 / beta1`` (``inf`` when ``beta1 = 0``)."""
-        return math.inf if self.beta1 == 0 else 1.0 / self.beta1
-
-    def tpot(self, concurrency, q=50):
-        """Seconds per output token with ``concurrency`` sequences running (vectorised)."""
-        n = np.asarray(concurrency, dtype=float)
-        return self.beta0 + (self.beta2 + self.beta1 * self.mix_ratio) * n
-
-    def prefill_time(self, input_tokens):
-        """Seconds to prefill prompts of ``input_tokens`` tokens (vectorised)."""
-        return self.beta0 + self.beta1 * np.asarray(input_tokens, dtype=float)
-
-    def __repr__(self):
-        return (f"StepTimeModel(beta0={self.beta0:.4g}, beta1={self.beta1:.4g}, "
-                f"beta2={self.beta2:.4g}, mix_ratio={self.mix_ratio:.4g})")
-
-
-_FIT_COLUMNS = ("concurrency", "tpot_p50_s", "ttft_p50_s", "mean_input_tokens", "mean_output_tokens")
-
-
-def fit_step_time(table: pd.DataFrame) -> StepTimeModel:
-    r"""Fit a :class:`StepTimeModel` to a concurrency sweep by non-negative least squares.
-
-    At concurrency :math:`n` with mean prompt :math:`I` and mean output :math:`O` tokens, a
-    decode step carries :math:`n` sequences and on average :math:`nI/O` prefill tokens, and a
-    request's first token comes from a step with its own prompt and the other sequences:
-
-    .. math::  \mathrm{TPOT}(n) = \beta_0 + \beta_1 nI/O + \beta_2 n, \qquad
-               \mathrm{TTFT}(n) = \beta_0 + \beta_1 I + \beta_2 n.
-
-    Both sets of rows are fitted jointly with ``scipy.optimize.nnls``, each equation
-    weighted by the inverse of its observed value (relative errors).
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        One row per concurrency level with columns ``concurrency``, ``tpot_p50_s``,
-        ``ttft_p50_s`` (seconds), ``mean_input_tokens`` and ``mean_output_tokens`` (tokens).
-
-    Returns
-    -------
-    StepTimeModel
-        With ``mix_ratio`` set to the sweep's mean ``I/O``.
-    """
-    from scipy.optimize import nnls
-
-    if not isinstance(table, pd.DataFrame):
-        raise TypeError("table must be a pandas DataFrame")
-    missing = [c for c in _FIT_COLUMNS if c not in table.columns]
-    if missing:
-        raise ValueError(f"the sweep table lacks column(s) {missing}; it needs {list(_FIT_COLUMNS)}")
-    if len(table) < 2:
-        raise ValueError("the sweep table needs at least two concurrency levels to fit a step-time model")
-    vals = {c: table[c].to_numpy(dtype=float) for c in _FIT_COLUMNS}
-    for c, v in vals.items():
-        bad = ~np.isfinite(v) | (v <= 0)
-        if bad.any():
-            raise ValueError(f"column {c} must be positive and finite; row {int(np.flatnonzero(bad)[0])} is {v[bad][0]!r}")
-    n, I, O = vals["concurrency"], vals["mean_input_tokens"], vals["mean_output_tokens"]
-    A = np.vstack([
-        np.column_stack([np.ones_like(n), n * I / O, n]) / vals["tpot_p50_s"][:, None],
-        np.column_stack([np.ones_like(n), I, n]) / vals["ttft_p50_s"][:, None],
-    ])
-    b = np.ones(2 * n.size)
-    beta, _ = nnls(A, b)
-    return StepTimeModel(beta[0], beta[1], beta[2], mix_ratio=float(np.mean(I / O)))
-
-
 class ContinuousBatching:
     """Service from tokens with continuous batching (load-dependent decode speed).
 
     Parameters
     ----------
-    tpot : Sweep, StepTimeModel, callable, float or array_like
+    tpot : Sweep, callable, float or array_like
         Seconds per output token as a function of the number of sequences running on the
         replica: an object with a vectorised ``tpot(concurrency)`` method (a
-        :class:`capbook.sweep.Sweep` or a :class:`StepTimeModel`), a callable ``f(n)``, a
+        :class:`capbook.sweep.Sweep`), a callable ``f(n)`` (say a fitted
+        :class:`capbook.engine.StepCost`'s decode step, ``lambda n: cost.step(n, 0)``), a
         constant, or a table whose entry ``i`` is the TPOT at concurrency ``i + 1``.
     prefill_rate_tps : float, optional
         Prefill speed, input tokens per second (``inf`` for instant prefill). Defaults to the
-        ``prefill_rate_tps`` attribute of ``tpot`` (a sweep or step model). A ``tpot`` object
+        ``prefill_rate_tps`` attribute of ``tpot`` (a sweep). A ``tpot`` object
         with a ``prefill_time(input_tokens)`` method is used for prefill instead.
     input_tokens, output_tokens : Distribution, float or array_like, optional
         Token counts for synthetic arrivals (a distribution, a constant, or observed values to
@@ -629,7 +528,7 @@ class Simulation:
         if fast:
             cols = _fast_fcfs(wl, fleet, self.rng)
         else:
-            cols = _EventLoop(wl, fleet, self.retry, self.rng).run(progress)
+            cols = _SlotFleet(wl, fleet, self.retry, self.rng).run(progress)
         return SimResult(cols, wl, fleet, self.warmup_s)
 
 
@@ -716,31 +615,24 @@ def _fast_fcfs(wl, fleet, rng):
                 retry_after=np.full(n, np.nan), abandoned=np.zeros(n, dtype=bool))
 
 
-class EventKind(IntEnum):
-    """The kinds of event of the event loop (:class:`_EventLoop`).
-
-    Timed events sit in one binary heap as ``(time_s, seq, kind, attempt, replica)``; ``seq``
-    breaks ties in the order the events were scheduled. Decode completions are not in the heap:
-    each replica keeps the time of its next one (its virtual token clock, see the module notes).
-    """
-
-    SERVICE_END = 0     #: fixed service: the attempt leaves its slot
-    PREFILL_END = 1     #: continuous batching: prefill done, the first token appears
-    DECODE_END = 2      #: continuous batching: sequences finish decoding on a replica
-    RETRY = 3           #: a retried attempt arrives
-    TIMEOUT = 4         #: the client's first-token timeout expires
+# The kinds of timed event of the slot model (handlers in this order, see _SlotFleet). Decode
+# completions are not timed events: each continuous-batching replica keeps the time of its next
+# one (its virtual token clock, see the module notes) and the earliest is the core's due time.
+_SERVICE_END = 0    # fixed service: the attempt leaves its slot
+_PREFILL_END = 1    # continuous batching: prefill done, the first token appears
+_RETRY = 2          # a retried attempt arrives
+_TIMEOUT = 3        # the client's first-token timeout expires
 
 
-# module-level names for the hot loop (an enum member lookup through its class costs ~0.2 µs)
-_SERVICE_END, _PREFILL_END, _DECODE_END, _RETRY, _TIMEOUT = EventKind
-
-
-class _EventLoop:
-    """The general event loop: any routing, admission control, retries, priorities, batching.
+class _SlotFleet:
+    """Slot replicas on the event core (:mod:`capbook.eventcore`): any routing, admission control,
+    retries, timeouts, priorities; fixed service (the M/G/c slot model) or continuous batching
+    (the fluid model).
 
     State is kept in plain lists indexed by attempt (primary attempts are ``0..n-1``; retries
-    are appended) and by replica; one method per kind of event (:class:`EventKind`) and one
-    per routing rule. :meth:`run` returns the per-attempt columns of :class:`SimResult`.
+    are appended) and by replica; one method per kind of timed event and one per routing rule.
+    At equal times a decode completion comes first, then timed events (in the order they were
+    scheduled), then arrivals. :meth:`run` returns the per-attempt columns of :class:`SimResult`.
     """
 
     __slots__ = ("R", "S", "rng", "pooled", "fixed", "n", "levels", "t_arrival", "src", "attempt",
@@ -748,8 +640,8 @@ class _EventLoop:
                  "svc", "prefill", "out", "admission", "max_queue", "budget", "cls", "per_slot",
                  "fixed_hint", "max_retries", "timeout", "cancel", "queued_on", "jitter", "base",
                  "cap", "honour", "u_pool", "u_i", "draws", "rr", "route", "running", "outst",
-                 "free_total", "queue", "rqueue", "qlen", "tp", "V", "tl", "nxt", "hv", "nmin",
-                 "nidx", "heap", "seq")
+                 "free_total", "queue", "rqueue", "qlen", "tp", "V", "tl", "nxt", "hv", "core",
+                 "heap", "seq")
 
     def __init__(self, wl, fleet, retry, rng):
         R, S = fleet.replicas, fleet.slots
@@ -831,53 +723,34 @@ class _EventLoop:
             self.tl = [0.0] * R             # time of the clock's last update
             self.nxt = [_INF] * R           # time of each replica's next decode completion
             self.hv = [[] for _ in range(R)]
-        self.nmin, self.nidx = _INF, 0      # min(nxt) and its first index, kept up to date by _reschedule
 
-        self.heap = []
-        self.seq = itertools.count(1)
+        # the core's due time is min(nxt) and due_id its first index, kept up to date by _reschedule
+        self.core = EventCore(self.t_arrival, self._arrive,
+                              (self._finish, self._on_prefill_end, self._on_retry, self._on_timeout),
+                              n=n, arrivals_first=False, on_due=None if fixed else self._on_decode_end)
+        self.heap = self.core.heap
+        self.seq = self.core.seq
 
-    # ---------------------------------------------------------------- the loop
+    # ---------------------------------------------------------------- the run
     def run(self, progress=False):
         """Process every event in time order; return the per-attempt columns."""
-        heap = self.heap
-        # the handler of each kind of heap event (a fixed-service end just frees the slot);
-        # decode completions come from the replicas' clocks (nmin, nidx), not from the heap
-        handle = {EventKind.SERVICE_END: self._finish, EventKind.PREFILL_END: self._on_prefill_end,
-                  EventKind.RETRY: self._on_retry, EventKind.TIMEOUT: self._on_timeout}
-        handle = [handle.get(kind) for kind in EventKind]
-        arrive, decode_end, fixed = self._arrive, self._on_decode_end, self.fixed
-        times, n = self.t_arrival, self.n   # primaries are t_arrival[0:n]; retries are appended after
+        core = self.core
         bar = None
         if progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=n, unit="req", desc="simulating")
-        tick = 0
-        i = 0
-        ta = times[0] if n else _INF
-        while True:
-            th = heap[0][0] if heap else _INF
-            if not fixed:
-                tn = self.nmin
-                if tn <= th and tn <= ta and tn < _INF:
-                    decode_end(self.nidx, tn)
-                    continue
-            if th <= ta and th < _INF:
-                t, _, kind, k, r = heappop(heap)
-                handle[kind](k, r, t)
-            elif i < n:
-                arrive(i, ta)
-                i += 1
-                ta = times[i] if i < n else _INF
-                if bar is not None:
-                    tick += 1
-                    if tick == 8192:
-                        bar.update(tick)
-                        tick = 0
-            else:
-                break
+            bar = tqdm(total=self.n, unit="req", desc="simulating")
+            arrive = self._arrive
+
+            def counted(k, t):
+                arrive(k, t)
+                if k % 8192 == 8191:
+                    bar.update(8192)
+
+            core.arrive = counted
+        done = core.run()
         if bar is not None:
-            bar.update(tick)
+            bar.update(done % 8192)
             bar.close()
         return self._columns()
 
@@ -1116,13 +989,14 @@ class _EventLoop:
         """Recompute replica ``r``'s next decode completion and the earliest over replicas."""
         h = self.hv[r]
         v = t + (h[0][0] - self.V[r]) * self.tp[self.running[r]] if h else _INF
-        nxt, nmin, nidx = self.nxt, self.nmin, self.nidx
+        nxt, core = self.nxt, self.core
+        nmin, nidx = core.due_t, core.due_id
         nxt[r] = v
         if v < nmin or (v == nmin and r < nidx):
-            self.nmin, self.nidx = v, r
+            core.due_t, core.due_id = v, r
         elif r == nidx:
-            self.nmin = m = min(nxt)
-            self.nidx = nxt.index(m)
+            core.due_t = m = min(nxt)
+            core.due_id = nxt.index(m)
 
 
 # --------------------------------------------------------------------------- results

@@ -18,6 +18,7 @@ import pytest
 from capbook import queueing
 from capbook.arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
 from capbook.distributions import Deterministic, Exponential, Gamma, Lognormal
+from capbook.engine import StepCost
 from capbook.sim import (
     Admission,
     ContinuousBatching,
@@ -25,8 +26,6 @@ from capbook.sim import (
     FleetSpec,
     RetryPolicy,
     Simulation,
-    StepTimeModel,
-    fit_step_time,
     simulate,
 )
 
@@ -302,7 +301,7 @@ def test_max_output_tokens_cap():
     assert rec.truncated.any() and (rec.output_tokens[rec.truncated] == 500).all()
 
 
-def test_sweep_like_objects_and_step_time_fit():
+def test_sweep_like_objects_and_step_costs_drive_continuous_batching():
     class FakeSweep:
         prefill_rate_tps = 2000.0
 
@@ -312,20 +311,12 @@ def test_sweep_like_objects_and_step_time_fit():
     svc = ContinuousBatching(FakeSweep(), input_tokens=200, output_tokens=100)
     np.testing.assert_allclose(svc.tpot_table(3), [0.021, 0.021, 0.022, 0.023])
     np.testing.assert_allclose(svc.prefill_times(np.array([1000])), [0.5])
-    # a sweep table generated exactly by the step-time model is recovered
-    b0, b1, b2 = 0.012, 2e-5, 4e-4
-    n = np.array([1, 2, 4, 8, 16, 32, 64])
-    I, O = np.full(7, 1500.0), np.full(7, 250.0)
-    table = pd.DataFrame({"concurrency": n, "tpot_p50_s": b0 + b1 * n * I / O + b2 * n,
-                          "ttft_p50_s": b0 + b1 * I + b2 * n, "mean_input_tokens": I,
-                          "mean_output_tokens": O})
-    m = fit_step_time(table)
-    assert (m.beta0, m.beta1, m.beta2) == pytest.approx((b0, b1, b2), rel=1e-6)
-    np.testing.assert_allclose(m.tpot(n), table.tpot_p50_s, rtol=1e-6)
-    assert m.prefill_rate_tps == pytest.approx(1 / b1)
-    with pytest.raises(ValueError, match="tpot_p50_s"):
-        fit_step_time(table.drop(columns="tpot_p50_s"))
-    assert isinstance(m, StepTimeModel)
+    # the engine's fitted step cost (one step-cost model for every simulator): TPOT at n
+    # sequences is its decode step, a prompt token costs cp_s
+    cost = StepCost(0.012, 4e-4, cp_s=2e-5)
+    svc = ContinuousBatching(lambda n: cost.step(n, 0), prefill_rate_tps=1 / cost.cp_s)
+    np.testing.assert_allclose(svc.tpot_table(3), [0.0124, 0.0124, 0.0128, 0.0132])
+    np.testing.assert_allclose(svc.prefill_times(np.array([1500])), [0.03])
 
 
 # --------------------------------------------------------------------------- arrivals, traces
@@ -473,7 +464,6 @@ def test_every_argument_refuses_text_bool_and_nan_by_name():
         "base_s": lambda v: RetryPolicy(base_s=v),
         "prefill_rate_tps": lambda v: ContinuousBatching(0.02, prefill_rate_tps=v),
         "max_output_tokens": lambda v: ContinuousBatching(0.02, prefill_rate_tps=1.0, max_output_tokens=v),
-        "beta0": lambda v: StepTimeModel(v, 0.0, 0.001),
         "n_requests": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=v),
         "duration_s": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), duration_s=v),
         "warmup_s": lambda v: Simulation(FleetSpec(1, 1, svc), PoissonArrivals(1.0), n_requests=5, warmup_s=v),
