@@ -121,6 +121,13 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     lam = nonnegative(arrival_rate, "arrival_rate")
     ts = positive(service_time, "service_time")
     tt = nonnegative(t, "t")
+    if n.ndim == 0:
+        n = int(n)  # a plain int keeps queueing on its scalar (math-module) path
+        if kind == "pooled":
+            return q.prob_wait_exceeds(tt, n * s, lam, ts)
+        if kind == "cyclic":
+            return _late_cyclic(n, s, lam, ts, tt)
+        return q.prob_wait_exceeds(tt, s, lam / n, ts)
     if kind == "pooled":
         return q.prob_wait_exceeds(tt, n * s, lam, ts)
     if kind == "cyclic":

@@ -35,6 +35,11 @@ cancellation), so it stays accurate to a few ulps for millions of servers where 
 .. math::  C(c, a) = \frac{B}{1 - \rho\,(1 - B)}, \qquad \rho = a / c .
 
 Everything is vectorised: ``c`` and ``a`` broadcast against each other as numpy arrays.
+Scalar arguments take a separate math-module implementation of the same operations (about a
+microsecond per Erlang C instead of tens of microseconds through numpy), which the solvers
+also use in their inner loops; the two agree to 1e-15 relative. Far beyond saturation
+(``a - c ≥ 3√c``), where the Poisson ratio's denominator underflows, Erlang B comes from the
+continued fraction of the incomplete gamma function instead.
 
 References
 ----------
@@ -284,8 +289,23 @@ def mm1_response_multiple(utilisation):
 
 
 # ---------------------------------------------------------------------------
-# Erlang B and C kernels (vectorised, no validation)
+# Erlang B and C kernels, no validation: one for scalars, one for arrays
 # ---------------------------------------------------------------------------
+#
+# The scalar kernel (names ending in ``_s``) works on Python floats with the math module and
+# scipy's C-level incomplete gamma, so one evaluation costs about a microsecond: it serves
+# every call with scalar arguments and the solvers' inner loops. The array kernel performs the
+# same operations in the same order on numpy arrays. Where numpy's own transcendental
+# functions (SIMD implementations on some CPUs) would give a result a few ulps away from the
+# math module's and a large factor would amplify the difference, the array kernel calls the
+# math module element by element (the far branch of bd0), so the two kernels agree to within
+# a few ulps: at most 1e-15 relative for Erlang B and C.
+#
+# Erlang B is the Poisson ratio pois(c; a) / P(N <= c) (see the module notes), except far
+# beyond saturation, a - c >= 3 sqrt(c), where P(N <= c) underflows or loses its relative
+# accuracy: there B comes from the continued fraction of the upper incomplete gamma
+# function, whose partial numerators n (c - n + 1) and denominators a - c + 2n are all
+# positive (so every step is stable) and which converges within a few dozen steps.
 
 # Exact values of stirlerr(n) = log(n!) - (n + 1/2) log n + n - log sqrt(2 pi) for n = 0..15
 # are computed once from lgamma (well conditioned for small n); the series is used above.
@@ -293,7 +313,115 @@ _STIRLERR_SMALL = np.array(
     [0.0]
     + [math.lgamma(n + 1.0) - (n + 0.5) * math.log(n) + n - _LOG_2PI_HALF for n in range(1, 16)]
 )
+_STIRLERR_TUPLE = tuple(float(v) for v in _STIRLERR_SMALL)
 
+#: bd0(x, m) uses its series where |v| = |x - m| / (x + m) < this (the series then needs
+#: 12 terms for full precision) and the closed form, which loses at most a few ulps, beyond.
+_BD0_NEAR = 0.2
+#: Coefficients 1/3, 1/5, ..., 1/25 of the bd0 series in w = v^2.
+_BD0_COEF = tuple(1.0 / (2 * j + 1) for j in range(1, 13))
+#: Erlang B comes from the continued fraction when a - c >= this times sqrt(c).
+_CF_FROM = 3.0
+#: The continued fraction stops when a step changes it by less than this (relative).
+_CF_TOL = 1e-15
+_CF_MAX_STEPS = 10_000
+_INF = math.inf
+
+try:  # the C function behind the ufunc, callable without the ufunc's ~0.4 µs overhead
+    from scipy.special.cython_special import gammaincc as _gammaincc_s
+except ImportError:  # pragma: no cover - every supported scipy has it
+    def _gammaincc_s(s: float, x: float) -> float:
+        return float(special.gammaincc(s, x))
+
+
+# -- scalar kernel ------------------------------------------------------------
+
+def _stirlerr_s(n: float) -> float:
+    if n <= 15.0:
+        return _STIRLERR_TUPLE[int(n)]
+    nn = n * n
+    return (1 / 12 - (1 / 360 - (1 / 1260 - (1 / 1680 - (1 / 1188) / nn) / nn) / nn) / nn) / n
+
+
+def _bd0_s(x: float, m: float) -> float:
+    d = x - m
+    v = d / (x + m)
+    if -_BD0_NEAR < v < _BD0_NEAR:
+        w = v * v
+        # Horner on _BD0_COEF, unrolled: exactly the array kernel's operations
+        s = ((((((((((((1 / 25) * w + 1 / 23) * w + 1 / 21) * w + 1 / 19) * w + 1 / 17) * w + 1 / 15) * w
+                  + 1 / 13) * w + 1 / 11) * w + 1 / 9) * w + 1 / 7) * w + 1 / 5) * w + 1 / 3)
+        return d * v + 2.0 * x * v * w * s
+    return x * math.log1p(d / m) + m - x
+
+
+def _b_cf_s(c: float, a: float) -> float:
+    """Erlang B from the continued fraction (modified Lentz), for a - c >= 3 sqrt(c)."""
+    f = a - c
+    big_c, d, n = f, 0.0, 0.0
+    while True:
+        n += 1.0
+        an = n * (c - n + 1.0)
+        bn = a - c + 2.0 * n
+        d = 1.0 / (bn + an * d)
+        big_c = bn + an / big_c
+        delta = big_c * d
+        f *= delta
+        if abs(delta - 1.0) < _CF_TOL or an == 0.0 or n >= _CF_MAX_STEPS:
+            return f / a
+
+
+def _log_b_below_s(c: float, a: float) -> float:
+    """log B(c, a) by the Poisson ratio (0 < a < c + 3 sqrt(c))."""
+    lb = (-_LOG_2PI_HALF - 0.5 * math.log(c) - _stirlerr_s(c) - _bd0_s(c, a)
+          - math.log(_gammaincc_s(c + 1.0, a)))
+    return lb if lb < 0.0 else 0.0
+
+
+def _log_erlang_b_s(c: float, a: float) -> float:
+    if a <= 0.0:
+        return -_INF
+    if a - c >= _CF_FROM * math.sqrt(c):
+        return math.log(_b_cf_s(c, a))
+    return _log_b_below_s(c, a)
+
+
+def _erlang_b_s(c: float, a: float) -> float:
+    if a <= 0.0:
+        return 0.0
+    if a - c >= _CF_FROM * math.sqrt(c):
+        return _b_cf_s(c, a)
+    return math.exp(_log_b_below_s(c, a))
+
+
+def _erlang_c_s(c: float, a: float) -> float:
+    if a >= c:
+        return 1.0
+    if a <= 0.0:
+        return 0.0
+    b = math.exp(_log_b_below_s(c, a))
+    out = b / ((c - a) / c + a / c * b)
+    return out if out < 1.0 else 1.0
+
+
+def _log_erlang_c_s(c: float, a: float) -> float:
+    if a >= c:
+        return 0.0
+    if a <= 0.0:
+        return -_INF
+    lb = _log_b_below_s(c, a)
+    lc = lb - math.log((c - a) / c + a / c * math.exp(lb))
+    return lc if lc < 0.0 else 0.0
+
+
+def _tail_s(t: float, c: float, a: float, service_time: float) -> float:
+    """P(wait > t) with offered load ``a``."""
+    if a >= c:
+        return 1.0
+    return _erlang_c_s(c, a) * math.exp(-((c - a) * t / service_time))
+
+
+# -- array kernel: the same operations on numpy arrays ------------------------
 
 def _stirlerr(n: np.ndarray) -> np.ndarray:
     """log(n!) - log(sqrt(2 pi n) (n/e)^n) for integer n >= 1 (Loader 2000)."""
@@ -306,33 +434,57 @@ def _stirlerr(n: np.ndarray) -> np.ndarray:
     if np.any(big):
         nb = n[big]
         nn = nb * nb
-        s0, s1, s2, s3, s4 = 1 / 12, 1 / 360, 1 / 1260, 1 / 1680, 1 / 1188
-        out[big] = (s0 - (s1 - (s2 - (s3 - s4 / nn) / nn) / nn) / nn) / nb
+        out[big] = (1 / 12 - (1 / 360 - (1 / 1260 - (1 / 1680 - (1 / 1188) / nn) / nn) / nn) / nn) / nb
     return out
 
 
 def _bd0(x: np.ndarray, m: np.ndarray) -> np.ndarray:
-    """Deviance term x log(x/m) + m - x, computed without cancellation (x > 0, m > 0)."""
-    u = (x - m) / m
-    out = np.empty(np.broadcast(x, m).shape)
-    x, m, u = np.broadcast_arrays(x, m, u)
-    # The series converges like |u|^k / k^2; 64 terms reach 1e-20 at |u| = 0.5. Outside
-    # |u| < 0.5 the closed form loses at most a few ulps of a result that is itself O(m).
-    near = np.abs(u) < 0.5
+    """Deviance term x log(x/m) + m - x, computed without cancellation (x > 0, m > 0).
+
+    Near x = m it is the series (x - m) v + 2 x v sum_{j>=1} v^{2j} / (2j + 1) in
+    v = (x - m)/(x + m) (Loader 2000), which has no cancellation; elsewhere the closed form.
+    """
+    x, m = np.broadcast_arrays(np.asarray(x, float), np.asarray(m, float))
+    d = x - m
+    v = d / (x + m)
+    out = np.empty(x.shape)
+    near = np.abs(v) < _BD0_NEAR
     if np.any(near):
-        # m * f(u), f(u) = (1+u) log(1+u) - u = sum_{k>=2} (-1)^k u^k / (k (k-1))
-        un = u[near]
-        term = un * un / 2.0
-        acc = term.copy()
-        power = un * un
-        for k in range(3, 64):
-            power = power * (-un)
-            acc = acc + power / (k * (k - 1))
-        out[near] = m[near] * acc
+        dn, vn = d[near], v[near]
+        w = vn * vn
+        s = _BD0_COEF[-1] * w + _BD0_COEF[-2]
+        for k in _BD0_COEF[-3::-1]:
+            s = s * w + k
+        out[near] = dn * vn + 2.0 * x[near] * vn * w * s
     far = ~near
     if np.any(far):
         xf, mf = x[far], m[far]
-        out[far] = xf * np.log1p((xf - mf) / mf) + mf - xf
+        # math.log1p, element by element: x times numpy's log1p would differ from the scalar
+        # kernel by x ulps
+        lp = np.fromiter(map(math.log1p, (d[far] / mf).tolist()), float, count=xf.size)
+        out[far] = xf * lp + mf - xf
+    return out
+
+
+def _b_cf(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """:func:`_b_cf_s` on arrays, each element stopping where the scalar one stops."""
+    out = np.empty(c.shape)
+    idx = np.arange(c.size)
+    f = a - c
+    big_c, d, n = f.copy(), np.zeros(c.shape), 0.0
+    while idx.size:
+        n += 1.0
+        cc, aa = c[idx], a[idx]
+        an = n * (cc - n + 1.0)
+        bn = aa - cc + 2.0 * n
+        d = 1.0 / (bn + an * d)
+        big_c = bn + an / big_c
+        delta = big_c * d
+        f = f * delta
+        done = (np.abs(delta - 1.0) < _CF_TOL) | (an == 0.0) | (n >= _CF_MAX_STEPS)
+        out[idx[done]] = f[done] / aa[done]
+        keep = ~done
+        idx, f, big_c, d = idx[keep], f[keep], big_c[keep], d[keep]
     return out
 
 
@@ -341,38 +493,91 @@ def _log_poisson_pmf_at_c(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     return -_LOG_2PI_HALF - 0.5 * np.log(c) - _stirlerr(c) - _bd0(c, a)
 
 
-def _log_erlang_b_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+def _b_branches(c: np.ndarray, a: np.ndarray):
     c, a = np.broadcast_arrays(np.asarray(c, float), np.asarray(a, float))
-    out = np.zeros(c.shape)  # a == 0 -> B = 0 -> log B = -inf, set below
     pos = a > 0
-    if np.any(pos):
-        cp, ap = c[pos], a[pos]
-        log_q = np.log(special.gammaincc(cp + 1.0, ap))
-        out[pos] = _log_poisson_pmf_at_c(cp, ap) - log_q
-    out[~pos] = -np.inf
-    return np.minimum(out, 0.0)
+    cf = pos & (a - c >= _CF_FROM * np.sqrt(c))
+    return c, a, pos & ~cf, cf
+
+
+def _log_b_below(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    log_q = np.log(special.gammaincc(c + 1.0, a))
+    return np.minimum(_log_poisson_pmf_at_c(c, a) - log_q, 0.0)
+
+
+def _log_erlang_b_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    c, a, below, cf = _b_branches(c, a)
+    out = np.full(c.shape, -np.inf)  # a == 0: B = 0
+    if np.any(below):
+        out[below] = _log_b_below(c[below], a[below])
+    if np.any(cf):
+        out[cf] = np.log(_b_cf(c[cf], a[cf]))
+    return out
+
+
+def _erlang_b_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    c, a, below, cf = _b_branches(c, a)
+    out = np.zeros(c.shape)
+    if np.any(below):
+        out[below] = np.exp(_log_b_below(c[below], a[below]))
+    if np.any(cf):
+        out[cf] = _b_cf(c[cf], a[cf])
+    return out
+
+
+def _erlang_c_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
+    c, a = np.broadcast_arrays(np.asarray(c, float), np.asarray(a, float))
+    out = np.ones(c.shape)  # saturated: C = 1
+    out[a <= 0] = 0.0
+    ok = (a > 0) & (a < c)
+    if np.any(ok):
+        co, ao = c[ok], a[ok]
+        b = np.exp(_log_b_below(co, ao))
+        out[ok] = np.minimum(b / ((co - ao) / co + ao / co * b), 1.0)
+    return out
 
 
 def _log_erlang_c_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     c, a = np.broadcast_arrays(np.asarray(c, float), np.asarray(a, float))
     out = np.zeros(c.shape)  # saturated: log C = 0 (C = 1)
+    out[a <= 0] = -np.inf
+    ok = (a > 0) & (a < c)
+    if np.any(ok):
+        co, ao = c[ok], a[ok]
+        lb = _log_b_below(co, ao)
+        out[ok] = np.minimum(lb - np.log((co - ao) / co + ao / co * np.exp(lb)), 0.0)
+    return out
+
+
+def _tail_kernel(t: np.ndarray, c: np.ndarray, a: np.ndarray, service_time: np.ndarray) -> np.ndarray:
+    t, c, a, ts = np.broadcast_arrays(t, c, a, service_time)
+    out = np.ones(c.shape)
     ok = a < c
     if np.any(ok):
         co, ao = c[ok], a[ok]
-        lb = _log_erlang_b_kernel(co, ao)
-        b = np.exp(lb)
-        one_minus_rho = (co - ao) / co
-        rho = ao / co
-        out[ok] = lb - np.log(one_minus_rho + rho * b)
-    return np.minimum(out, 0.0)
+        out[ok] = _erlang_c_kernel(co, ao) * np.exp(-((co - ao) * t[ok] / ts[ok]))
+    return out
 
 
 # ---------------------------------------------------------------------------
 # Erlang B and C, public
 # ---------------------------------------------------------------------------
+#
+# Each public function first tries the scalar kernel: when every argument is a Python or
+# numpy number (not bool) and passes the cheap checks, the answer comes from the math module
+# without building an array. Anything else, including every bad value, takes the array path,
+# whose capbook.validation checks raise the usual messages naming the argument.
+
+_SCALAR_TYPES = frozenset({int, float, np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16,
+                           np.uint32, np.uint64, np.float16, np.float32, np.float64})
+
 
 def log_erlang_b(c, a):
     """Natural log of the Erlang B blocking probability (see :func:`erlang_b`)."""
+    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
+        cf, af = float(c), float(a)
+        if cf >= 1.0 and cf.is_integer() and 0.0 <= af < _INF:
+            return _log_erlang_b_s(cf, af)
     cc = array(c, "c", lo=1, integer=True)
     aa = array(a, "a", lo=0)
     return _scalar_or_array(_log_erlang_b_kernel(cc, aa))
@@ -398,19 +603,31 @@ def erlang_b(c, a):
 
     Notes
     -----
-    Computed in log space through the regularised incomplete gamma function; no loop over k.
-    Values below about 1e-308 underflow to 0 (use :func:`log_erlang_b` to keep them).
+    Computed in log space through the regularised incomplete gamma function, and far beyond
+    saturation (``a - c ≥ 3√c``) through its continued fraction; no loop over k. Scalar
+    arguments take a math-module path (about a microsecond) that agrees with the array path
+    to 1e-15. Values below about 1e-308 underflow to 0 (use :func:`log_erlang_b` to keep them).
 
     Examples
     --------
     >>> round(erlang_b(1, 1.0), 12)
     0.5
     """
-    return _scalar_or_array(np.exp(np.asarray(log_erlang_b(c, a))))
+    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
+        cf, af = float(c), float(a)
+        if cf >= 1.0 and cf.is_integer() and 0.0 <= af < _INF:
+            return _erlang_b_s(cf, af)
+    cc = array(c, "c", lo=1, integer=True)
+    aa = array(a, "a", lo=0)
+    return _scalar_or_array(_erlang_b_kernel(cc, aa))
 
 
 def log_erlang_c(c, a):
     """Natural log of the Erlang C probability of waiting (see :func:`erlang_c`)."""
+    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
+        cf, af = float(c), float(a)
+        if cf >= 1.0 and cf.is_integer() and af >= 0.0:
+            return _log_erlang_c_s(cf, af)
     cc = array(c, "c", lo=1, integer=True)
     aa = array(a, "a", lo=0, allow_inf=True)
     return _scalar_or_array(_log_erlang_c_kernel(cc, aa))
@@ -434,12 +651,32 @@ def erlang_c(c, a):
         Probability of waiting in [0, 1]. At or beyond saturation (``a >= c``) it is 1 by
         convention: there is no steady state and every arrival eventually queues.
 
+    Notes
+    -----
+    Scalar arguments take a math-module path (about a microsecond per call) that agrees with
+    the array path to 1e-15 relative; both are within 1e-12 of the exact value.
+
     Examples
     --------
     >>> round(erlang_c(8, 4.0), 4)   # 8 servers at 50 %
     0.059
     """
-    return _scalar_or_array(np.exp(np.asarray(log_erlang_c(c, a))))
+    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
+        cf, af = float(c), float(a)
+        if cf >= 1.0 and cf.is_integer() and af >= 0.0:
+            return _erlang_c_s(cf, af)
+    cc = array(c, "c", lo=1, integer=True)
+    aa = array(a, "a", lo=0, allow_inf=True)
+    return _scalar_or_array(_erlang_c_kernel(cc, aa))
+
+
+def _scalar_loads(c, arrival_rate, service_time):
+    """(c, a, service_time) as floats when all three are valid plain numbers, else None."""
+    if type(c) in _SCALAR_TYPES and type(arrival_rate) in _SCALAR_TYPES and type(service_time) in _SCALAR_TYPES:
+        cf, lam, ts = float(c), float(arrival_rate), float(service_time)
+        if cf >= 1.0 and cf.is_integer() and 0.0 <= lam < _INF and 0.0 < ts < _INF:
+            return cf, lam * ts, ts
+    return None
 
 
 def _loads(c, arrival_rate, service_time):
@@ -466,8 +703,11 @@ def prob_wait(c, arrival_rate, service_time):
     float or ndarray
         Erlang C; 1 at or beyond saturation.
     """
+    s = _scalar_loads(c, arrival_rate, service_time)
+    if s is not None:
+        return _erlang_c_s(s[0], s[1])
     cc, _, _, a = _loads(c, arrival_rate, service_time)
-    return _scalar_or_array(np.exp(_log_erlang_c_kernel(cc, a)))
+    return _scalar_or_array(_erlang_c_kernel(cc, a))
 
 
 def mean_wait(c, arrival_rate, service_time):
@@ -484,11 +724,15 @@ def mean_wait(c, arrival_rate, service_time):
     service_time : float or array_like
         Mean seconds in service.
     """
+    s = _scalar_loads(c, arrival_rate, service_time)
+    if s is not None:
+        cf, a, ts = s
+        return _erlang_c_s(cf, a) * ts / (cf - a) if a < cf else _INF
     cc, lam, t, a = _loads(c, arrival_rate, service_time)
     cc, a, t = np.broadcast_arrays(cc, a, t)
     out = np.full(cc.shape, np.inf)
     ok = a < cc
-    out[ok] = np.exp(_log_erlang_c_kernel(cc[ok], a[ok])) * t[ok] / (cc[ok] - a[ok])
+    out[ok] = _erlang_c_kernel(cc[ok], a[ok]) * t[ok] / (cc[ok] - a[ok])
     return _scalar_or_array(out)
 
 
@@ -514,14 +758,14 @@ def prob_wait_exceeds(t, c, arrival_rate, service_time):
     >>> round(prob_wait_exceeds(0.5, 512, 40, 12.25), 3)   # 16 replicas x 32 slots
     0.095
     """
+    if type(t) in _SCALAR_TYPES:
+        s = _scalar_loads(c, arrival_rate, service_time)
+        tf = float(t)
+        if s is not None and 0.0 <= tf < _INF:
+            return _tail_s(tf, *s)
     tt = array(t, "t", lo=0)
     cc, lam, ts, a = _loads(c, arrival_rate, service_time)
-    tt, cc, a, ts = np.broadcast_arrays(tt, cc, a, ts)
-    out = np.ones(cc.shape)
-    ok = a < cc
-    if np.any(ok):
-        out[ok] = np.exp(_log_erlang_c_kernel(cc[ok], a[ok]) - (cc[ok] - a[ok]) * tt[ok] / ts[ok])
-    return _scalar_or_array(out)
+    return _scalar_or_array(_tail_kernel(tt, cc, a, ts))
 
 
 def wait_quantile(q, c, arrival_rate, service_time):
@@ -537,6 +781,14 @@ def wait_quantile(q, c, arrival_rate, service_time):
     c, arrival_rate, service_time
         As in :func:`prob_wait_exceeds`.
     """
+    if type(q) in _SCALAR_TYPES:
+        s = _scalar_loads(c, arrival_rate, service_time)
+        qf = float(q)
+        if s is not None and 0.0 < qf < 1.0:
+            cf, a, ts = s
+            if a >= cf:
+                return _INF
+            return max(0.0, (_log_erlang_c_s(cf, a) - math.log1p(-qf)) * ts / (cf - a))
     qq = array(q, "q", lo=0, hi=1, lo_open=True, hi_open=True)
     cc, lam, ts, a = _loads(c, arrival_rate, service_time)
     qq, cc, a, ts = np.broadcast_arrays(qq, cc, a, ts)
@@ -554,11 +806,8 @@ def wait_quantile(q, c, arrival_rate, service_time):
 # ---------------------------------------------------------------------------
 
 def _tail(t: float, c: float, arrival_rate: float, service_time: float) -> float:
-    """P(wait > t) for scalars, with exactly the arithmetic of :func:`prob_wait_exceeds`."""
-    a = arrival_rate * service_time
-    if a >= c:
-        return 1.0
-    return float(np.exp(_log_erlang_c_kernel(np.array(float(c)), np.array(a)) - (c - a) * t / service_time))
+    """P(wait > t) for checked scalars: what :func:`prob_wait_exceeds` returns for them."""
+    return _tail_s(t, float(c), arrival_rate * service_time, service_time)
 
 
 def max_arrival_rate(c, service_time, t, target):
@@ -592,11 +841,13 @@ def max_arrival_rate(c, service_time, t, target):
     p = probability(target, "target")
     log_p = math.log(p)
 
+    fc = float(cc)
+
     def f(a: float) -> float:
-        # log P(wait > t) - log target, as a function of the offered load a
-        if a >= cc:
+        # log P(wait > t) - log target, as a function of the offered load a (scalar kernel)
+        if a >= fc:
             return -log_p
-        return float(_log_erlang_c_kernel(np.array(float(cc)), np.array(a))) - (cc - a) * tt / ts - log_p
+        return _log_erlang_c_s(fc, a) - (fc - a) * tt / ts - log_p
 
     hi = cc * (1 - 1e-15)  # strictly below saturation
     if f(hi) <= 0:  # pragma: no cover - only if t is so large the tail vanishes as a -> c
@@ -607,7 +858,7 @@ def max_arrival_rate(c, service_time, t, target):
     # the root is exact only to floating tolerance: step down until the SLO holds as
     # prob_wait_exceeds computes it
     while lam > 0 and _tail(tt, cc, lam, ts) > p:
-        lam = float(np.nextafter(lam, 0.0))
+        lam = math.nextafter(lam, 0.0)
     return float(lam)
 
 
