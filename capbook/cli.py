@@ -1370,9 +1370,14 @@ def run_simulate(args: argparse.Namespace) -> int:
     if flags["rate"] is not None:
         how = f"--rate; the plan's peak is {plan.request_rate:,.4g} requests/s"
     else:
-        peak = (f"the plan's peak, the P{100 * plan.demand.quantile:g} busiest hour "
-                f"{plan.demand.horizon_weeks:g} weeks ahead")
-        how = peak if flags["scale"] == 1 else f"{flags['scale']:g} × {peak} ({plan.request_rate:,.4g} requests/s)"
+        d = plan.demand
+        pk = d.peaks.get(d.horizon_weeks)
+        if pk is not None and pk.method == "observed":
+            desc = "the log's busiest hour, too short a history to forecast"
+        else:
+            desc = f"the P{100 * d.quantile:g} busiest hour forecast {d.horizon_weeks:g} weeks ahead"
+        how = (f"the plan's peak: {desc}" if flags["scale"] == 1 else
+               f"{flags['scale']:g} × the plan's peak of {plan.request_rate:,.4g} requests/s, {desc}")
     notes = [n for n in plan.traffic.notes + plan.input_notes + plan.demand.notes]
     verdict = _simulate_verdict(s, plan.slo)
     if args.json:
@@ -1425,9 +1430,9 @@ def _simulate_verdict(s: dict, slo) -> str:
         why.append(f"{qn} TTFT is not reached: over {100 * (1 - slo.ttft_quantile):g} % of the requests got no "
                    "first token before the replay ended (the fleet falls behind)")
     elif tq > slo.ttft_target_s:
-        why.append(f"{qn} TTFT {_fixed(tq)} ± {_fixed(mt)} s is over the {slo.ttft_target_s:g} s objective")
+        why.append(f"{qn} TTFT {_pm(tq, mt, 's')} is over the {slo.ttft_target_s:g} s objective")
     elif tq + mt > slo.ttft_target_s:
-        why.append(f"{qn} TTFT {_fixed(tq)} ± {_fixed(mt)} s may be over the {slo.ttft_target_s:g} s objective (its 95 % "
+        why.append(f"{qn} TTFT {_pm(tq, mt, 's')} may be over the {slo.ttft_target_s:g} s objective (its 95 % "
                    "margin reaches past it)")
     if not g - mg >= slo.goodput_share:
         word = "is below" if g < slo.goodput_share else "may be below"
@@ -1448,6 +1453,19 @@ def _secs(x, digits: int = 3) -> str:
     if x is None or x != x:
         return "n/a"
     return "never (not served)" if math.isinf(x) else f"{_fixed(x, digits)} s"
+
+
+def _pm(x: float, m: float, unit: str) -> str:
+    """``x ± m unit``: the margin to the decimals of the value (or one significant digit when those
+    would show it as zero); 'n/a' for a margin too wide to estimate."""
+    v = _fixed(x)
+    if not math.isfinite(m):
+        return f"{v} ± n/a {unit}"
+    dec = len(v.split(".")[1]) if "." in v else 0
+    mt = f"{m:,.{dec}f}"
+    if m > 0 and float(mt.replace(",", "")) == 0:
+        mt = _fixed(m)
+    return f"{v} ± {mt} {unit}"
 
 
 def _fixed(x: float, digits: int = 3) -> str:
@@ -1478,7 +1496,7 @@ def _print_simulation(s: dict, plan, flags: dict, how: str, notes: list, verdict
     w(f"capbook simulate: {n} serving replica{'s' if n != 1 else ''} behind the {s['router']} router")
     w("")
     w(f"log         {src['requests']}: model {src['model']}, tier {src['tier']}")
-    kv = "not bounded" if s["kv_cache_tokens"] is None else f"{s['kv_cache_tokens']:,} tokens"
+    kv = "not bounded (size unknown)" if s["kv_cache_tokens"] is None else f"{s['kv_cache_tokens']:,} tokens"
     w(f"sweep       {src['sweep']}; one replica: max_num_seqs {s['max_num_seqs']:,}, KV cache {kv}")
     w(f"rate        {s['rate']:,.4g} requests/s ({how})"
       + ("" if not math.isfinite(s["measured_rate"]) or abs(s["measured_rate"] / s["rate"] - 1) < 0.01
@@ -1496,16 +1514,16 @@ def _print_simulation(s: dict, plan, flags: dict, how: str, notes: list, verdict
     tq, mt = s["ttft_q_s"], s["ttft_q_margin_s"]
     ok_t = math.isfinite(tq) and tq + _margin(mt) <= slo.ttft_target_s
     ok_g = s["goodput_share"] - _margin(s["goodput_margin"]) >= slo.goodput_share
-    mtxt = "n/a" if not math.isfinite(mt) else _fixed(mt)
-    mgtxt = "n/a" if not math.isfinite(s["goodput_margin"]) else f"{100 * s['goodput_margin']:.2f}"
-    t_txt = _secs(tq) if not math.isfinite(tq) else f"{_fixed(tq)} ± {mtxt} s"
+    rough = not (math.isfinite(mt) and math.isfinite(s["goodput_margin"]))
+    t_txt = _secs(tq) if not math.isfinite(tq) else _pm(tq, mt, "s")
     obj = f"objective {slo.ttft_target_s:g} s"
     w(f"  {qn + ' TTFT':<12}{t_txt:<22}{obj:<22}{'met' if ok_t else 'NOT MET'}")
-    g_txt = f"{100 * s['goodput_share']:.2f} ± {mgtxt} %"
+    g_txt = (f"{100 * s['goodput_share']:.2f} ± "
+             + (f"{100 * s['goodput_margin']:.2f}" if math.isfinite(s["goodput_margin"]) else "n/a") + " %")
     obj = f"target {100 * slo.goodput_share:g} %"
     w(f"  {'goodput':<12}{g_txt:<22}{obj:<22}{'met' if ok_g else 'NOT MET':<9}"
       f"(requests served with TTFT <= {slo.ttft_target_s:g} s and TPOT <= {1000 * slo.tpot_target_s:g} ms)")
-    if "n/a" in (mtxt, mgtxt):
+    if rough:
         w("  (± n/a: fewer than 200 requests measured per replication, too few for a 95 % margin; the verdict "
           "reads the estimate alone)")
     w("")
@@ -1516,9 +1534,10 @@ def _print_simulation(s: dict, plan, flags: dict, how: str, notes: list, verdict
     w(f"  TPOT        p50 {tp(s['tpot_p50_s'])}, p99 {tp(s['tpot_p99_s'])}; {pct(s['tpot_miss_share'])} of requests "
       f"over the {1000 * slo.tpot_target_s:g} ms objective")
     w(f"  E2E         p50 {_secs(s['e2e_p50_s'], 2)}")
-    w(f"  served      {s['served']:,}; {s['goodput_rps']:,.4g} requests/s within both objectives"
-      if s["goodput_rps"] == s["goodput_rps"] else f"  served      {s['served']:,}")
-    w(f"  refused     {s['refused']:,} (prompt + output above one replica's KV cache of {kv})")
+    w(f"  served      {s['served']:,} of {s['requests']:,}")
+    w(f"  refused     {s['refused']:,} (prompt + output above one replica's KV cache"
+      + (f" of {kv})" if s["kv_cache_tokens"] is not None else
+         "; not bounded here: the sweep does not say enough to size it)"))
     if s["unfinished"]:
         w(f"  unfinished  {s['unfinished']:,} (still queued or running when the replay ended: the fleet falls behind)")
     w(f"  preemptions {s['preemptions']:,} (sequences evicted from a full KV cache and recomputed)")
@@ -1536,7 +1555,7 @@ def _print_simulation(s: dict, plan, flags: dict, how: str, notes: list, verdict
             t = t.describe().loc[["min", "50%", "max"]].rename(index={"50%": "median"})
             t.index.name = f"of {len(per)}"
         head = f"  {t.index.name:>8}" + "".join(f"{c:>13}" for c in t.columns)
-        w("per replica (first replication; busy: share of time a step ran; slots: mean sequences in flight over "
+        w("per replica (first replication; requests: routed to it, the warm-up included; busy: share of time a step ran; slots: mean sequences in flight over "
           "max_num_seqs; KV cache: mean tokens held over its size)")
         w(head)
         for idx, row in t.iterrows():
