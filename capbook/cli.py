@@ -479,6 +479,7 @@ _FLAG_HINTS = [
     (r"\bmapping\s*=", "--format"),
     (rf"engine\s*=\s*{_Q}(duckdb|spark){_Q}", r"--engine \1"),
     (r"\bspark_master\s*=", "--spark-master"),
+    (rf"\brouter\s*=\s*{_Q}([\w-]+){_Q}", r"--router \1"),
     (r"\bslo\s*=\s*'([^']*)'", r"--slo '\1'"),
     (r"\bslo\s*=(?!\S)", "--slo"),
     (r"\bkv_cache_tokens\s*=", "--kv-cache-tokens N"),
@@ -544,7 +545,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
         description=(
             "Forecast the request log's tokens at the horizon of the decision's lead time, size the "
             "fleet from the sweep's rating, check it with Erlang C, the load-dependent model and a "
-            "replay, and write plan.csv and plan.md. Exit status 2 on invalid input."
+            "fleet simulation of the log's busiest hours, and write plan.csv and plan.md. Exit status 2 on invalid input."
         ),
     )
     _add_data_arguments(p)
@@ -568,7 +569,8 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--spares", default="1", metavar="K", help="N+k spare replicas, 0 to 1000 (default 1)")
     p.add_argument("--zones", default=None, metavar="N",
                    help="survive losing one of this many zones (2 to 1000)")
-    p.add_argument("--no-sim", action="store_true", help="skip the replay through the simulator")
+    p.add_argument("--no-sim", action="store_true",
+                   help="skip the fleet simulation (faster: the serving count is then Erlang C's, not verified)")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
                    help="folder for plan.csv, plan.md and schedule.csv (default ./capbook-plan); files there that "
                         "capbook did not write are not replaced without --force")
@@ -1142,7 +1144,8 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--headroom", default="0.8", metavar="SHARE", help="share of the rating used (default 0.8)")
     p.add_argument("--scale", default="1", metavar="X",
                    help="demand multiplier on top of the forecast, e.g. 10 to compare at ten times the traffic (default 1)")
-    p.add_argument("--no-sim", action="store_true", help="skip the replay of each plan (faster; models only)")
+    p.add_argument("--no-sim", action="store_true",
+                   help="skip the fleet simulation of each plan (faster; the queueing models only)")
     p.add_argument("--reserved", action="store_true", help="rank by the reserved price instead of on demand")
     g = p.add_argument_group("cost")
     g.add_argument("--prices", metavar="CSV", default=None,
@@ -1237,10 +1240,343 @@ def run_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+# --------------------------------------------------------------------------------------------
+# capbook simulate --replicas N (see capbook.replay.check_fleet)
+# --------------------------------------------------------------------------------------------
+#: Defaults of ``capbook simulate``'s simulation flags: the plan's own (capbook.plan.capacity_plan),
+#: so that ``capbook simulate --replicas <serving>`` reproduces the plan's verdicts.
+SIMULATE_DEFAULTS = {"sim_requests": "30000", "seeds": "2", "seed": "2026", "router": "pooled"}
+#: Fewest requests per replication ``capbook simulate`` runs: a p99 and its batch-means margin need them.
+SIM_MIN_REQUESTS = 1000
+#: Replicas listed one per row in ``capbook simulate``'s table; beyond, it prints min, median and max.
+SIMULATE_TABLE_ROWS = 32
+
+
+def add_simulate_command(sub: argparse._SubParsersAction) -> None:
+    """Register ``capbook simulate``."""
+    p = sub.add_parser(
+        "simulate",
+        help="simulate N serving replicas on the log's busiest hours and say whether they meet the objectives",
+        description=(
+            "What if I run N replicas? Replay the request log's busiest hours, time-scaled to the plan's peak "
+            "(or --rate, or --scale times the peak), through N engine replicas fitted to the sweep behind a "
+            "router, and judge them as capbook plan does: the TTFT quantile and goodput of the objectives with "
+            "95 %% confidence margins, TPOT, refusals, preemptions, prefix-cache hits and a per-replica table. "
+            "With the default simulation flags, --replicas <the plan's serving count> meets the objectives and "
+            "one fewer does not. Exit status 0 whatever the verdict, 2 on invalid input."
+        ),
+    )
+    _add_data_arguments(p)
+    _add_history_argument(p)
+    g = p.add_argument_group("what to simulate (the plan's traffic and objectives)")
+    g.add_argument("--model", default=None, help="model of the log to replay (default: the one with most output tokens)")
+    g.add_argument("--tier", default="interactive",
+                   help="tier to replay ('all' for every tier; default interactive)")
+    g.add_argument("--slo", default=None, metavar="SPEC",
+                   help="objectives, as for capbook plan, e.g. 'ttft=1,tpot=50ms' (default: p99 TTFT 1 s, TPOT "
+                        "50 ms, goodput 99 %%)")
+    g.add_argument("--horizon", default="4", metavar="WEEKS",
+                   help="the plan's lead time in weeks, which sets its peak (default 4)")
+    g.add_argument("--quantile", default="0.9", metavar="Q",
+                   help="the plan's peak-hour quantile, between 0 and 1 (default 0.9)")
+    g.add_argument("--growth", default="0", metavar="SHARE",
+                   help="weekly growth for logs too short to forecast, from -0.5 to 1 (default 0)")
+    g = p.add_argument_group("the fleet simulation")
+    g.add_argument("--replicas", default=None, metavar="N",
+                   help="serving replicas to simulate, a whole number from 1 to 1000 (required)")
+    g.add_argument("--router", default=SIMULATE_DEFAULTS["router"], metavar="NAME",
+                   help="router in front of the replicas: pooled, jsq, p2c, random, strict-round-robin or "
+                        "prefix-affinity (default pooled, the plan's)")
+    rate = g.add_mutually_exclusive_group()
+    rate.add_argument("--rate", default=None, metavar="R",
+                      help="arrival rate to replay the busiest hours at, requests per second (default: the plan's "
+                           "peak)")
+    rate.add_argument("--scale", default=None, metavar="X",
+                      help="arrival rate as a multiple of the plan's peak, e.g. 2 for twice the peak (default 1)")
+    g.add_argument("--sim-requests", default=SIMULATE_DEFAULTS["sim_requests"], metavar="K",
+                   help="requests per replication, from the log's busiest hours (default 30000, the plan's)")
+    g.add_argument("--seeds", default=SIMULATE_DEFAULTS["seeds"], metavar="S",
+                   help="replications, each stacking the busy hours in another order (default 2, the plan's; two "
+                        "more are run when a 95 %% margin straddles its objective)")
+    g.add_argument("--seed", default=SIMULATE_DEFAULTS["seed"], metavar="SEED",
+                   help="seed of the simulation; the same seed gives the same numbers (default 2026, the plan's)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=run_simulate)
+
+
+def _simulate_flags(args) -> dict:
+    """The simulation flags of ``capbook simulate``, checked; raises ValueError naming the flag."""
+    from capbook.fleetsim import ROUTERS, router_name
+    from capbook.plan import MAX_DEMAND_SCALE
+    from capbook.replay import SIM_CAP_MAX
+
+    if args.replicas is None:
+        raise ValueError("--replicas N is required: the number of serving replicas to simulate")
+    out = {"replicas": _number(args.replicas, "--replicas", f"a whole number of replicas from 1 to {SIM_CAP_MAX:,}",
+                               whole=True, lo=1, hi=SIM_CAP_MAX),
+           "n_requests": _number(args.sim_requests, "--sim-requests", f"a whole number of requests >= {SIM_MIN_REQUESTS:,} "
+                                 "(fewer give no confidence margin)", whole=True, lo=SIM_MIN_REQUESTS),
+           "seeds": _number(args.seeds, "--seeds", "a whole number of replications from 1 to 100", whole=True,
+                            lo=1, hi=100),
+           "seed": _number(args.seed, "--seed", "a whole number >= 0", whole=True, zero=True)}
+    try:
+        out["router"] = router_name(args.router)
+    except ValueError:
+        raise ValueError(f"--router {args.router!r}: must be one of {', '.join(ROUTERS)}") from None
+    out["rate"] = None if args.rate is None else _number(args.rate, "--rate",
+                                                         "a positive number of requests per second")
+    out["scale"] = 1.0 if args.scale is None else _number(
+        args.scale, "--scale", f"a positive multiple of the plan's peak of at most {MAX_DEMAND_SCALE:g}",
+        lo=0, hi=MAX_DEMAND_SCALE, lo_open=True)
+    return out
+
+
+def _simulate_plan_numbers(args) -> dict:
+    """--horizon, --quantile and --growth as ``capacity_plan`` keywords (they set the plan's peak)."""
+    from capbook.plan import GROWTH_PER_WEEK_RANGE
+
+    lo, hi = GROWTH_PER_WEEK_RANGE
+    return {"lead_time_weeks": _number(args.horizon, "--horizon", "a positive number of weeks"),
+            "quantile": _number(args.quantile, "--quantile", "a quantile strictly between 0 and 1", lo=0, hi=1,
+                                lo_open=True, hi_open=True),
+            "growth_per_week": _number(args.growth, "--growth", f"a weekly growth from {lo:g} to {hi:g} "
+                                       "(0.05 is 5 % a week)", lo=lo, hi=hi)}
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """Run ``capbook simulate``; returns the exit code."""
+    from capbook import datasets
+    from capbook.plan import SLO, capacity_plan
+    from capbook.replay import check_fleet
+
+    try:
+        flags = _simulate_flags(args)
+        numbers = _simulate_plan_numbers(args)
+        try:
+            slo = SLO.parse(args.slo) if args.slo is not None else SLO()
+        except ValueError as exc:
+            raise ValueError(f"--slo {args.slo!r}: {exc}") from None
+        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
+                                      history_label=args.history)
+        # the plan without its simulated search: its peak, model, tier and objectives are all that is used
+        plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier, slo=slo,
+                             **numbers, simulate=False)
+        rate = flags["rate"] if flags["rate"] is not None else flags["scale"] * plan.request_rate
+        s = check_fleet(plan, inputs.arguments["log"], inputs.arguments["sweep"], flags["replicas"], rate=rate,
+                        n_requests=flags["n_requests"], seeds=flags["seeds"], seed=flags["seed"],
+                        router=flags["router"])
+    except (ValueError, FileNotFoundError) as exc:
+        return _fail("simulate", exc)
+    if flags["rate"] is not None:
+        how = f"--rate; the plan's peak is {plan.request_rate:,.4g} requests/s"
+    else:
+        d = plan.demand
+        pk = d.peaks.get(d.horizon_weeks)
+        if pk is not None and pk.method == "observed":
+            desc = "the log's busiest hour, too short a history to forecast"
+        else:
+            desc = f"the P{100 * d.quantile:g} busiest hour forecast {d.horizon_weeks:g} weeks ahead"
+        how = (f"the plan's peak: {desc}" if flags["scale"] == 1 else
+               f"{flags['scale']:g} × the plan's peak of {plan.request_rate:,.4g} requests/s, {desc}")
+    notes = [n for n in plan.traffic.notes + plan.input_notes + plan.demand.notes]
+    verdict = _simulate_verdict(s, plan.slo)
+    if args.json:
+        out = {"requests": plan.source["requests"], "sweep": plan.source["sweep"], "model": plan.source["model"],
+               "tier": plan.source["tier"], "plan_request_rate": plan.request_rate, "rate_source": how,
+               "slo": {"ttft_target_s": slo.ttft_target_s, "ttft_quantile": slo.ttft_quantile,
+                       "tpot_target_s": slo.tpot_target_s, "goodput_share": slo.goodput_share},
+               "requested_seeds": flags["seeds"], "seed": flags["seed"], "n_requests": flags["n_requests"],
+               **{k: v for k, v in s.items() if k != "per_replica"},
+               "per_replica": s["per_replica"].reset_index().to_dict(orient="records"),
+               "verdict": verdict, "notes": [cli_message(n) for n in notes]}
+        print(json.dumps(_clean_json(out), indent=2))
+        return 0
+    _print_simulation(s, plan, flags, how, notes, verdict)
+    return 0
+
+
+def _clean_json(x):
+    """``x`` with NumPy scalars as Python numbers and NaN or infinity as None (JSON has neither)."""
+    if isinstance(x, dict):
+        return {str(k): _clean_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean_json(v) for v in x]
+    if hasattr(x, "item"):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _margin(x) -> float:
+    """A 95 % margin as the verdict uses it: one too wide to estimate counts as 0 (capbook.replay._meets)."""
+    return float(x) if math.isfinite(x) else 0.0
+
+
+def _simulate_verdict(s: dict, slo) -> str:
+    """The last line of ``capbook simulate``: meets, does not meet (which objective), or cannot."""
+    n = s["replicas"]
+    fleet = f"{n} replica{'s' if n != 1 else ''}"
+    rough = not (math.isfinite(s["ttft_q_margin_s"]) and math.isfinite(s["goodput_margin"]))
+    if s["meets"]:
+        return (f"{fleet} meet{'s' if n == 1 else ''} the objectives"
+                + (" on the estimates alone (too few requests for a 95 % margin)" if rough
+                   else " with 95 % confidence"))
+    qn = f"p{100 * slo.ttft_quantile:g}"
+    tq, mt = s["ttft_q_s"], _margin(s["ttft_q_margin_s"])
+    g, mg = s["goodput_share"], _margin(s["goodput_margin"])
+    why = []
+    if not math.isfinite(tq):
+        why.append(f"{qn} TTFT is not reached: over {100 * (1 - slo.ttft_quantile):g} % of the requests got no "
+                   "first token before the replay ended (the fleet falls behind)")
+    elif tq > slo.ttft_target_s:
+        why.append(f"{qn} TTFT {_pm(tq, mt, 's')} is over the {slo.ttft_target_s:g} s objective")
+    elif tq + mt > slo.ttft_target_s:
+        why.append(f"{qn} TTFT {_pm(tq, mt, 's')} may be over the {slo.ttft_target_s:g} s objective (its 95 % "
+                   "margin reaches past it)")
+    if not g - mg >= slo.goodput_share:
+        word = "is below" if g < slo.goodput_share else "may be below"
+        tail = "" if g < slo.goodput_share else " (its 95 % margin reaches past it)"
+        why.append(f"goodput {100 * g:.2f} ± {100 * mg:.2f} % {word} the {100 * slo.goodput_share:g} % target{tail} "
+                   f"(first replication: {100 * s['ttft_miss_share']:.2f} % of requests over the TTFT objective, "
+                   f"{100 * s['tpot_miss_share']:.2f} % over the {1000 * slo.tpot_target_s:g} ms TPOT objective, "
+                   f"{s['refused']:,} refused)")
+    text = "; ".join(why)
+    if s.get("impossible"):
+        return ("no fleet size can meet the objectives, so adding replicas cannot help: "
+                + "; ".join(cli_message(w) for w in s["impossible"]) + f". At {fleet}: {text}")
+    return f"{fleet} do{'es' if n == 1 else ''} not meet the objectives with 95 % confidence: {text}"
+
+
+def _secs(x, digits: int = 3) -> str:
+    """Seconds for ``capbook simulate``: 'never' for a request never served, 'n/a' when not measured."""
+    if x is None or x != x:
+        return "n/a"
+    return "never (not served)" if math.isinf(x) else f"{_fixed(x, digits)} s"
+
+
+def _pm(x: float, m: float, unit: str) -> str:
+    """``x ± m unit``: the margin to the decimals of the value (or one significant digit when those
+    would show it as zero); 'n/a' for a margin too wide to estimate."""
+    v = _fixed(x)
+    if not math.isfinite(m):
+        return f"{v} ± n/a {unit}"
+    dec = len(v.split(".")[1]) if "." in v else 0
+    mt = f"{m:,.{dec}f}"
+    if m > 0 and float(mt.replace(",", "")) == 0:
+        mt = _fixed(m)
+    return f"{v} ± {mt} {unit}"
+
+
+def _fixed(x: float, digits: int = 3) -> str:
+    """``x`` with ``digits`` decimals below 1, three significant digits from 1 on, and a margin
+    below the last decimal shown with one significant digit (not as 0.000)."""
+    a = abs(x)
+    if a >= 100:
+        return f"{x:,.0f}"
+    if a >= 10:
+        return f"{x:.1f}"
+    if a >= 1:
+        return f"{x:.2f}"
+    if a == 0 or a >= 10 ** -digits:
+        return f"{x:.{digits}f}"
+    return f"{x:.{-math.floor(math.log10(a))}f}"
+
+
+def _print_simulation(s: dict, plan, flags: dict, how: str, notes: list, verdict: str) -> None:
+    """The readable report of ``capbook simulate``."""
+    import pandas as pd
+
+    w = print
+    slo = plan.slo
+    qn = f"p{100 * slo.ttft_quantile:g}"
+    src = plan.source
+    n = s["replicas"]
+    pct = lambda x: "n/a" if x is None or x != x else f"{100 * x:.2f} %"  # noqa: E731
+    w(f"capbook simulate: {n} serving replica{'s' if n != 1 else ''} behind the {s['router']} router")
+    w("")
+    w(f"log         {src['requests']}: model {src['model']}, tier {src['tier']}")
+    kv = "not bounded (size unknown)" if s["kv_cache_tokens"] is None else f"{s['kv_cache_tokens']:,} tokens"
+    w(f"sweep       {src['sweep']}; one replica: max_num_seqs {s['max_num_seqs']:,}, KV cache {kv}")
+    w(f"rate        {s['rate']:,.4g} requests/s ({how})"
+      + ("" if not math.isfinite(s["measured_rate"]) or abs(s["measured_rate"] / s["rate"] - 1) < 0.01
+         else f"; replayed at {s['measured_rate']:,.4g}"))
+    more = s["seeds"] - flags["seeds"]
+    w(f"replay      {s['replayed_requests']:,} requests of the log's busiest hours × {s['seeds']} replications "
+      f"(seed {flags['seed']})"
+      + (f"; {more} more than --seeds, because a 95 % margin straddled its objective" if more > 0 else "")
+      + (f"; the log holds only {s['replayed_requests']:,} of the {flags['n_requests']:,} asked for"
+         if s["replayed_requests"] < flags["n_requests"] else ""))
+    for note in notes:
+        w(f"note        {cli_message(note)}")
+    w("")
+    w("objectives  (over every replication; ± is the 95 % confidence half-width)")
+    tq, mt = s["ttft_q_s"], s["ttft_q_margin_s"]
+    ok_t = math.isfinite(tq) and tq + _margin(mt) <= slo.ttft_target_s
+    ok_g = s["goodput_share"] - _margin(s["goodput_margin"]) >= slo.goodput_share
+    rough = not (math.isfinite(mt) and math.isfinite(s["goodput_margin"]))
+    t_txt = _secs(tq) if not math.isfinite(tq) else _pm(tq, mt, "s")
+    obj = f"objective {slo.ttft_target_s:g} s"
+    w(f"  {qn + ' TTFT':<12}{t_txt:<22}{obj:<22}{'met' if ok_t else 'NOT MET'}")
+    g_txt = (f"{100 * s['goodput_share']:.2f} ± "
+             + (f"{100 * s['goodput_margin']:.2f}" if math.isfinite(s["goodput_margin"]) else "n/a") + " %")
+    obj = f"target {100 * slo.goodput_share:g} %"
+    w(f"  {'goodput':<12}{g_txt:<22}{obj:<22}{'met' if ok_g else 'NOT MET':<9}"
+      f"(requests served with TTFT <= {slo.ttft_target_s:g} s and TPOT <= {1000 * slo.tpot_target_s:g} ms)")
+    if rough:
+        w("  (± n/a: fewer than 200 requests measured per replication, too few for a 95 % margin; the verdict "
+          "reads the estimate alone)")
+    w("")
+    w(f"first replication ({s['requests']:,} requests measured after the warm-up)")
+    w(f"  TTFT        p50 {_secs(s['ttft_p50_s'])}, p99 {_secs(s['ttft_p99_s'])}; {pct(s['ttft_miss_share'])} "
+      f"over the {slo.ttft_target_s:g} s objective")
+    tp = lambda x: "n/a" if x is None or x != x else f"{1000 * x:.1f} ms"  # noqa: E731
+    w(f"  TPOT        p50 {tp(s['tpot_p50_s'])}, p99 {tp(s['tpot_p99_s'])}; {pct(s['tpot_miss_share'])} of requests "
+      f"over the {1000 * slo.tpot_target_s:g} ms objective")
+    w(f"  E2E         p50 {_secs(s['e2e_p50_s'], 2)}")
+    w(f"  served      {s['served']:,} of {s['requests']:,}")
+    w(f"  refused     {s['refused']:,} (prompt + output above one replica's KV cache"
+      + (f" of {kv})" if s["kv_cache_tokens"] is not None else
+         "; not bounded here: the sweep does not say enough to size it)"))
+    if s["unfinished"]:
+        w(f"  unfinished  {s['unfinished']:,} (still queued or running when the replay ended: the fleet falls behind)")
+    w(f"  preemptions {s['preemptions']:,} (sequences evicted from a full KV cache and recomputed)")
+    w(f"  cache hits  {pct(s['cache_hit_share'])} of prompt tokens found in a replica's prefix cache")
+    w(f"  utilisation slots {pct(s['slot_utilisation'])} of max_num_seqs, KV cache {pct(s['kv_utilisation'])} "
+      "(fleet means over time)")
+    w("")
+    per = s["per_replica"]
+    if per is not None and len(per):
+        t = pd.DataFrame({"requests": per["requests"], "busy %": 100 * per["busy_share"],
+                          "slots %": 100 * per["slot_utilisation"], "KV cache %": 100 * per["kv_utilisation"],
+                          "preemptions": per["preemptions"]})
+        t.index.name = "replica"
+        if len(t) > SIMULATE_TABLE_ROWS:
+            t = t.describe().loc[["min", "50%", "max"]].rename(index={"50%": "median"})
+            t.index.name = f"of {len(per)}"
+        head = f"  {t.index.name:>8}" + "".join(f"{c:>13}" for c in t.columns)
+        w("per replica (first replication; requests: routed to it, the warm-up included; busy: share of time a step ran; slots: mean sequences in flight over "
+          "max_num_seqs; KV cache: mean tokens held over its size)")
+        w(head)
+        for idx, row in t.iterrows():
+            cells = []
+            for c in t.columns:
+                v = row[c]
+                if v != v:
+                    cells.append(f"{'n/a':>13}")
+                elif c in ("requests", "preemptions"):
+                    cells.append(f"{v:>13,.0f}")
+                else:
+                    cells.append(f"{v:>13.1f}")
+            w(f"  {str(idx):>8}" + "".join(cells))
+        w("")
+    w(f"verdict     {verdict}")
+
+
 #: Functions that each register one subcommand; append yours.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_command, add_plan_command,
                                                                  add_book_command, add_predict_command,
-                                                                 add_compare_command]
+                                                                 add_compare_command, add_simulate_command]
 
 
 def build_parser() -> argparse.ArgumentParser:

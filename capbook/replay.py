@@ -144,7 +144,7 @@ def _replay_arrivals(plan: CapacityPlan, log, n_requests: int) -> pd.DataFrame:
 
 def _replication(data: pd.DataFrame, seed: int, k: int) -> pd.DataFrame:
     """Replication ``k``: the stacked busy periods in another order (``k = 0``: as stacked)."""
-    if k == 0 or "period_start" not in data.columns:
+    if k == 0 or "period_start" not in data.columns or len(data) < 2:  # one request has one order
         return data
     starts = data["period_start"].to_numpy()
     keys, first = np.unique(starts, return_index=True)
@@ -475,7 +475,11 @@ def check_fleet(plan: CapacityPlan, log, sweep, replicas: int, *, rate: float | 
     Returns
     -------
     dict
-        :func:`simulate_serving`'s summary with ``meets``.
+        :func:`simulate_serving`'s summary with ``meets``, plus ``rate`` (the requests per
+        second asked for), ``impossible`` (why no fleet size can meet the objectives: a list of
+        sentences, empty when one may), ``max_num_seqs`` and ``kv_cache_tokens`` (one replica's
+        sequence limit and KV cache in tokens, None when unbounded) of the engine fitted to the
+        sweep.
     """
     from .fleetsim import router_name
 
@@ -484,8 +488,18 @@ def check_fleet(plan: CapacityPlan, log, sweep, replicas: int, *, rate: float | 
     lam = plan.request_rate if rate is None else rate
     data = replay_requests(log, lam, integer(n_requests, "n_requests", minimum=1), model=plan.source["model"],
                            tier=tier)
-    return judge_fleet(_engine_for(sweep), data, n_rep, slo=plan.slo,
-                       router=router_name(router or plan.verification.router), seeds=seeds, seed=seed)
+    engine = _engine_for(sweep)
+    router = router_name(router or plan.verification.router)
+    if router == "prefix-affinity" and not {"hash_ids", "session"} & set(data.columns):
+        raise ValueError("router='prefix-affinity' routes on shared prompt prefixes, and this log records none "
+                         "(no hash_ids or session column); choose another router")
+    out = judge_fleet(engine, data, n_rep, slo=plan.slo, router=router, seeds=seeds, seed=seed)
+    out["rate"] = float(lam)
+    out["impossible"] = _impossible(plan.slo, data, engine)
+    out["max_num_seqs"] = int(engine.limits.max_num_seqs)
+    kv = engine.limits.kv_cache_tokens
+    out["kv_cache_tokens"] = None if kv is None else int(kv)
+    return out
 
 
 def replay_plan(plan: CapacityPlan, log, sweep, *, replicas: int | None = None, n_requests: int = 30_000,
