@@ -1378,7 +1378,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             desc = f"the P{100 * d.quantile:g} busiest hour forecast {d.horizon_weeks:g} weeks ahead"
         how = (f"the plan's peak: {desc}" if flags["scale"] == 1 else
                f"{flags['scale']:g} × the plan's peak of {plan.request_rate:,.4g} requests/s, {desc}")
-    notes = [n for n in plan.traffic.notes + plan.input_notes + plan.demand.notes]
+    notes = [n for n in plan.traffic.notes + plan.input_notes + plan.demand.notes] + list(s.pop("notes", []))
     verdict = _simulate_verdict(s, plan.slo)
     if args.json:
         out = {"requests": plan.source["requests"], "sweep": plan.source["sweep"], "model": plan.source["model"],

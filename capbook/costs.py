@@ -525,14 +525,15 @@ def plan_cost(plan, prices, *, sweep=None, gpu: str | None = None, tensor_parall
 
     Examples
     --------
-    The sample plan (29 replicas of one A100) at the illustrative $2.20 per GPU-hour:
+    The sample plan (25 replicas of one A100, the fleet its simulation verifies plus burst and
+    spare) at the illustrative $2.20 per GPU-hour:
 
     >>> from capbook import datasets
     >>> from capbook.plan import capacity_plan
-    >>> plan = capacity_plan(**datasets.plan_inputs().arguments, simulate=False)
+    >>> plan = capacity_plan(**datasets.plan_inputs().arguments)
     >>> c = plan_cost(plan, load_sample_prices())
     >>> c.gpus, round(c.usd_per_hour, 2), round(c.usd_per_week)
-    (29, 63.8, 10718)
+    (25, 55.0, 9240)
     """
     src = sweep if sweep is not None else _SweepConfig(plan)
     rp = replica_price(src, prices, gpu=gpu, tensor_parallel=tensor_parallel)

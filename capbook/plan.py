@@ -1446,7 +1446,7 @@ class CapacityPlan:
             lines += [f"{h2}Fleet simulation", "",
                       f"{s['replayed_requests']:,} requests of the log's busiest hours, time-scaled to "
                       f"{self.request_rate:.3g} requests/s (replayed at {s['measured_rate']:.3g}), {s['seeds']} "
-                      f"replications, through {s['replicas']} engine replicas behind the {v.router} router "
+                      f"replications, through {s['replicas']} engine replica{'s' if s['replicas'] != 1 else ''} behind the {v.router} router "
                       f"(continuous batching, chunked prefill, KV cache, the step cost fitted to the sweep): "
                       f"{qn} TTFT {s['ttft_q_s']:.3f} s ± {s['ttft_q_margin_s']:.3f} s (95 %; objective "
                       f"{self.slo.ttft_target_s:g} s), p99 TPOT {1000 * s['tpot_p99_s']:.1f} ms, goodput "
@@ -1466,8 +1466,10 @@ class CapacityPlan:
                                          "meets"]], markdown),
                           ""]
             if v.status == "verified":
-                lines += [f"Reproduce: `capbook simulate --replicas {self.serving}` meets the objectives, "
-                          f"`--replicas {self.serving - 1}` does not (same log, sweep and objectives).", ""]
+                lines += [f"Reproduce: `capbook simulate --replicas {self.serving}` meets the objectives"
+                          + (f", `--replicas {self.serving - 1}` does not" if self.serving > 1 else
+                             " (one replica, the fewest there can be)")
+                          + " (same log, sweep and objectives).", ""]
         cc = self.cross_checks()
         lines += [f"{h2}Cross-checks: the models beside the simulation", "",
                   _frame_text(_count_cells(cc[["replicas", "difference"]]), markdown), ""]

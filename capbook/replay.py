@@ -112,12 +112,27 @@ def replay_requests(log, rate: float, n_requests: int, *, model=None, tier=None)
     Returns the columns of :func:`capbook.arrivals.stack_busy_periods` (``arrival_time`` in
     seconds from 0, ``input_tokens``, ``output_tokens``, ``period_start`` …), at most
     ``n_requests`` rows, their gaps scaled once more so that they arrive at exactly ``rate``.
+    Requests that record no prompt or no output token (failed requests) are left out and the
+    others arrive at their share of ``rate``; ``attrs["without_tokens"]`` is (left out, of).
     """
     from .arrivals import stack_busy_periods
 
     frame = log.frame if isinstance(log, _log_aggregates()) else log.to_pandas()
     if model is not None and "model" in frame.columns:
         frame = frame[frame["model"] == model]
+    # A request that records no prompt or no output token (BurstGPT's failed requests, 0 and 0)
+    # did no work an engine could repeat: it is left out of the replay, and the rest arrive at
+    # their own share of the rate.
+    scope = frame if tier is None or "tier" not in frame.columns else frame[frame["tier"].astype(str) == tier]
+    empty = ((scope["input_tokens"] < 1) | (scope["output_tokens"] < 1)).to_numpy()
+    n_empty, n_scope = int(empty.sum()), len(scope)
+    if n_empty:
+        if n_empty == n_scope:
+            raise ValueError(f"no request of the log records both a prompt and an output token ({n_scope:,} "
+                             "requests): there is no work to replay")
+        keep = (frame["input_tokens"] >= 1) & (frame["output_tokens"] >= 1)
+        frame = frame[keep]
+        rate = rate * (n_scope - n_empty) / n_scope
     per_hour = pd.to_datetime(frame["arrival_time"], utc=True).dt.floor("h")
     if tier is not None:
         per_hour = per_hour[frame["tier"].astype(str) == tier]
@@ -134,7 +149,17 @@ def replay_requests(log, rate: float, n_requests: int, *, model=None, tier=None)
         k = ((t.size - 1) / (t[-1] - t[0])) / rate
         data["arrival_time"] = (t - t[0]) * k
         data["scale"] = data["scale"] * k
+    data.attrs["without_tokens"] = (n_empty, n_scope)
     return data
+
+
+def _without_tokens_note(data: pd.DataFrame) -> list:
+    n, of = data.attrs.get("without_tokens", (0, 0))
+    if not n:
+        return []
+    return [f"{n:,} of {of:,} requests of the log ({100 * n / of:.1f} %) record no prompt or no output token "
+            "(failed requests): they did no work to replay, so the simulation replays the others at "
+            f"{100 * (of - n) / of:.1f} % of the rate"]
 
 
 def _replay_arrivals(plan: CapacityPlan, log, n_requests: int) -> pd.DataFrame:
@@ -376,7 +401,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     qn = f"p{100 * slo.ttft_quantile:g}"
     data = _replay_arrivals(plan, log, integer(n_requests, "n_requests", minimum=1))
     engine = _engine_for(sweep)
-    notes = []
+    notes = _without_tokens_note(data)
     why = _impossible(slo, data, engine)
     lam = plan.request_rate
     sat = _saturation(engine, data)
@@ -495,6 +520,7 @@ def check_fleet(plan: CapacityPlan, log, sweep, replicas: int, *, rate: float | 
                          "(no hash_ids or session column); choose another router")
     out = judge_fleet(engine, data, n_rep, slo=plan.slo, router=router, seeds=seeds, seed=seed)
     out["rate"] = float(lam)
+    out["notes"] = _without_tokens_note(data)
     out["impossible"] = _impossible(plan.slo, data, engine)
     out["max_num_seqs"] = int(engine.limits.max_num_seqs)
     kv = engine.limits.kv_cache_tokens

@@ -207,8 +207,8 @@ def test_saturation_price_flag(tmp_path, capsys):
 
 def test_an_unverified_plan_says_so_beside_its_price(shared_dir, tmp_path, capsys):
     """Mooncake's conversation trace on the KubeCon chunking sweep: its p99 prompt's prefill alone
-    exceeds the 1 s TTFT objective, so the replay cannot verify any fleet, and the cost section
-    says the replicas it prices are the models' count."""
+    exceeds the 1 s TTFT objective, so the fleet simulation cannot verify any fleet, and the cost section
+    says the replicas it prices are Erlang C's count."""
     log = shared_dir / "traces" / "conversation_trace.jsonl"
     sweep = shared_dir / "realdata" / "inference-perf-kubecon-na-2025" / "vllm+chunking_and_prefix_caching"
     if not (log.is_file() and sweep.is_dir()):
@@ -217,4 +217,4 @@ def test_an_unverified_plan_says_so_beside_its_price(shared_dir, tmp_path, capsy
                      "--no-autoscale", "--out", str(tmp_path)]) == 0
     text = capsys.readouterr().out
     assert "NOT VERIFIED" in text.splitlines()[0]
-    assert "priced are the models' count, which the replay could not verify" in text.split("\nCost\n")[1]
+    assert "priced are Erlang C's count, which the fleet simulation could not verify" in text.split("\nCost\n")[1]

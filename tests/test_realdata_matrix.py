@@ -155,16 +155,16 @@ def test_plan_on_real_log_and_sweep(shared_dir, tmp_path, capsys, log, sweep, fl
     assert "Traceback" not in text.err
     rows = _plan_rows(out)
     for key in [("objectives", "SLO"), ("replica", "slots (S)"), ("fleet", "total replicas"),
-                ("replay", "p99 TTFT")]:
+                ("simulation", "p99 TTFT")]:
         assert key in rows, f"plan.csv lacks {key}"
     total = int(float(rows[("fleet", "total replicas")]))
     assert total >= 1
     head = text.out.splitlines()[0]
     assert f"{total} replicas" in head, head
-    p99 = float(rows[("replay", "p99 TTFT")])
-    good = float(rows[("replay", "goodput")])
+    p99 = float(rows[("simulation", "p99 TTFT")])
+    good = float(rows[("simulation", "goodput")])
     md = (out / "plan.md").read_text()
-    # the headline is replay-verified: the replay of that fleet meets the default objectives
+    # the headline is verified by simulation: the simulation of that fleet meets the default objectives
     # (p99 TTFT <= 2 s, goodput >= 99 %), or the plan says loudly that it cannot
     if not (p99 <= 2.0 and good >= 0.99):
         assert re.search(r"cannot|not verified", head, re.I), text.out
