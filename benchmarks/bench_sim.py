@@ -5,7 +5,7 @@
    :class:`capbook.sim.Simulation` (FCFS fast path) and to a textbook SimPy model (a
    ``simpy.Resource`` of capacity c, one process per customer), timed in this process. Both
    must give the same waits (largest difference below 1e-6 s) and capbook must be at least
-   20x faster.
+   30x faster.
 2. Continuous batching: 20 replicas x 32 slots, TPOT from the ``illustrative_chat`` sample
    sweep (load-dependent), lognormal prompt and output lengths, Poisson arrivals at 85 % of
    the fleet's nominal capacity, join-shortest-queue routing, 1,000,000 requests. Reports
@@ -90,7 +90,7 @@ def simpy_waits(simpy, interarrival: np.ndarray, service: np.ndarray, c: int) ->
     return waits
 
 
-def part1() -> bool:
+def part1(target: float = 30.0) -> bool:
     print(f"== 1. shared-queue M/M/c: c = {REPLICAS * SLOTS}, λ = {RATE:g}/s, "
           f"mean service {SERVICE_S} s, {N:,} requests ==")
     rng = np.random.default_rng(2026)
@@ -114,8 +114,8 @@ def part1() -> bool:
     ratio = c_ref / c_cap      # CPU time: robust to other processes sharing the machine
     print(f"SimPy {simpy.__version__}: {t_ref:8.3f} s wall, {c_ref:8.3f} s CPU   P(wait) = {np.mean(w_ref > 0):.4f}, mean wait = {w_ref.mean():.4f} s")
     print(f"largest |wait difference|: {diff:.2e} s  (target < 1e-6)")
-    print(f"speed ratio (CPU time): {ratio:,.1f}x, wall time: {t_ref / t_cap:,.1f}x  (target >= 20x)")
-    return diff < 1e-6 and ratio >= 20
+    print(f"speed ratio (CPU time): {ratio:,.1f}x, wall time: {t_ref / t_cap:,.1f}x  (target >= {target:g}x)")
+    return diff < 1e-6 and ratio >= target
 
 
 def part2(n: int) -> None:
