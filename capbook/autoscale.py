@@ -51,7 +51,9 @@ tens of requests per second runs in seconds and a little memory (``benchmarks/be
 """
 from __future__ import annotations
 
+import bisect
 import heapq
+import operator
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -861,6 +863,7 @@ class _Run:
         self.S = replica.slots
         # slots: heap of (free time, slot id); a slot is alive while its replica serves
         self.heap = []
+        self._heap_arr = None        # (free times, slot ids), sorted: the heap when it is not listed
         self.alive = []              # per slot id
         self.slot_free = []          # per slot id: when its current request ends
         self.reps = []               # every _Replica ever asked for
@@ -905,10 +908,11 @@ class _Run:
             self.starting.append(r.rid)
             heapq.heappush(self.pending_ready, (r.ready, r.rid))
             # its slots join the heap now, free from the ready time: requests already queued see them
+            heap = self._heap_list()
             for j in range(r.slot0, r.slot0 + self.S):
                 self.alive[j] = True
                 self.slot_free[j] = r.ready
-                heapq.heappush(self.heap, (r.ready, j))
+                heapq.heappush(heap, (r.ready, j))
 
     def _remove(self, t, k):
         """Remove ``k`` replicas at time ``t``: cancel those starting (newest first), then drain."""
@@ -925,8 +929,9 @@ class _Run:
             self._drain(t, k)
         # the removed replicas' slots leave the heap now (the hot loop never meets a dead slot)
         alive = self.alive
-        self.heap[:] = [x for x in self.heap if alive[x[1]]]
-        heapq.heapify(self.heap)
+        heap = self._heap_list()
+        heap[:] = [x for x in heap if alive[x[1]]]
+        heapq.heapify(heap)
 
     def _drain(self, t, k):
         """Drain the ``k`` serving replicas that free soonest (their last request ends first)."""
@@ -986,18 +991,91 @@ class _Run:
         return times, h, f
 
     # ---------------------------------------------------------------- the loop
+    def _heap_list(self):
+        """The slot heap as a list of (free time, slot id), listed from the arrays that
+        :meth:`_commit_unqueued` leaves when it was the last to change it."""
+        if self._heap_arr is not None:
+            hv, hj = self._heap_arr
+            self.heap[:] = list(zip(hv.tolist(), hj.tolist()))
+            self._heap_arr = None
+        return self.heap
+
+    def _commit_unqueued(self, A, H, i, T1, ST):
+        """The requests of ``A[i:]`` before ``T1`` that start on arrival, committed at once; returns
+        the index of the first that would wait (the heap loop of :meth:`_commit` takes it on).
+
+        While nobody waits, the slot each arrival takes is the earliest-free one (the heap's top),
+        and every slot freed during the batch is freed at or after the arrival that filled it: so
+        the k-th slot taken is the k-th smallest of the slot-free times and the batch's end times
+        together (sorted as the heap orders them: by time, then slot id), and the arrival waits
+        exactly when that time is after it. This gives the heap loop's starts and slots, with its
+        heap afterwards, without a Python step per request.
+        """
+        k_end = bisect.bisect_left(A, T1, i)
+        m = k_end - i
+        if m < 64:                                   # the loop is as fast for a handful
+            return i
+        if self._heap_arr is None:
+            heap = self.heap
+            c = len(heap)
+            if not c:
+                return i
+            hv = np.fromiter((x[0] for x in heap), float, c)
+            hj = np.fromiter((x[1] for x in heap), np.int64, c)
+        else:
+            hv, hj = self._heap_arr
+            c = hv.size
+        a = np.array(A[i:k_end])
+        h = np.array(H[i:k_end])
+        if not (h > 0).all():                        # a zero holding time could free its slot at its own start
+            return i
+        vals = np.concatenate((hv, a + h))
+        order = np.lexsort((np.concatenate((hj, np.full(m, -1, np.int64))), vals))
+        took = order[:m]                             # what the heap's top would be at each arrival
+        on_time = vals[took] <= a
+        k = m if on_time.all() else int(np.argmin(on_time))
+        if not k:
+            return i
+        src = took[:k]
+        slot = np.empty(k, np.int64)
+        known = src < c
+        slot[known] = hj[src[known]]
+        pend = np.flatnonzero(~known)
+        ref = src[pend] - c                          # the earlier request of this batch that freed the slot
+        while pend.size:
+            r = known[ref]
+            slot[pend[r]] = slot[ref[r]]
+            known[pend[r]] = True
+            pend, ref = pend[~r], ref[~r]
+        rest = order[k:]
+        rest = rest[(rest < c) | (rest - c < k)]     # the untaken slot-free times and the batch's own ends
+        rv = vals[rest]
+        new = rest >= c
+        rj = hj[np.minimum(rest, c - 1)]
+        rj[new] = slot[rest[new] - c]
+        self._heap_arr = (rv, rj)                    # sorted: a valid heap once listed (_heap_list)
+        sf = self.slot_free
+        for j, v in zip(rj[new].tolist(), rv[new].tolist()):
+            sf[j] = v
+        ST.extend(a[:k].tolist())
+        return i + k
+
     def _commit(self, A, H, i, T1, ST, SL):
         """Commit pending arrivals ``A[i:]`` that start before ``T1``; return the next index.
 
         ``ST`` gets each committed request's start (NaN when refused), ``SL`` (when recording)
         its slot. The fast loop (no queue limit, no records) is the hot path of a run.
         """
-        heap, sf = self.heap, self.slot_free
+        sf = self.slot_free
         heapreplace = heapq.heapreplace
         push = ST.append
         nA = len(A)
         mq = self.max_queue
         if mq is None and SL is None:
+            i = self._commit_unqueued(A, H, i, T1, ST)
+            if i >= nA or A[i] >= T1:
+                return i
+            heap = self._heap_list()
             while i < nA:
                 a = A[i]
                 if a >= T1 or not heap:
@@ -1012,6 +1090,7 @@ class _Run:
                 push(st)
                 i += 1
             return i
+        heap = self._heap_list()
         q = self.starts_q
         while i < nA:
             a = A[i]
@@ -1075,7 +1154,7 @@ class _Run:
             self.serving.append(r.rid)
             for j in range(r.slot0, r.slot0 + S):
                 self.alive[j] = True
-                heapq.heappush(self.heap, (0.0, j))
+                heapq.heappush(self._heap_list(), (0.0, j))
             self.events.append((0.0, "ready", r.rid, False))
         for _ in range(sc.warm_pool):
             r = self._new_replica(0.0, "standby")
@@ -1149,11 +1228,13 @@ class _Run:
         self._promote(T)
         ns = len(self.serving)
         if ns:
-            sf = self.slot_free
-            busy_per = [sum(1 for x in sf[self.reps[rid].slot0:self.reps[rid].slot0 + S] if x > T)
-                        for rid in self.serving]
-            busy = sum(busy_per)
-            gpu = sum(1 for b in busy_per if b) / ns
+            first = np.fromiter((self.reps[rid].slot0 for rid in self.serving), np.int64, ns)
+            idx = (first[:, None] + np.arange(S)).ravel().tolist()
+            sf = np.fromiter(operator.itemgetter(*idx)(self.slot_free), float, len(idx)) if len(idx) > 1 \
+                else np.array([self.slot_free[idx[0]]])
+            busy_per = np.count_nonzero(sf.reshape(ns, S) > T, axis=1)
+            busy = int(busy_per.sum())
+            gpu = int(np.count_nonzero(busy_per)) / ns
             util = busy / (ns * S)
         else:
             busy, gpu, util = 0, 0.0, 0.0

@@ -10,9 +10,10 @@ cross-checks beside it (:func:`explain_checks` says why each differs).
 
 Each fleet size is run on ``seeds`` replications (each stacks the busy hours in another order
 and draws its own client overheads); the TTFT quantile and goodput come with 95 % confidence
-margins from batch means (ten batches of consecutive requests per replication). A size meets the
-objectives when it meets them with that confidence; when a margin straddles its objective, two
-more replications are run before deciding.
+margins from batch means (ten batches of consecutive requests per replication, their variances
+pooled over the replications). A size meets the
+objectives when it meets them with that confidence; while a margin straddles its objective, the
+replications are doubled (up to :data:`MAX_SEEDS`) before deciding.
 
 :func:`simulate_serving` runs one fleet size the same way (what ``capbook simulate`` prints).
 
@@ -40,7 +41,7 @@ if TYPE_CHECKING:  # the plan imports this module; its types are only annotation
     from .plan import CapacityPlan
 
 __all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests",
-           "explain_checks", "judge_fleet", "check_fleet", "SIM_CAP_MAX", "SIM_BUDGET_S"]
+           "explain_checks", "judge_fleet", "check_fleet", "SIM_CAP_MAX", "SIM_BUDGET_S", "MAX_SEEDS"]
 
 #: Most serving replicas the search tries.
 SIM_CAP_MAX = 1000
@@ -204,17 +205,34 @@ def _replication(data: pd.DataFrame, seed: int, k: int) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def _quantile_margin(ttft: np.ndarray, q: float, batches: int = 10) -> float:
-    """95 % half-width of the ``q`` quantile by batch means (consecutive batches)."""
-    if ttft.size < batches * 20:
+def _batch_sd(x: np.ndarray, batches: int, stat) -> float:
+    """Standard deviation of ``stat`` over ``batches`` consecutive batches of ``x`` (inf when
+    there are fewer than 20 values a batch or a batch's value is not finite)."""
+    x = np.asarray(x, dtype=float)
+    if x.size < batches * 20:
         return math.inf
-    parts = np.array_split(ttft, batches)
-    vals = np.array([np.quantile(p, q) for p in parts])
+    vals = np.array([stat(p) for p in np.array_split(x, batches)])
     if not np.all(np.isfinite(vals)):
         return math.inf
-    df = batches - 1
-    tq = _T975.get(df, 2.0)
-    return float(tq * np.std(vals, ddof=1) / math.sqrt(batches))
+    return float(np.std(vals, ddof=1))
+
+
+def _t975(df: int) -> float:
+    if df in _T975:
+        return _T975[df]
+    from scipy.stats import t
+
+    return float(t.ppf(0.975, df))
+
+
+def _half_width(sds: list, batches: int = 10) -> float:
+    """95 % half-width of the mean over replications of a statistic estimated by batch means in
+    each: the batch variances pooled (``batches - 1`` degrees of freedom per replication)."""
+    if not sds or not all(math.isfinite(v) for v in sds):
+        return math.inf
+    n = len(sds)
+    pooled = math.sqrt(sum(v * v for v in sds) / n)
+    return _t975(n * (batches - 1)) * pooled / math.sqrt(batches * n)
 
 
 def _saturation(engine, data: pd.DataFrame) -> float:
@@ -224,14 +242,6 @@ def _saturation(engine, data: pd.DataFrame) -> float:
                             prompt_p99=None, notes=[])
     e.__dict__.pop("_cache", None)
     return e.saturation_rps(seed=0)
-
-
-def _mean_margin(x: np.ndarray, batches: int = 10) -> float:
-    """95 % half-width of the mean of ``x`` by batch means (consecutive batches)."""
-    if x.size < batches * 20:
-        return math.inf
-    vals = np.array([np.mean(p) for p in np.array_split(np.asarray(x, dtype=float), batches)])
-    return float(_T975.get(batches - 1, 2.0) * np.std(vals, ddof=1) / math.sqrt(batches))
 
 
 def _engine_for(sweep):
@@ -266,51 +276,71 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
         ``replicas``, ``seeds``, ``router``, ``replayed_requests``, ``measured_rate`` and
         ``per_replica`` (the first replication's :attr:`capbook.fleetsim.FleetRun.replicas`).
     """
-    from .fleetsim import simulate_fleet
-
     replicas = integer(replicas, "replicas", minimum=1)
     seeds = integer(seeds, "seeds", minimum=1)
-    ttfts, goods, margins, gmargins, first = [], [], [], [], None
-    for k in range(seeds):
-        d = _replication(data, seed, k)
-        run = simulate_fleet(engine, d, replicas=replicas, router=router, seed=seed + 7919 * k)
-        s = run.summary(slo.ttft_target_s, slo.tpot_target_s, slo.ttft_quantile)
-        m = run.measured()
-        t = run.ttft[m]
-        ttfts.append(t)
-        goods.append(s["goodput_share"] * s["requests"])
-        margins.append(_quantile_margin(t, slo.ttft_quantile))
-        gmargins.append(_mean_margin(run.good(slo.ttft_target_s, slo.tpot_target_s)[m]))
-        if first is None:
-            first, per = s, run.replicas
-    allt = np.concatenate(ttfts)
-    out = dict(first)
+    runs = [_replicate(engine, data, replicas, slo, router, seed, k) for k in range(seeds)]
+    return _combine(runs, data, replicas, slo, router)
+
+
+def _replicate(engine, data, replicas, slo, router, seed, k) -> dict:
+    """Replication ``k``: its measured TTFTs, good count and batch-means margins."""
+    from .fleetsim import simulate_fleet
+
+    run = simulate_fleet(engine, _replication(data, seed, k), replicas=replicas, router=router, seed=seed + 7919 * k)
+    s = run.summary(slo.ttft_target_s, slo.tpot_target_s, slo.ttft_quantile)
+    m = run.measured()
+    t = run.ttft[m]
+    return {"ttft": t, "good": s["goodput_share"] * s["requests"],
+            "sd": _batch_sd(t, 10, lambda p: np.quantile(p, slo.ttft_quantile)),
+            "gsd": _batch_sd(run.good(slo.ttft_target_s, slo.tpot_target_s)[m], 10, np.mean),
+            "summary": s if k == 0 else None, "per": run.replicas if k == 0 else None}
+
+
+def _combine(runs: list, data: pd.DataFrame, replicas: int, slo, router: str) -> dict:
+    allt = np.concatenate([r["ttft"] for r in runs])
+    out = dict(runs[0]["summary"])
     out["ttft_q_s"] = float(np.quantile(allt, slo.ttft_quantile)) if allt.size else math.inf
-    out["goodput_share"] = float(sum(goods) / max(allt.size, 1))
-    out["ttft_q_margin_s"] = float(max(margins) / math.sqrt(len(margins)))
-    out["goodput_margin"] = float(max(gmargins) / math.sqrt(len(gmargins)))
+    out["goodput_share"] = float(sum(r["good"] for r in runs) / max(allt.size, 1))
+    # 95 % half-widths: each replication's batch-means variance, pooled over the replications
+    out["ttft_q_margin_s"] = float(_half_width([r["sd"] for r in runs]))
+    out["goodput_margin"] = float(_half_width([r["gsd"] for r in runs]))
     out["replicas"] = replicas
-    out["seeds"] = seeds
+    out["seeds"] = len(runs)
     out["router"] = router
     out["replayed_requests"] = int(len(data))
     t = data["arrival_time"].to_numpy(dtype=float)
     out["measured_rate"] = (len(t) - 1) / (t[-1] - t[0]) if t.size > 1 and t[-1] > t[0] else math.inf
     out["p99_input_tokens"] = float(np.percentile(data["input_tokens"], 99)) if len(data) else math.nan
-    out["per_replica"] = per
+    out["per_replica"] = runs[0]["per"]
     return out
 
 
+#: The most replications :func:`judge_fleet` runs on one fleet size whose margin straddles an objective.
+MAX_SEEDS = 16
+
+
 def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str = "pooled", seeds: int = 2,
-                seed: int = 2026) -> dict:
+                seed: int = 2026, max_seeds: int = MAX_SEEDS) -> dict:
     """:func:`simulate_serving` with the plan's verdict: ``meets`` is True when the TTFT
     quantile and goodput meet ``slo`` with 95 % confidence (the quantile plus its margin within
-    the objective, goodput less its margin at or above the target). When a margin straddles its
-    objective, two more replications are run and the verdict is taken on all of them. The plan's search and ``capbook simulate`` both
-    decide this way, so one reproduces the other.
+    the objective, goodput less its margin at or above the target).
+
+    While a margin straddles its objective, the replications are doubled (from ``seeds`` to 4,
+    8, 16 … up to ``max_seeds``) and the verdict is taken on all of them: a size that meets the
+    objectives by a little is confirmed rather than rejected for a short replay (a log of a few
+    thousand requests has margins of half a percent of goodput, two or three replicas wide). A
+    size still straddling at ``max_seeds`` is judged not to meet them. The plan's search and
+    ``capbook simulate`` both decide this way, so one reproduces the other.
     """
-    s = simulate_serving(engine, data, replicas, slo=slo, router=router, seeds=seeds, seed=seed)
-    if _borderline(slo, s):
-        s = simulate_serving(engine, data, replicas, slo=slo, router=router, seeds=seeds + 2, seed=seed)
+    replicas = integer(replicas, "replicas", minimum=1)
+    seeds = integer(seeds, "seeds", minimum=1)
+    max_seeds = max(integer(max_seeds, "max_seeds", minimum=1), seeds)
+    runs = [_replicate(engine, data, replicas, slo, router, seed, k) for k in range(seeds)]
+    s = _combine(runs, data, replicas, slo, router)
+    while _borderline(slo, s) and len(runs) < max_seeds:
+        more = min(2 * len(runs), max_seeds)
+        runs += [_replicate(engine, data, replicas, slo, router, seed, k) for k in range(len(runs), more)]
+        s = _combine(runs, data, replicas, slo, router)
     s["meets"] = _meets(slo, s)
     return s
 
@@ -382,7 +412,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     n_requests : int
         Requests per replication (the busiest hours of the log, time-scaled to the peak).
     seeds : int
-        Replications per fleet size (two more on a borderline size).
+        Replications per fleet size (doubled up to :data:`MAX_SEEDS` on a borderline size).
     seed : int
     router : str
         A router of :data:`capbook.fleetsim.ROUTERS`.
