@@ -33,6 +33,7 @@ import pandas as pd
 from .arrivals import RateArrivals, TokenLengths
 from .autoscale import (HOURS_PER_WEEK, Objectives, ReactiveLatency, ReactiveUtilisation, ReactiveWaiting,
                         ReplicaModel, Schedule, ScheduleReactive, Scaling, Static, simulate_autoscaling)
+from .parallel import run_all
 from .validation import nonnegative, positive, probability
 
 __all__ = ["design_week", "week_arrivals", "forecast_schedule", "standard_policies", "race_policies",
@@ -293,7 +294,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
 
         rp = replica_price(_PlanSweep(plan, sweep), as_prices(prices))
         usd_per_gpu_hour = rp.on_demand_usd_per_hour / max(rp.gpus, 1)
-    rows, results = [], {}
+    jobs = []
     for name, p in pol.items():
         if isinstance(p, Schedule):
             p = Schedule(p.replicas, step_s=p.step_s, lead_s=p.lead_s, offset_s=h0 * 3600.0)
@@ -305,7 +306,11 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
         first = max(first, int(math.ceil(float(sub["request_rate"].iloc[0]) * rep.mean_holding_s(arr.lengths)
                                          / rep.slots)) + int(plan.spare))
         s_run = Scaling(**{**sc.__dict__, "initial_replicas": min(max(first, sc.min_replicas), sc.max_replicas)})
-        res = simulate_autoscaling(arr, rep, p, s_run, objectives=obj, seed=seed)
+        jobs.append((arr, rep, p, s_run, obj, seed))
+    # the policies are independent simulations of the same arrivals: one per core
+    done = run_all(_simulate_job, jobs)
+    rows, results = [], {}
+    for name, res in zip(pol, done):
         results[name] = res
         s = res.summary()
         s["policy"] = name
@@ -320,6 +325,11 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
     sched = pol.get("schedule") if isinstance(pol.get("schedule"), Schedule) else None
     return PolicyRace(t[cols], results, week, sc, week.attrs.get("note", ""), h1 - h0, sched, static,
                       usd_per_gpu_hour)
+
+
+def _simulate_job(job):
+    arr, rep, p, s_run, obj, seed = job
+    return simulate_autoscaling(arr, rep, p, s_run, objectives=obj, seed=seed)
 
 
 class _PlanSweep:

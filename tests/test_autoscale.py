@@ -585,3 +585,37 @@ def test_token_lengths_from_log_keeps_pairs_and_tier_shares():
     s = RateArrivals([5.0], bin_s=600.0, lengths=tl).generate(np.random.default_rng(1))
     assert set(zip(s.input_tokens.tolist(), s.output_tokens.tolist())) <= {(p[0], p[1]) for p in pairs}
     assert set(np.unique(s.tier)) == {"a", "b"}
+
+
+def test_batched_commit_of_unqueued_requests_is_the_heap_loop(monkeypatch):
+    """The vectorised commit of the requests that start on arrival (autoscale._Run._commit_unqueued)
+    against the heap loop alone, on a run that scales up and down and makes requests wait: every
+    start, hour, tick, event and replica is the same, bit for bit."""
+    from capbook import autoscale
+
+    rates = np.r_[np.full(3, 10.0), np.full(3, 40.0), np.full(3, 6.0), np.full(3, 30.0)]   # 10-minute bins
+    arr = RateArrivals(rates, bin_s=600.0)
+    rep = ReplicaModel(8, service=Lognormal(6.0, scv=1.5))
+    pol = ReactiveWaiting(0.6)
+    sc = Scaling(lag_s=120.0, scale_down_window_s=120.0, interval_s=15.0, initial_replicas=4)
+
+    calls = {"batched": 0, "requests": 0}
+    real = autoscale._Run._commit_unqueued
+
+    def counted(self, A, H, i, T1, ST):
+        j = real(self, A, H, i, T1, ST)
+        calls["batched"] += j > i
+        calls["requests"] += j - i
+        return j
+
+    monkeypatch.setattr(autoscale._Run, "_commit_unqueued", counted)
+    fast = simulate_autoscaling(arr, rep, pol, sc, seed=SEED)
+    monkeypatch.setattr(autoscale._Run, "_commit_unqueued", lambda self, A, H, i, T1, ST: i)
+    slow = simulate_autoscaling(arr, rep, pol, sc, seed=SEED)
+    # both paths ran: many ticks committed in one step, and some requests waited (the heap loop's part)
+    assert calls["batched"] > 50 and 0 < calls["requests"] < fast.requests
+    assert (slow.ticks["waiting"] > 0).any()
+    assert fast.events["event"].isin(["request", "drain"]).sum() >= 4          # it scaled both ways
+    for part in ("hours", "ticks", "events", "replicas"):
+        pd.testing.assert_frame_equal(getattr(fast, part), getattr(slow, part), check_exact=True)
+    assert fast.gpu_hours == slow.gpu_hours and fast.requests == slow.requests

@@ -417,3 +417,54 @@ def test_failed_requests_without_tokens_are_left_out_of_the_replay_and_the_plan_
     frame[["input_tokens", "output_tokens"]] = 0
     with pytest.raises(ValueError, match="no request of the log records both a prompt and an output token"):
         replaymod.replay_requests(_write(frame, tmp_path, "allfailed"), 4.0, 3000)
+
+
+# --------------------------------------------------------------------------------------------
+# The verdict's margins and the borderline rule
+# --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("reps", [1, 2, 4, 16])
+def test_pooled_batch_means_half_width_covers_the_mean_95_percent_of_the_time(reps):
+    # the oracle: intervals around the mean of i.i.d. normal draws (the known true mean 0),
+    # split as the replay splits a replication (10 consecutive batches), pooled over replications
+    rng = np.random.default_rng(reps)
+    trials, batches, per = 4000, 10, 20
+    hit = 0
+    for _ in range(trials):
+        x = rng.normal(0.0, 1.0, (reps, batches * per))
+        sds = [replaymod._batch_sd(row, batches, np.mean) for row in x]
+        hit += abs(x.mean()) <= replaymod._half_width(sds, batches)
+    se = math.sqrt(0.95 * 0.05 / trials)
+    assert abs(hit / trials - 0.95) < 3.5 * se
+
+
+def _fake_replications(monkeypatch, goodput):
+    """judge_fleet's replications replaced by draws with goodput ``goodput(k)`` and a fixed spread."""
+    calls = []
+
+    def fake(engine, data, replicas, slo, router, seed, k):
+        calls.append(k)
+        n = 1000
+        return {"ttft": np.full(n, 0.2), "good": goodput(k) * n, "sd": 0.0, "gsd": 0.01,
+                "summary": {"requests": n} if k == 0 else None, "per": None}
+
+    monkeypatch.setattr(replaymod, "_replicate", fake)
+    return calls
+
+
+def test_a_borderline_size_doubles_its_replications_until_the_margin_clears(monkeypatch):
+    slo = SLO()
+    data = pd.DataFrame({"arrival_time": [0.0, 1.0], "input_tokens": [1, 1]})
+    # goodput 0.3 % above the target: with a batch spread of 1 % the margin clears it at 8 replications
+    calls = _fake_replications(monkeypatch, lambda k: slo.goodput_share + 0.003)
+    s = replaymod.judge_fleet(None, data, 3, slo=slo)
+    half = [replaymod._half_width([0.01] * n) for n in (2, 4, 8)]
+    assert half[0] > 0.003 and half[1] > 0.003 and half[2] < 0.003      # the oracle for the stopping point
+    assert s["seeds"] == 8 and calls == list(range(8)) and s["meets"]
+    assert s["goodput_margin"] == pytest.approx(half[2])
+    # one that never clears stops at MAX_SEEDS and does not meet the objectives
+    calls = _fake_replications(monkeypatch, lambda k: slo.goodput_share + 0.0005)
+    s = replaymod.judge_fleet(None, data, 3, slo=slo)
+    assert s["seeds"] == replaymod.MAX_SEEDS and len(calls) == replaymod.MAX_SEEDS and not s["meets"]
+    # one clearly met is decided on the first two
+    calls = _fake_replications(monkeypatch, lambda k: 1.0)
+    assert replaymod.judge_fleet(None, data, 3, slo=slo)["seeds"] == 2 and calls == [0, 1]

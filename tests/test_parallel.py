@@ -1,0 +1,37 @@
+"""Tests of capbook.parallel (independent simulations on several processes, in job order)."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from capbook.parallel import run_all, workers
+
+
+def _draw(seed):
+    return os.getpid(), float(np.random.default_rng(seed).normal())
+
+
+def test_results_come_back_in_job_order_and_do_not_depend_on_the_processes(monkeypatch):
+    seeds = list(range(7))
+    monkeypatch.setenv("CAPBOOK_WORKERS", "1")
+    serial = run_all(_draw, seeds)
+    assert {pid for pid, _ in serial} == {os.getpid()}           # one process: this one
+    monkeypatch.setenv("CAPBOOK_WORKERS", "2")
+    par = run_all(_draw, seeds)
+    assert [v for _, v in par] == [v for _, v in serial]          # the same numbers, in the same order
+    if workers(len(seeds)) > 1:
+        assert os.getpid() not in {pid for pid, _ in par}         # computed in worker processes
+
+
+def test_workers_is_capped_by_the_jobs_the_cores_and_the_environment(monkeypatch):
+    monkeypatch.delenv("CAPBOOK_WORKERS", raising=False)
+    cores = len(os.sched_getaffinity(0))
+    assert workers(1) == 1 and workers(1000) == cores
+    monkeypatch.setenv("CAPBOOK_WORKERS", "1")
+    assert workers(1000) == 1
+    for bad in ("0", "two"):
+        monkeypatch.setenv("CAPBOOK_WORKERS", bad)
+        with pytest.raises(ValueError, match="CAPBOOK_WORKERS"):
+            workers(3)
