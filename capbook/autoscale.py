@@ -1022,6 +1022,8 @@ class _Run:
                 return i
             hv = np.fromiter((x[0] for x in heap), float, c)
             hj = np.fromiter((x[1] for x in heap), np.int64, c)
+            o = np.lexsort((hj, hv))                 # in the heap's order: by time, then slot id
+            hv, hj = hv[o], hj[o]
         else:
             hv, hj = self._heap_arr
             c = hv.size
@@ -1030,7 +1032,9 @@ class _Run:
         if not (h > 0).all():                        # a zero holding time could free its slot at its own start
             return i
         vals = np.concatenate((hv, a + h))
-        order = np.lexsort((np.concatenate((hj, np.full(m, -1, np.int64))), vals))
+        # the slot-free times are sorted by (time, slot id): a stable sort keeps that order among equal
+        # times and merges the batch's end times in
+        order = np.argsort(vals, kind="stable")
         took = order[:m]                             # what the heap's top would be at each arrival
         on_time = vals[took] <= a
         k = m if on_time.all() else int(np.argmin(on_time))
@@ -1299,22 +1303,33 @@ class _Run:
         from .sim import _integrate_intervals
 
         T_end, rep_s, obj = self.T_end, self.report_s, self.obj
-        cat = (lambda k: np.concatenate([x[k] for x in parts])) if parts else (lambda k: np.empty(0))
-        t, start, first = cat(0), cat(1), cat(2)
-        ref = np.isnan(start)
-        ttft = np.where(ref, np.inf, start - t + first)
         nb = int(math.ceil(T_end / rep_s - 1e-9))
         edges = np.arange(nb + 1) * rep_s
         edges[-1] = T_end
-        b = np.minimum((t // rep_s).astype(np.int64), nb - 1)
-        arrivals = np.bincount(b, minlength=nb)
-        refused = np.bincount(b, weights=ref, minlength=nb).astype(np.int64)
-        good = np.bincount(b, weights=(ttft <= obj.ttft_s) & ~ref, minlength=nb)
+        # TTFT (inf when refused) and requests per report bin, part by part: a week holds tens of
+        # millions of requests, and whole-run temporaries of that size cost more than the sums
+        arrivals = np.zeros(nb, dtype=np.int64)
+        tts = []
+        for x in parts:
+            a, st, f = x[0], x[1], x[2]
+            if not a.size:
+                continue
+            tts.append(np.where(np.isnan(st), np.inf, st - a + f))
+            b = np.minimum((a // rep_s).astype(np.int64), nb - 1)
+            if b[0] == b[-1]:
+                arrivals[b[0]] += a.size
+            else:
+                arrivals += np.bincount(b, minlength=nb)
+        ttft = np.concatenate(tts) if tts else np.empty(0)
+        refused = np.zeros(nb, dtype=np.int64)
+        good = np.zeros(nb, dtype=np.int64)
         p99 = np.full(nb, np.nan)
-        bounds = np.searchsorted(b, np.arange(nb + 1))      # t is in arrival order: bins are contiguous
+        bounds = np.r_[0, np.cumsum(arrivals)]              # requests are in arrival order: bins are contiguous
         for k in range(nb):
             seg = ttft[bounds[k]:bounds[k + 1]]
             if seg.size:
+                refused[k] = np.count_nonzero(np.isinf(seg))
+                good[k] = np.count_nonzero(seg <= obj.ttft_s)
                 # refused requests count as an infinite TTFT; numpy's linear interpolation gives NaN
                 # (inf - inf) when the quantile falls among them, so interpolate here
                 lo = float(np.quantile(seg, obj.ttft_quantile, method="lower"))
@@ -1347,6 +1362,9 @@ class _Run:
         ticks = pd.DataFrame(ticks, columns=["time_s", "serving", "starting", "target", "recommended", "waiting", "busy"])
         record = None
         if self.record:
+            cat = (lambda k: np.concatenate([x[k] for x in parts])) if parts else (lambda k: np.empty(0))
+            t, start = cat(0), cat(1)
+            ref = np.isnan(start)
             sl = np.concatenate([x[3] for x in parts]) if parts else np.empty(0, dtype=np.int64)
             hold = np.concatenate([x[4] for x in parts]) if parts else np.empty(0)
             record = pd.DataFrame({"arrival": t, "start": start, "end": start + hold,
@@ -1354,6 +1372,6 @@ class _Run:
                                    "replica": np.where(sl >= 0, sl // self.S, -1)})
         res = AutoscaleResult(policy=self.policy.name, hours=hours, events=events, replicas=R, ticks=ticks,
                               objectives=obj, duration_s=T_end, gpus=self.rep.gpus, record=record, slots=self.S)
-        fin = ttft[~ref]
+        fin = ttft[np.isfinite(ttft)] if refused.any() else ttft
         res._overall_p99 = float(np.quantile(fin, obj.ttft_quantile)) if fin.size else math.nan
         return res
