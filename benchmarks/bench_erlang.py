@@ -7,6 +7,11 @@ prints the speed ratio and the largest relative difference.
 
 Target (issue 2): at least 1000× faster, relative difference below 1e-10.
 
+Part 2 (issue 29): one scalar call, as every solver makes it in a loop. The scalar fast path
+(``math``-module terms) against the same call through the array kernel (the path every scalar
+call took before), on the 40 requests/s example's sizes; target: at least 20× faster, the
+same value to 1e-12.
+
 Run: ``.venv/bin/python benchmarks/bench_erlang.py``
 """
 from __future__ import annotations
@@ -57,7 +62,32 @@ def main() -> None:
     print(f"speed ratio: {ratio:,.0f}x  (target >= 1000x)")
     print(f"largest relative difference: {rel.max():.2e}  (target < 1e-10)")
     ok = ratio >= 1000 and rel.max() < 1e-10
+    ok = scalar_part() and ok
     print("PASS" if ok else "FAIL")
+
+
+def scalar_part() -> bool:
+    pairs = [(c, 0.9 * c) for c in (17, 19, 544, 608)]           # replicas or slots at 90 % load
+    n = 20_000
+    worst = 0.0
+    t_fast = t_arr = 0.0
+    for c, a in pairs:
+        ca, aa = np.array([c]), np.array([a])
+        erlang_c(c, a), erlang_c(ca, aa)                           # warm-up
+        t0 = time.perf_counter()
+        for _ in range(n):
+            v = erlang_c(c, a)
+        t_fast += time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for _ in range(n // 20):
+            w = erlang_c(ca, aa)[0]
+        t_arr += (time.perf_counter() - t0) * 20
+        worst = max(worst, abs(v - w) / w)
+    per_fast, per_arr = t_fast / (n * len(pairs)) * 1e6, t_arr / (n * len(pairs)) * 1e6
+    ratio = per_arr / per_fast
+    print(f"\none scalar erlang_c call: fast path {per_fast:.2f} us, through the array kernel {per_arr:.1f} us: "
+          f"{ratio:,.0f}x  (target >= 20x); largest relative difference {worst:.1e} (target <= 1e-12)")
+    return ratio >= 20 and worst <= 1e-12
 
 
 if __name__ == "__main__":

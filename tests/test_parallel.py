@@ -28,9 +28,12 @@ def test_results_come_back_in_job_order_and_do_not_depend_on_the_processes(monke
 def test_workers_is_capped_by_the_jobs_the_cores_and_the_environment(monkeypatch):
     monkeypatch.delenv("CAPBOOK_WORKERS", raising=False)
     cores = len(os.sched_getaffinity(0))
-    assert workers(1) == 1 and workers(1000) == cores
+    # one process a job, up to twice the cores (a last round of fewer jobs than cores is not waited for)
+    assert workers(1) == 1 and workers(2 * cores - 1) == 2 * cores - 1 and workers(1000) == 2 * cores
     monkeypatch.setenv("CAPBOOK_WORKERS", "1")
     assert workers(1000) == 1
+    monkeypatch.setenv("CAPBOOK_WORKERS", "3")
+    assert workers(1000) == 3 and workers(2) == 2
     for bad in ("0", "two"):
         monkeypatch.setenv("CAPBOOK_WORKERS", bad)
         with pytest.raises(ValueError, match="CAPBOOK_WORKERS"):

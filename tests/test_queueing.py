@@ -378,3 +378,27 @@ def test_bad_input_names_argument(func, args, name):
 def test_no_silent_nan_for_arrays():
     with pytest.raises(ValueError, match="a must not be NaN"):
         q.erlang_c([4, 8], [1.0, np.nan])
+
+
+@pytest.mark.parametrize("c, a", [(1_000_000, 1_100_000.0), (1, 1e6), (10, 40.0), (500, 800.0), (3, 9.0001)])
+def test_far_overload_erlang_b_both_paths_match_mpmath(c, a):
+    # a - c >= 3 sqrt(c): the continued fraction of the incomplete gamma function. Before it,
+    # P(N <= c) underflowed and erlang_b(1e6, 1.1e6) came out as 1.0 (the true value is 0.0909)
+    true_b = oracle_erlang_b(c, a)
+    scalar = q.erlang_b(c, a)                                   # the math-module fast path
+    array = q.erlang_b(np.array([c]), np.array([a]))[0]         # the vectorised kernel
+    for got in (scalar, array):
+        assert float(abs(mp.mpf(got) - true_b) / true_b) < 1e-12
+
+
+def test_scalar_fast_path_and_array_kernel_agree_on_a_grid():
+    cs = np.array([1, 2, 7, 31, 100, 999, 4096, 65_536])
+    rhos = np.array([0.05, 0.5, 0.9, 0.99, 0.9999])
+    a = cs[:, None] * rhos[None, :]
+    for fn in (q.erlang_b, q.erlang_c):
+        grid = fn(cs[:, None], a)
+        for i, c in enumerate(cs):
+            for j in range(rhos.size):
+                s = fn(int(c), float(a[i, j]))
+                assert isinstance(s, float)
+                assert s == pytest.approx(grid[i, j], rel=1e-13, abs=0)
