@@ -45,7 +45,7 @@ def test_prints_the_inputs_the_figures_and_a_verdict(capsys, sample_plan):
     assert re.search(r"^replay\s+4,000 requests of the log's busiest hours × \d replications \(seed 2026\)", out, re.M)
     # the objectives, with their 95 % margins and targets
     assert re.search(r"^  p99 TTFT\s+0\.\d+ ± [\d.]+ s\s+objective 1 s\s+met$", out, re.M), out
-    assert re.search(r"^  goodput\s+\d+\.\d\d ± \d\.\d\d %\s+target 99 %\s+(met|NOT MET)\s+\(requests served with "
+    assert re.search(r"^  goodput\s+\d+\.\d\d ± \d\.\d\d %\s+target 99 %\s+(met|not confirmed|NOT MET)\s+\(requests served with "
                      r"TTFT <= 1 s and TPOT <= 50 ms\)$", out, re.M), out
     # the first replication's figures, each with its unit
     assert re.search(r"^  TTFT\s+p50 0\.\d{3} s, p99 0\.\d{3} s; \d+\.\d\d % over the 1 s objective$", out, re.M), out
@@ -179,7 +179,7 @@ def test_the_plans_serving_count_meets_and_one_fewer_does_not(capsys, sample_pla
     code, out, _ = _run(capsys, "--replicas", str(n - 1))
     assert code == 0
     assert out.splitlines()[-1].startswith(f"verdict     {n - 1} replicas do not meet the objectives"), out
-    assert int(re.search(r"× (\d) replications", out).group(1)) == tried.loc[n - 1, "seeds"]
+    assert int(re.search(r"× (\d+) replications", out).group(1)) == tried.loc[n - 1, "seeds"]
 
 
 @pytest.mark.parametrize("log, sweep, extra", [
@@ -197,3 +197,22 @@ def test_real_logs_and_sweeps(capsys, shared_dir, log, sweep, extra):
     assert re.search(r"^replay\s+3,000 requests", out, re.M)
     assert "too short a history to forecast" in out  # two hours of log: the busiest hour is the peak
     assert out.splitlines()[-1].startswith("verdict     4 replicas ")
+
+
+def test_a_size_the_margin_cannot_confirm_says_so(capsys, shared_dir):
+    """Azure's code log on the 70B TP8 vLLM sweep at 23 replicas: goodput estimated above the 99 %
+    target with a margin reaching below it after the 16 replications the rule allows."""
+    sweep = shared_dir / "sweeps/vllm/surajssd-llm-k8s/results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
+    log = shared_dir / "traces" / "AzureLLMInferenceTrace_code.csv"
+    if not (sweep.exists() and log.exists()):
+        pytest.skip("the Azure code log or the 70B vLLM sweep is not in ../shared")
+    code, out, _ = _run(capsys, "--requests", str(log), "--sweep", str(sweep), "--replicas", "23")
+    assert code == 0
+    m = re.search(r"^  goodput\s+([\d.]+) ± ([\d.]+) %\s+target 99 %\s+not confirmed\s+\(", out, re.M)
+    assert m, out
+    g, mg = float(m.group(1)), float(m.group(2))
+    assert g >= 99 > g - mg
+    assert re.search(r"^replay\s+.* × 16 replications \(seed 2026\); 14 more than --seeds", out, re.M), out
+    assert "(not confirmed: the estimate meets the objective, but its 95 % margin reaches past it after 16" in out
+    assert out.splitlines()[-1].startswith("verdict     23 replicas do not meet the objectives with 95 % confidence: "
+                                           "goodput")
