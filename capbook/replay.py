@@ -639,17 +639,17 @@ def explain_checks(plan: CapacityPlan, log, sweep, checks: dict, *, n_requests: 
                 parts.append(f"prompt tail: with every prompt at the mean ({data['input_tokens'].mean():,.0f} tokens) "
                              f"its count meets them; the log's p99 prompt is {data['input_tokens'].quantile(0.99):,.0f}")
             if base.get("preemptions", 0) > 0:
-                parts.append(f"KV cache: {base['preemptions']:,} preemptions at {n} replicas (the cache fills and "
+                parts.append(f"KV cache: {base['preemptions']:,} preemptions at {n} replica{'s' if n != 1 else ''} (the cache fills and "
                              "sequences are recomputed)")
             if not parts:
                 tp_miss, tt_miss = base.get("tpot_miss_share", 0.0), base.get("ttft_miss_share", 0.0)
                 qn = "p" + format(100 * slo.ttft_quantile, "g")
                 if tp_miss >= tt_miss:
-                    parts.append(f"prefill stalls: at {n} replicas prompts share steps with decodes and "
+                    parts.append(f"prefill stalls: at {n} replica{'s' if n != 1 else ''} prompts share steps with decodes and "
                                  f"{100 * tp_miss:.2f} % of requests decode slower than the TPOT objective "
                                  f"(goodput {100 * base['goodput_share']:.2f} %); the model sees mean step times")
                 else:
-                    parts.append(f"prefill queueing: at {n} replicas prompts wait for each other's prefill steps "
+                    parts.append(f"prefill queueing: at {n} replica{'s' if n != 1 else ''} prompts wait for each other's prefill steps "
                                  f"({qn} TTFT {base['ttft_q_s']:.2f} s, {100 * tt_miss:.2f} % over the objective); "
                                  "the model holds a slot per request and does not see a replica prefill one prompt "
                                  "at a time")
