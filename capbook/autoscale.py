@@ -51,9 +51,7 @@ tens of requests per second runs in seconds and a little memory (``benchmarks/be
 """
 from __future__ import annotations
 
-import bisect
 import heapq
-import operator
 import math
 from collections import deque
 from dataclasses import dataclass, field
@@ -865,7 +863,7 @@ class _Run:
         self.heap = []
         self._heap_arr = None        # (free times, slot ids), sorted: the heap when it is not listed
         self.alive = []              # per slot id
-        self.slot_free = []          # per slot id: when its current request ends
+        self.slot_free = np.zeros(64 * self.S)   # per slot id: when its current request ends (grows)
         self.reps = []               # every _Replica ever asked for
         self.serving = []            # rids serving (not draining)
         self.starting = []           # rids asked for, not yet serving (in request order)
@@ -888,7 +886,12 @@ class _Run:
         r = _Replica(rid, t, t + lag, kind, warm, slot0)
         self.reps.append(r)
         self.alive.extend([False] * self.S)
-        self.slot_free.extend([0.0] * self.S)
+        if len(self.alive) > self.slot_free.size:
+            grown = np.zeros(max(2 * self.slot_free.size, len(self.alive)))
+            grown[:self.slot_free.size] = self.slot_free
+            self.slot_free = grown
+        else:
+            self.slot_free[slot0:slot0 + self.S] = 0.0
         return r
 
     def _request(self, t, k):
@@ -936,11 +939,11 @@ class _Run:
     def _drain(self, t, k):
         """Drain the ``k`` serving replicas that free soonest (their last request ends first)."""
         free = self.slot_free
-        order = sorted(self.serving, key=lambda rid: max(free[self.reps[rid].slot0:self.reps[rid].slot0 + self.S]))
+        order = sorted(self.serving, key=lambda rid: float(free[self.reps[rid].slot0:self.reps[rid].slot0 + self.S].max()))
         for rid in order[:k]:
             r = self.reps[rid]
             r.drain = t
-            r.released = max(t, max(free[r.slot0:r.slot0 + self.S]))
+            r.released = max(t, float(free[r.slot0:r.slot0 + self.S].max()))
             for j in range(r.slot0, r.slot0 + self.S):
                 self.alive[j] = False
             self.serving.remove(rid)
@@ -1000,9 +1003,10 @@ class _Run:
             self._heap_arr = None
         return self.heap
 
-    def _commit_unqueued(self, A, H, i, T1, ST):
-        """The requests of ``A[i:]`` before ``T1`` that start on arrival, committed at once; returns
-        the index of the first that would wait (the heap loop of :meth:`_commit` takes it on).
+    def _commit_unqueued(self, A, H, i, k_end):
+        """The requests ``A[i:k_end]`` (arrays) that start on arrival, committed at once; returns the
+        index of the first that would wait (the heap loop of :meth:`_commit` takes it on) and the
+        starts of those committed (None when none was).
 
         While nobody waits, the slot each arrival takes is the earliest-free one (the heap's top),
         and every slot freed during the batch is freed at or after the arrival that filled it: so
@@ -1011,15 +1015,14 @@ class _Run:
         exactly when that time is after it. This gives the heap loop's starts and slots, with its
         heap afterwards, without a Python step per request.
         """
-        k_end = bisect.bisect_left(A, T1, i)
         m = k_end - i
         if m < 64:                                   # the loop is as fast for a handful
-            return i
+            return i, None
         if self._heap_arr is None:
             heap = self.heap
             c = len(heap)
             if not c:
-                return i
+                return i, None
             hv = np.fromiter((x[0] for x in heap), float, c)
             hj = np.fromiter((x[1] for x in heap), np.int64, c)
             o = np.lexsort((hj, hv))                 # in the heap's order: by time, then slot id
@@ -1027,10 +1030,10 @@ class _Run:
         else:
             hv, hj = self._heap_arr
             c = hv.size
-        a = np.array(A[i:k_end])
-        h = np.array(H[i:k_end])
+        a = A[i:k_end]
+        h = H[i:k_end]
         if not (h > 0).all():                        # a zero holding time could free its slot at its own start
-            return i
+            return i, None
         vals = np.concatenate((hv, a + h))
         # the slot-free times are sorted by (time, slot id): a stable sort keeps that order among equal
         # times and merges the batch's end times in
@@ -1039,7 +1042,7 @@ class _Run:
         on_time = vals[took] <= a
         k = m if on_time.all() else int(np.argmin(on_time))
         if not k:
-            return i
+            return i, None
         src = took[:k]
         slot = np.empty(k, np.int64)
         known = src < c
@@ -1058,31 +1061,35 @@ class _Run:
         rj = hj[np.minimum(rest, c - 1)]
         rj[new] = slot[rest[new] - c]
         self._heap_arr = (rv, rj)                    # sorted: a valid heap once listed (_heap_list)
-        sf = self.slot_free
-        for j, v in zip(rj[new].tolist(), rv[new].tolist()):
-            sf[j] = v
-        ST.extend(a[:k].tolist())
-        return i + k
+        self.slot_free[rj[new]] = rv[new]            # each slot is in the heap once
+        return i + k, a[:k]
 
-    def _commit(self, A, H, i, T1, ST, SL):
-        """Commit pending arrivals ``A[i:]`` that start before ``T1``; return the next index.
+    def _commit(self, An, Hn, i, T1, SL):
+        """Commit the pending arrivals ``An[i:]`` (arrays of arrival times and holding times) that
+        start before ``T1``; return the next index and the starts committed (NaN when refused).
 
-        ``ST`` gets each committed request's start (NaN when refused), ``SL`` (when recording)
-        its slot. The fast loop (no queue limit, no records) is the hot path of a run.
+        ``SL`` (when recording) gets each committed request's slot. Requests that start on arrival
+        are committed at once (:meth:`_commit_unqueued`); the heap loop takes the rest one by one.
         """
+        k_end = An.size if T1 == math.inf else i + int(np.searchsorted(An[i:], T1, side="left"))
+        mq = self.max_queue
+        first = None
+        if mq is None and SL is None:
+            i, first = self._commit_unqueued(An, Hn, i, k_end)
+            if i >= k_end:
+                return i, (first if first is not None else np.empty(0))
+        A, H = An[i:k_end].tolist(), Hn[i:k_end].tolist()
+        base, i = i, 0
+        ST = []
         sf = self.slot_free
         heapreplace = heapq.heapreplace
         push = ST.append
         nA = len(A)
-        mq = self.max_queue
+        heap = self._heap_list()
         if mq is None and SL is None:
-            i = self._commit_unqueued(A, H, i, T1, ST)
-            if i >= nA or A[i] >= T1:
-                return i
-            heap = self._heap_list()
             while i < nA:
                 a = A[i]
-                if a >= T1 or not heap:
+                if not heap:
                     break
                 f, j = heap[0]
                 st = a if a >= f else f
@@ -1093,38 +1100,36 @@ class _Run:
                 sf[j] = e
                 push(st)
                 i += 1
-            return i
-        heap = self._heap_list()
-        q = self.starts_q
-        while i < nA:
-            a = A[i]
-            if a >= T1:
-                break
-            if mq is not None:
-                while q and q[0] <= a:
-                    q.popleft()
-                if len(q) >= mq:
-                    push(math.nan)
-                    if SL is not None:
-                        SL.append(-1)
-                    i += 1
-                    continue
-            if not heap:
-                break
-            f, j = heap[0]
-            st = a if a >= f else f
-            if st >= T1:
-                break
-            e = st + H[i]
-            heapreplace(heap, (e, j))
-            sf[j] = e
-            if mq is not None and st > a:
-                q.append(st)
-            push(st)
-            if SL is not None:
-                SL.append(j)
-            i += 1
-        return i
+        else:
+            q = self.starts_q
+            while i < nA:
+                a = A[i]
+                if mq is not None:
+                    while q and q[0] <= a:
+                        q.popleft()
+                    if len(q) >= mq:
+                        push(math.nan)
+                        if SL is not None:
+                            SL.append(-1)
+                        i += 1
+                        continue
+                if not heap:
+                    break
+                f, j = heap[0]
+                st = a if a >= f else f
+                if st >= T1:
+                    break
+                e = st + H[i]
+                heapreplace(heap, (e, j))
+                sf[j] = e
+                if mq is not None and st > a:
+                    q.append(st)
+                push(st)
+                if SL is not None:
+                    SL.append(j)
+                i += 1
+        st = np.array(ST, dtype=float)
+        return base + i, (st if first is None else np.concatenate((first, st)))
 
     def run(self):
         sc, S = self.sc, self.S
@@ -1137,8 +1142,8 @@ class _Run:
             gen_s = math.ceil(gen_s / w - 1e-9) * w
         self.gen_s = gen_s
 
-        # pending arrivals (generated, not yet committed): lists consumed from index p
-        self.A, self.H, self.F = [], [], []
+        # pending arrivals (generated, not yet committed): arrays consumed from index p
+        self.A = self.H = self.F = np.empty(0)
         self.p = 0
         self.gen_t = 0.0
         self.parts = []                 # per tick: (arrival, start, first-token offset[, slot]) arrays
@@ -1173,16 +1178,14 @@ class _Run:
 
         # requests still queued at the end: served on the fleet as it stands (no more decisions)
         A, H, F, p, parts = self.A, self.H, self.F, self.p, self.parts
-        if p < len(A):
-            ST = []
+        if p < A.size:
             SL = [] if self.record else None
-            i = self._commit(A, H, p, math.inf, ST, SL)      # the queue limit still applies
-            if i < len(A):
+            i, st = self._commit(A, H, p, math.inf, SL)      # the queue limit still applies
+            if i < A.size:
                 raise ValueError("requests were still queued at the end of the run with no replica left to "
                                  "serve them: raise min_replicas or run longer")
-            parts.append((np.asarray(A[p:]), np.asarray(ST), np.asarray(F[p:]),
-                          None if SL is None else np.asarray(SL, dtype=np.int64),
-                          None if SL is None else np.asarray(H[p:])))
+            parts.append((A[p:], st, F[p:], None if SL is None else np.asarray(SL, dtype=np.int64),
+                          None if SL is None else H[p:]))
         return self._result(parts, self.ticks)
 
     def _tick(self, T1):
@@ -1196,24 +1199,21 @@ class _Run:
         while gen_t < T1 and gen_t < T_end:          # pending arrivals must cover [.., T1)
             g1 = min(gen_t + self.gen_s, T_end)
             ct, ch, cf = self._chunk(gen_t, g1)
-            if p:
-                del A[:p], H[:p], F[:p]
-                p = 0
-            A.extend(ct.tolist())
-            H.extend(ch.tolist())
-            F.extend(cf.tolist())
+            A = np.concatenate((A[p:], np.asarray(ct, dtype=float)))
+            H = np.concatenate((H[p:], np.asarray(ch, dtype=float)))
+            F = np.concatenate((F[p:], np.asarray(cf, dtype=float)))
+            p = 0
             gen_t = g1
         self.gen_t = gen_t
-        ST = []
+        self.A, self.H, self.F = A, H, F
         SL = [] if self.record else None
-        i = self._commit(A, H, p, T1, ST, SL)
+        i, st_new = self._commit(A, H, p, T1, SL)
         n_new = i - p
         if n_new:
-            a_new = np.asarray(A[p:i])
-            st_new = np.asarray(ST)
-            f_new = np.asarray(F[p:i])
+            a_new = A[p:i]
+            f_new = F[p:i]
             self.parts.append((a_new, st_new, f_new, None if SL is None else np.asarray(SL, dtype=np.int64),
-                               None if SL is None else np.asarray(H[p:i])))
+                               None if SL is None else H[p:i]))
             tt = st_new - a_new + f_new                 # NaN when refused
             ok = tt[np.isfinite(tt)]
             w_ttft.append(ok)
@@ -1223,20 +1223,13 @@ class _Run:
             w_good.append(0)
         w_tot.append(n_new)
         p = self.p = i
-        k = p                                        # arrivals before T1 still waiting
-        nA = len(A)
-        while k < nA and A[k] < T1:
-            k += 1
-        waiting = k - p
+        waiting = int(np.searchsorted(A[p:], T1, side="left"))   # arrivals before T1 still waiting
         T = T1
         self._promote(T)
         ns = len(self.serving)
         if ns:
             first = np.fromiter((self.reps[rid].slot0 for rid in self.serving), np.int64, ns)
-            idx = (first[:, None] + np.arange(S)).ravel().tolist()
-            sf = np.fromiter(operator.itemgetter(*idx)(self.slot_free), float, len(idx)) if len(idx) > 1 \
-                else np.array([self.slot_free[idx[0]]])
-            busy_per = np.count_nonzero(sf.reshape(ns, S) > T, axis=1)
+            busy_per = np.count_nonzero(self.slot_free[first[:, None] + np.arange(S)] > T, axis=1)
             busy = int(busy_per.sum())
             gpu = int(np.count_nonzero(busy_per)) / ns
             util = busy / (ns * S)

@@ -7,7 +7,8 @@ runs them one after another in this process (as on a one-core machine); a larger
 the processes.
 
 Worker processes are forked (POSIX): the jobs are not pickled on the way in, only the results
-on the way back. Where fork is not available, or a worker cannot start, the jobs run here.
+on the way back. Where fork is not available, or inside a pool's worker (which may not start
+processes of its own), the jobs run here.
 """
 from __future__ import annotations
 
@@ -52,7 +53,8 @@ def run_all(fn, jobs: list) -> list:
     global _JOBS, _FN
     jobs = list(jobs)
     n = workers(len(jobs))
-    if n <= 1 or "fork" not in mp.get_all_start_methods():
+    # a worker of a process pool (a daemon) may not start processes of its own: run here
+    if n <= 1 or "fork" not in mp.get_all_start_methods() or mp.current_process().daemon:
         return [fn(j) for j in jobs]
     _JOBS, _FN = jobs, fn
     try:

@@ -278,7 +278,7 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
     """
     replicas = integer(replicas, "replicas", minimum=1)
     seeds = integer(seeds, "seeds", minimum=1)
-    runs = [_replicate(engine, data, replicas, slo, router, seed, k) for k in range(seeds)]
+    runs = _replicate_all(engine, data, replicas, slo, router, seed, range(seeds))
     return _combine(runs, data, replicas, slo, router)
 
 
@@ -294,6 +294,21 @@ def _replicate(engine, data, replicas, slo, router, seed, k) -> dict:
             "sd": _batch_sd(t, 10, lambda p: np.quantile(p, slo.ttft_quantile)),
             "gsd": _batch_sd(run.good(slo.ttft_target_s, slo.tpot_target_s)[m], 10, np.mean),
             "summary": s if k == 0 else None, "per": run.replicas if k == 0 else None}
+
+
+#: Requests per replication from which the replications run on several cores (below it, starting
+#: the processes costs more than it saves).
+PARALLEL_MIN_REQUESTS = 5_000
+
+
+def _replicate_all(engine, data, replicas, slo, router, seed, ks) -> list:
+    """Replications ``ks``, in order: independent simulations, on both cores for a long replay."""
+    from .parallel import run_all
+
+    ks = list(ks)
+    if len(data) < PARALLEL_MIN_REQUESTS or len(ks) < 2:
+        return [_replicate(engine, data, replicas, slo, router, seed, k) for k in ks]
+    return run_all(lambda k: _replicate(engine, data, replicas, slo, router, seed, k), ks)
 
 
 def _combine(runs: list, data: pd.DataFrame, replicas: int, slo, router: str) -> dict:
@@ -335,11 +350,11 @@ def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str =
     replicas = integer(replicas, "replicas", minimum=1)
     seeds = integer(seeds, "seeds", minimum=1)
     max_seeds = max(integer(max_seeds, "max_seeds", minimum=1), seeds)
-    runs = [_replicate(engine, data, replicas, slo, router, seed, k) for k in range(seeds)]
+    runs = _replicate_all(engine, data, replicas, slo, router, seed, range(seeds))
     s = _combine(runs, data, replicas, slo, router)
     while _borderline(slo, s) and len(runs) < max_seeds:
         more = min(2 * len(runs), max_seeds)
-        runs += [_replicate(engine, data, replicas, slo, router, seed, k) for k in range(len(runs), more)]
+        runs += _replicate_all(engine, data, replicas, slo, router, seed, range(len(runs), more))
         s = _combine(runs, data, replicas, slo, router)
     s["meets"] = _meets(slo, s)
     return s

@@ -602,15 +602,15 @@ def test_batched_commit_of_unqueued_requests_is_the_heap_loop(monkeypatch):
     calls = {"batched": 0, "requests": 0}
     real = autoscale._Run._commit_unqueued
 
-    def counted(self, A, H, i, T1, ST):
-        j = real(self, A, H, i, T1, ST)
+    def counted(self, A, H, i, k_end):
+        j, st = real(self, A, H, i, k_end)
         calls["batched"] += j > i
         calls["requests"] += j - i
-        return j
+        return j, st
 
     monkeypatch.setattr(autoscale._Run, "_commit_unqueued", counted)
     fast = simulate_autoscaling(arr, rep, pol, sc, seed=SEED)
-    monkeypatch.setattr(autoscale._Run, "_commit_unqueued", lambda self, A, H, i, T1, ST: i)
+    monkeypatch.setattr(autoscale._Run, "_commit_unqueued", lambda self, A, H, i, k_end: (i, None))
     slow = simulate_autoscaling(arr, rep, pol, sc, seed=SEED)
     # both paths ran: many ticks committed in one step, and some requests waited (the heap loop's part)
     assert calls["batched"] > 50 and 0 < calls["requests"] < fast.requests
