@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import shlex
 import sys
 import warnings
 from typing import Callable, Sequence
@@ -465,7 +466,8 @@ _FLAG_HINTS = [
     (r"time_unit\s*=", "--time-unit"),
     (rf"load\s*=\s*{_Q}(concurrency|rate|all|auto){_Q}", r"--load \1"),
     (rf"repeats\s*=\s*{_Q}(mean|error){_Q}", r"--repeats \1"),
-    (rf"where\s*=\s*\{{\s*{_Q}([\w.-]+){_Q}\s*:\s*{_Q}([^'\"{{}},]+?){_Q}\s*\}}", r"--where \1=\2"),
+    (rf"where\s*=\s*\{{\s*{_Q}([\w.-]+){_Q}\s*:\s*{_Q}([^'\"{{}},]+?){_Q}\s*\}}",
+     lambda m: "--where " + shlex.quote(f"{m.group(1)}={m.group(2)}")),   # quoted when it holds a space
     (r"where\s*=\s*(\{[^}]*\}|\.\.\.)?", "--where KEY=VALUE"),
     (r"max_num_seqs\s*=\s*(\d+)", r"--max-num-seqs \1"),
     (r"max_num_seqs\s*=", "--max-num-seqs N"),

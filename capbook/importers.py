@@ -14,6 +14,9 @@ format                            what is recognised
 ``vllm``                          ``benchmark_serving.py --save-result`` / ``vllm bench serve``
                                   JSON; JSONL from ``--append-result``; the ``vllm bench sweep``
                                   folder layout (``run=N.json``, ``summary.json``)
+``sglang``                        SGLang ``bench_serving --output-file`` JSONL, one line per run
+                                  (the older layout too: throughput from ``completed/duration``,
+                                  TPOT from the median ITL); each dataset is its own sweep
 ``guidellm``                      ``benchmarks.json`` (``benchmarks[].metrics``)
 ``guidellm-csv``                  a per-benchmark CSV with ``ttft_median_ms``, ``itl_median_ms``,
                                   ``concurrency_mean`` columns
@@ -1015,6 +1018,42 @@ def _vllm_point(d, path):
     return row
 
 
+def _is_sglang(d) -> bool:
+    """SGLang ``bench_serving`` JSONL lines: vLLM's layout grown apart (it alone counts
+    ``total_output_tokens_retokenized``; before 2025 it wrote no request throughput or TPOT)."""
+    return _is_map(d) and "total_output_tokens_retokenized" in d and "median_ttft_ms" in d
+
+
+def _sglang_point(d, path):
+    """One SGLang ``bench_serving`` line as a vLLM summary: the older layout's missing request
+    throughput is completed / duration, its missing TPOT the median inter-token latency (what
+    SGLang's TPOT excludes, the first token, ITL never holds), and its E2E field renamed."""
+    v = dict(d)
+    notes = []
+    if "request_throughput" not in v:
+        v["request_throughput"] = _num(_get(d, ["completed"], path), path, "completed") / \
+            _num(_get(d, ["duration"], path), path, "duration")
+        notes.append("request throughput = completed / duration")
+    if "median_tpot_ms" not in v:
+        v["median_tpot_ms"] = _num(_get(d, ["median_itl_ms"], path), path, "median_itl_ms")
+        notes.append("TPOT p50 read from the median inter-token latency (the file records no TPOT)")
+    if "mean_e2el_ms" not in v and "mean_e2e_latency_ms" in v:
+        v["mean_e2el_ms"] = v["mean_e2e_latency_ms"]
+    row = _vllm_point(v, path)
+    row["format"] = "sglang"
+    row["engine"] = row.get("engine") or ("sglang" if str(d.get("backend", "")).startswith("sglang") else None)
+    # the workload is part of what a line measures: a file that appends sharegpt runs to random
+    # ones holds two sweeps, not one
+    ds = d.get("dataset_name")
+    if ds == "random":
+        ds = f"random {d.get('random_input_len')}/{d.get('random_output_len')}"
+    row["workload"] = None if ds is None else str(ds)
+    if notes:
+        prev = row.get("tpot_note")
+        row["tpot_note"] = "; ".join(([prev] if isinstance(prev, str) and prev else []) + ["SGLang: " + n for n in notes])
+    return row
+
+
 def _parse_vllm(obj, path):
     items = obj if isinstance(obj, list) else [obj]
     return [_vllm_point(x, path) for x in items]
@@ -1541,6 +1580,10 @@ SWEEP_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
     FileFormat("genai-perf", "genai-perf profile_export*.json (metrics as {unit, avg, p50, ...})",
                lambda p: _is_profile_export(p.json),
                lambda p, path, o: _parse_profile_export(p.json, path, "genai-perf")),
+    FileFormat("sglang", "SGLang bench_serving JSONL (one summary line per run, either layout)",
+               lambda p: _is_sglang(p.json) or (_records(p.json) and all(map(_is_sglang, p.json))),
+               lambda p, path, o: [_sglang_point(x, path) for x in (p.json if isinstance(p.json, list)
+                                                                    else [p.json])]),
     FileFormat("vllm", "vLLM benchmark_serving / vllm bench serve JSON, or JSONL of them",
                lambda p: _is_vllm(p.json) or (_records(p.json) and all(map(_is_vllm, p.json))),
                lambda p, path, o: _parse_vllm(p.json, path)),
@@ -1634,7 +1677,7 @@ def _group_configs(df: pd.DataFrame) -> pd.Series:
     def key(i):
         r = df.loc[i]
         vals = []
-        for c in ("model", "gpu", "tensor_parallel", "engine", "precision"):
+        for c in ("model", "gpu", "tensor_parallel", "engine", "precision", "workload"):
             v = r.get(c)
             vals.append(None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
         vals.append(None if tied or not _finite(mns.loc[i]) else float(mns.loc[i]))
@@ -1683,7 +1726,7 @@ def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
     if len(set(stems.values())) == len(stems) and all(len(v) <= 80 for v in stems.values()):
         return stems
     # groups within one file: name them by the first field that differs
-    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"):
+    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision", "workload"):
         if c in df:
             vals = {g: df.at[idx[0], c] for g, idx in groups.items()}
             txt = {g: _values_txt([v]) .strip("'") for g, v in vals.items()}

@@ -1,0 +1,84 @@
+"""SGLang bench_serving JSONL (capbook.importers: the ``sglang`` format).
+
+Oracles: the figures of the lines themselves (completed / duration, median ITL, E2E), the
+layout written by SGLang's ``bench_serving`` (its ``total_output_tokens_retokenized`` is what
+vLLM's summaries lack), and datacrunch-research/h200-benchmarks' real files in ../shared.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from capbook.importers import detect_sweep_format, read_points, read_sweep
+
+
+def _line(rate, dataset="random", new=False, **kw):
+    d = {"backend": "sglang", "dataset_name": dataset, "request_rate": rate, "max_concurrency": None,
+         "total_input_tokens": 150_000, "total_output_tokens": 160_000, "total_output_tokens_retokenized": 159_900,
+         "mean_e2e_latency_ms": 7800.0 + 900 * rate, "median_e2e_latency_ms": 7700.0,
+         "median_ttft_ms": 80.0 + 5 * rate, "median_itl_ms": 13.0 + rate, "output_throughput": 530.0 * rate,
+         "random_input_len": 1024, "random_output_len": 1024, "random_range_ratio": 0.0,
+         "duration": 300.0 / rate, "completed": 300}
+    if new:   # the layout SGLang writes since 2025: request throughput, TPOT and percentiles of its own
+        d.update(request_throughput=0.98 * rate, median_tpot_ms=12.0 + rate, mean_tpot_ms=12.5 + rate,
+                 p99_ttft_ms=300.0, mean_ttft_ms=95.0, concurrency=7.0)
+        d["mean_e2el_ms"] = 95.0 + d["mean_tpot_ms"] * (160_000 / 300 - 1)   # consistent with its TTFT and TPOT
+    d.update(kw)
+    return d
+
+
+def _write(tmp_path, lines, name="online_output.jsonl"):
+    p = tmp_path / name
+    p.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    return p
+
+
+def test_the_older_layout_reads_throughput_and_tpot_from_what_it_records(tmp_path):
+    p = _write(tmp_path, [_line(r) for r in (1.0, 2.0, 4.0)])
+    assert detect_sweep_format(p) == "sglang"
+    pts = read_points(p)
+    assert list(pts["format"]) == ["sglang"] * 3
+    # request throughput = completed / duration; TPOT p50 = median ITL; TTFT p50 as recorded
+    assert list(pts["request_throughput_rps"]) == pytest.approx([1.0, 2.0, 4.0])
+    assert list(pts["tpot_p50_s"]) == pytest.approx([0.014, 0.015, 0.017])
+    assert list(pts["ttft_p50_s"]) == pytest.approx([0.085, 0.090, 0.100])
+    assert list(pts["load_kind"]) == ["rate"] * 3
+    # open loop: concurrency by Little's law from the recorded mean E2E
+    assert pts["concurrency"].iloc[0] == pytest.approx(1.0 * 8.7)
+    assert all("median inter-token latency" in n for n in pts["tpot_note"])
+
+
+def test_the_newer_layout_keeps_its_own_figures(tmp_path):
+    p = _write(tmp_path, [_line(r, new=True) for r in (1.0, 2.0, 4.0)])
+    pts = read_points(p)
+    assert list(pts["request_throughput_rps"]) == pytest.approx([0.98, 1.96, 3.92])
+    assert list(pts["tpot_p50_s"]) == pytest.approx([0.013, 0.014, 0.016])
+    assert list(pts["ttft_p99_s"]) == pytest.approx([0.3] * 3)
+    assert (pts["format"] == "sglang").all()
+
+
+def test_runs_of_another_workload_in_the_same_file_are_another_sweep(tmp_path):
+    p = _write(tmp_path, [_line(r) for r in (1.0, 2.0, 4.0)] + [_line(r, dataset="sharegpt") for r in (4.0, 8.0)])
+    with pytest.raises(ValueError, match=r"2 configurations .*workload random 1024/1024.*workload sharegpt"):
+        read_sweep(p)
+    sw = read_sweep(p, where={"config": "workload sharegpt"})
+    assert "workload sharegpt" in sw.name and len(sw.table) >= 1
+
+
+def test_real_sglang_files(shared_dir):
+    out = shared_dir / "sweeps/sglang/datacrunch-h200/sglang/outputs"
+    if not out.is_dir():
+        pytest.skip("the SGLang sweeps are not in ../shared")
+    pts = read_points(out / "llama_3_3_70b_online_output.jsonl")
+    rnd = pts[pts["workload"] == "random 1024/1024"]
+    assert len(rnd) == 5 and (pts["workload"] == "sharegpt").sum() == 2
+    # the README's figures: 16 req/s offered achieves 8.35 req/s (the engine saturated)
+    top = rnd.sort_values("request_rate_target").iloc[-1]
+    assert top["request_rate_target"] == 16 and top["request_throughput_rps"] == pytest.approx(8.35, abs=0.01)
+    sw = read_sweep(out / "llama_3_3_70b_online_output.jsonl", where={"config": "workload random 1024/1024"})
+    assert len(sw.table) == 5 and sw.tpot(float(sw.table["concurrency"].min())) > 0
+    from capbook.cli import main
+
+    assert main(["predict", "--sweep", str(out / "llama_3_3_70b_online_output.jsonl"),
+                 "--where", "config=workload random 1024/1024", "--rate", "2"]) == 0
