@@ -434,7 +434,7 @@ def main(argv=None) -> int:
           f"truth {sum(r.truth_s for r in ordered if math.isfinite(r.truth_s)):.0f} s summed over scenarios; "
           f"load generators: {', '.join(gens)}")
     if errs:
-        print(f"count errors (plan - truth): " + ", ".join(f"{e:+d}" for e in errs)
+        print("count errors (plan - truth): " + ", ".join(f"{e:+d}" for e in errs)
               + f"; exact {sum(e == 0 for e in errs)}, one above {sum(e == 1 for e in errs)}, "
               f"more above {sum(e > 1 for e in errs)}, below {sum(e < 0 for e in errs)}")
     ok = len(met) == len(ordered)

@@ -25,7 +25,7 @@ module asks what following the demand would cost, on the plan's own terms:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd

@@ -257,18 +257,7 @@ def _jsonable(s: dict) -> dict:
         out["arrivals"] = {k: v for k, v in s["arrivals"].items()}
         out["arrivals"]["idc"] = {str(k): v for k, v in s["arrivals"]["idc"].items()}
 
-    def clean(x):
-        if isinstance(x, dict):
-            return {str(k): clean(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [clean(v) for v in x]
-        if hasattr(x, "item"):
-            x = x.item()
-        if isinstance(x, float) and not math.isfinite(x):
-            return None
-        return x
-
-    return clean(out)
+    return _clean_json(out)
 
 
 def _pct(x) -> str:

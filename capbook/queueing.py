@@ -572,12 +572,22 @@ _SCALAR_TYPES = frozenset({int, float, np.int8, np.int16, np.int32, np.int64, np
                            np.uint32, np.uint64, np.float16, np.float32, np.float64})
 
 
-def log_erlang_b(c, a):
-    """Natural log of the Erlang B blocking probability (see :func:`erlang_b`)."""
+def _scalar_ca(c, a, finite_load: bool):
+    """``(c, a)`` as floats when both are plain numbers in the scalar path's domain (``c`` a whole
+    number ≥ 1, ``a`` ≥ 0, and finite when ``finite_load``); None sends the call to the array
+    path, whose checks name the bad argument."""
     if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
         cf, af = float(c), float(a)
-        if cf >= 1.0 and cf.is_integer() and 0.0 <= af < _INF:
-            return _log_erlang_b_s(cf, af)
+        if cf >= 1.0 and cf.is_integer() and af >= 0.0 and (af < _INF or not finite_load):
+            return cf, af
+    return None
+
+
+def log_erlang_b(c, a):
+    """Natural log of the Erlang B blocking probability (see :func:`erlang_b`)."""
+    ca = _scalar_ca(c, a, True)
+    if ca is not None:
+        return _log_erlang_b_s(*ca)
     cc = array(c, "c", lo=1, integer=True)
     aa = array(a, "a", lo=0)
     return _scalar_or_array(_log_erlang_b_kernel(cc, aa))
@@ -613,10 +623,9 @@ def erlang_b(c, a):
     >>> round(erlang_b(1, 1.0), 12)
     0.5
     """
-    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
-        cf, af = float(c), float(a)
-        if cf >= 1.0 and cf.is_integer() and 0.0 <= af < _INF:
-            return _erlang_b_s(cf, af)
+    ca = _scalar_ca(c, a, True)
+    if ca is not None:
+        return _erlang_b_s(*ca)
     cc = array(c, "c", lo=1, integer=True)
     aa = array(a, "a", lo=0)
     return _scalar_or_array(_erlang_b_kernel(cc, aa))
@@ -624,10 +633,9 @@ def erlang_b(c, a):
 
 def log_erlang_c(c, a):
     """Natural log of the Erlang C probability of waiting (see :func:`erlang_c`)."""
-    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
-        cf, af = float(c), float(a)
-        if cf >= 1.0 and cf.is_integer() and af >= 0.0:
-            return _log_erlang_c_s(cf, af)
+    ca = _scalar_ca(c, a, False)
+    if ca is not None:
+        return _log_erlang_c_s(*ca)
     cc = array(c, "c", lo=1, integer=True)
     aa = array(a, "a", lo=0, allow_inf=True)
     return _scalar_or_array(_log_erlang_c_kernel(cc, aa))
@@ -661,10 +669,9 @@ def erlang_c(c, a):
     >>> round(erlang_c(8, 4.0), 4)   # 8 servers at 50 %
     0.059
     """
-    if type(c) in _SCALAR_TYPES and type(a) in _SCALAR_TYPES:
-        cf, af = float(c), float(a)
-        if cf >= 1.0 and cf.is_integer() and af >= 0.0:
-            return _erlang_c_s(cf, af)
+    ca = _scalar_ca(c, a, False)
+    if ca is not None:
+        return _erlang_c_s(*ca)
     cc = array(c, "c", lo=1, integer=True)
     aa = array(a, "a", lo=0, allow_inf=True)
     return _scalar_or_array(_erlang_c_kernel(cc, aa))
