@@ -78,6 +78,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
+from . import perrequest
 from .formats import FileFormat
 from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
 from .validation import choice, integer, is_number, positive
@@ -1243,6 +1244,35 @@ def _parse_llmperf(d, path):
     return [row]
 
 
+def _perrequest_row(summary: dict, fmt: str, note: str = "") -> dict:
+    """A sweep-table row from :func:`capbook.perrequest.summarise`'s values."""
+    s = dict(summary)
+    out, inp = s.pop("output_tokens"), s.pop("input_tokens")
+    notes, sat = s.pop("notes"), s.pop("saturation")
+    for k in ("e2e_p50_s", "e2e_p99_s", "in_flight_mean", "launch_rps"):
+        s.pop(k, None)
+    row = _row(**s, format=fmt)
+    row["tpot_note"] = "; ".join(([note] if note else []) + notes) or None
+    _set_tokens(row, _array_quantiles(out), _array_quantiles(inp), "per-request output and input tokens")
+    for why in sat:
+        _saturate(row, why)
+    if row["load_kind"] == "rate":
+        _completion_check(row, rate=row["offered_rps"], count=row["num_requests"], e2e=row["mean_e2e_s"])
+    return row
+
+
+def _summarise(req, path, **kw) -> dict:
+    """:func:`capbook.perrequest.summarise`, its refusals naming the file (no completed request:
+    a failed run, skipped inside a folder)."""
+    try:
+        return perrequest.summarise(req, **kw)
+    except ValueError as exc:
+        if "no measurement" in str(exc):
+            raise _Failed(f"{path}: {exc}") from None
+        raise _err(path, str(exc).replace("concurrency=", "concurrency= (the level of this "
+                                          "file)")) from None
+
+
 def _parse_llmperf_requests(items, path, concurrency=None):
     sum_path, summary = _llmperf_summary_for(Path(path)), None
     if sum_path is not None:
@@ -1257,42 +1287,99 @@ def _parse_llmperf_requests(items, path, concurrency=None):
     if concurrency is None:
         raise _err(path, "a per-request llmperf file does not record 'num_concurrent_requests'; "
                          "read the *_summary.json beside it or pass concurrency=")
-    ok = [r for r in items if r.get("error_code") is None]
-    if not ok:
-        raise _Failed(f"{path}: all {len(items)} requests have an 'error_code': no measurement")
-    tt = np.array([_num(r.get("ttft_s"), path, "ttft_s") for r in ok])
     # TPOT per request as vLLM and AIPerf define it: (latency - TTFT) / (output tokens - 1);
     # llmperf's own inter_token_latency_s spreads TTFT over the output and is not used
-    itl = np.array([(_num(r.get("end_to_end_latency_s"), path, "end_to_end_latency_s") - t)
-                    / (_num(r.get("number_output_tokens"), path, "number_output_tokens") - 1)
-                    for r, t in zip(ok, tt) if r.get("number_output_tokens", 0) > 1])
-    p = np.percentile
-    mean_out = float(np.mean([r["number_output_tokens"] for r in ok]))
+    req = perrequest.requests_from_frame(pd.DataFrame(items), path, row_name=lambda i: f"record {i + 1}")
     per_min = (summary or {}).get("results_num_completed_requests_per_min")
+    rps = None
     if per_min is not None:
         rps = _num(per_min, sum_path, "results_num_completed_requests_per_min") / 60.0
         how = f"request throughput from the summary beside it ({sum_path.name})"
     else:
         # closed loop at `concurrency`: Little's law bounds the throughput the file lacks (an
         # upper bound: llmperf's clients idle between requests and failed requests hold slots)
-        e2e = float(np.mean([_num(r.get("end_to_end_latency_s"), path, "end_to_end_latency_s") for r in ok]))
-        rps = float(concurrency) / e2e
-        how = ("request throughput by Little's law (concurrency / mean end-to-end latency): an upper "
-               "bound, since the file records no times; put the *_summary.json beside it for the measured one")
-    row = _row(
-        concurrency=float(concurrency), ttft_p50_s=float(p(tt, 50)), ttft_p95_s=float(p(tt, 95)),
-        ttft_p99_s=float(p(tt, 99)), tpot_p50_s=float(p(itl, 50)), tpot_p95_s=float(p(itl, 95)),
-        tpot_p99_s=float(p(itl, 99)), request_throughput_rps=rps, output_throughput_tps=rps * mean_out,
-        tpot_note=f"llmperf per-request file: {how}",
-        mean_input_tokens=float(np.mean([r["number_input_tokens"] for r in ok])),
-        mean_output_tokens=mean_out,
-        num_requests=float(len(ok)), failed_requests=float(len(items) - len(ok)),
-        load_kind="concurrency", concurrency_source="set", format="llmperf-requests",
-    )
-    _set_tokens(row, _array_quantiles([r.get("number_output_tokens") for r in ok]),
-                _array_quantiles([r.get("number_input_tokens") for r in ok]),
-                "per-request number_output_tokens, number_input_tokens")
+        how = "put the *_summary.json beside it for the measured throughput"
+    s = _summarise(req, path, concurrency=concurrency, throughput_rps=rps)
+    return [_perrequest_row(s, "llmperf-requests", f"llmperf per-request file: {how}")]
+
+
+def _read_table(p: "_Probe", path: Path) -> pd.DataFrame:
+    """A per-request file as a table: JSON records or CSV text."""
+    if p.json is not None:
+        return pd.DataFrame(p.json)
+    try:
+        return pd.read_csv(io.StringIO(p.text), index_col=False)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise _err(path, f"not a readable CSV ({exc})".replace("\n", " ")) from None
+
+
+def _parse_perrequest(p: "_Probe", path: Path, o: "_ReadOptions", fmt: str) -> list:
+    """A per-request results file (LMBench, or any with recognised columns) as one level: the rate
+    the file name states (else the launch rate), or closed loop at concurrency= when given."""
+    df = _read_table(p, path)
+    line = 2 if p.json is None else 1
+    req = perrequest.requests_from_frame(
+        df, path, row_name=(lambda i: f"line {i + line}") if p.json is None else (lambda i: f"record {i + 1}"))
+    rate = perrequest.rate_from_name(path.name)
+    s = _summarise(req, path, concurrency=o.concurrency, rate_rps=rate)
+    note = ""
+    if rate is not None:
+        note = f"requested rate {rate:g} req/s from the file name"
+    row = _perrequest_row(s, fmt, note)
+    row["point"] = path.stem
     return [row]
+
+
+def _llmperf_wrapped(d) -> bool:
+    """llmperf summaries wrapped in a dict keyed by concurrency (``{"1": {...}, "8": {...}}`` or
+    ``{"concurrency_1": ...}``); a summary flat (``results_ttft_s_quantiles_p50``) or as llmperf
+    builds it before flattening (``results: {ttft_s: {quantiles: {p50: ...}}}``)."""
+    if not _is_map(d) or not d:
+        return False
+    return all(_is_map(v) and (any(str(k).startswith("results_ttft_s") for k in v)
+                               or (_is_map(v.get("results")) and "ttft_s" in v["results"]))
+               and _level_of_key(k) is not None for k, v in d.items())
+
+
+def _level_of_key(key) -> float | None:
+    m = re.fullmatch(r"\s*(?:[A-Za-z_\- ]*?[_\- ]?)?(\d+(?:\.\d+)?)\s*", str(key))
+    return float(m.group(1)) if m and float(m.group(1)) > 0 else None
+
+
+def _flatten(d, prefix="") -> dict:
+    """llmperf's own flattening of its summary (nested keys joined by ``_``)."""
+    out = {}
+    for k, v in d.items():
+        name = f"{prefix}_{k}" if prefix else str(k)
+        if _is_map(v):
+            out.update(_flatten(v, name))
+        else:
+            out[name] = v
+    return out
+
+
+def _parse_llmperf_wrapped(d, path):
+    rows = []
+    for k, v in d.items():
+        flat = _flatten(v)
+        level = _level_of_key(k)
+        if "num_concurrent_requests" in flat:
+            n = _num(flat["num_concurrent_requests"], path, f"{k}.num_concurrent_requests")
+            if n != level:
+                raise _err(path, f"key {k!r} says concurrency {level:g} but its "
+                                 f"'num_concurrent_requests' is {n:g}: which is the level?")
+        else:
+            flat["num_concurrent_requests"] = level
+        try:
+            row = _parse_llmperf(flat, f"{path} [{k!r}]")[0]
+        except _Failed:
+            continue
+        row["point"] = str(k)
+        row["format"] = "llmperf-wrapped"
+        rows.append(row)
+    if not rows:
+        raise _Failed(f"{path}: no concurrency key holds a completed request")
+    return rows
 
 
 def _parse_inference_perf(d, path):
@@ -1555,6 +1642,21 @@ def _read_llmperf_requests(p: _Probe, path: Path, o: _ReadOptions) -> list:
     return _parse_llmperf_requests(p.json, path, o.concurrency)
 
 
+_LMBENCH_COLUMNS = ("prompt_tokens", "generation_tokens", "ttft", "generation_time", "launch_time",
+                    "finish_time")
+
+
+def _is_perrequest(p: _Probe) -> bool:
+    """A table of per-request records whose columns :mod:`capbook.perrequest` recognises."""
+    if p.json is not None:
+        if not _records(p.json):
+            return False
+        cols = list(dict.fromkeys(k for r in p.json[:50] for k in r))
+    else:
+        cols = p.header
+    return bool(cols) and perrequest.missing_columns_message(perrequest.match_columns(cols), cols, "") is None
+
+
 #: The load-generator formats :func:`read_sweep` reads, by name, in the order
 #: :func:`detect_sweep_format` tries them (``detect`` sees a file's parsed JSON or CSV header;
 #: ``read(probe, path, options)`` returns its load points as rows).
@@ -1573,6 +1675,10 @@ SWEEP_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
     FileFormat("llmperf", "llmperf *_summary.json (results_ttft_s_quantiles_p50, ...)",
                lambda p: _is_map(p.json) and any(k.startswith("results_ttft_s") for k in p.json),
                lambda p, path, o: _parse_llmperf(p.json, path)),
+    FileFormat("llmperf-wrapped", "llmperf summaries in a JSON object keyed by concurrency "
+               "({\"1\": {...}, \"8\": {...}} or {\"concurrency_8\": ...}), one level per key",
+               lambda p: _llmperf_wrapped(p.json),
+               lambda p, path, o: _parse_llmperf_wrapped(p.json, path)),
     FileFormat("aiperf", "aiperf profile_export*.json (metrics as {unit, avg, p50, ...})",
                lambda p: _is_profile_export(p.json)
                and ("aiperf_version" in p.json or "schema_version" in p.json),
@@ -1600,6 +1706,14 @@ SWEEP_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
     FileFormat("capbook", "a CSV already in the sweep-table layout",
                lambda p: set(METRIC_COLUMNS) <= set(p.header),
                lambda p, path, o: _parse_capbook(p.text, path)),
+    FileFormat("lmbench", "LMCache LMBench per-request CSV (prompt_tokens, generation_tokens, ttft, "
+               "generation_time, launch_time, finish_time), one file per rate",
+               lambda p: set(_LMBENCH_COLUMNS) <= set(p.header),
+               lambda p, path, o: _parse_perrequest(p, path, o, "lmbench")),
+    FileFormat("per-request", "any per-request results CSV or JSON/JSONL (TTFT, latency or launch and "
+               "finish times, prompt and output tokens; column names in capbook.perrequest)",
+               _is_perrequest,
+               lambda p, path, o: _parse_perrequest(p, path, o, "per-request")),
 )}
 
 
