@@ -46,7 +46,8 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
                         "Paths are paths: a file that exists is read as that file even with *, ? or [ "
                         "in its name; a glob is expanded only when no file has that name")
     p.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
-                   help="source format: auto (detect it) or a format capbook.traces reads (default: auto)")
+                   help=f"source format: auto (detect it) or one capbook.traces reads (default: auto; "
+                        f"{_LOG_FORMATS_HELP})")
     _add_log_reading_arguments(p)
     p.add_argument("--engine", default="duckdb", choices=("duckdb", "spark"),
                    help="where the aggregation runs: duckdb on this machine (default), or spark "
@@ -68,8 +69,8 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
                    help="let --hourly replace a file that is not an hourly CSV of capbook's")
     g = p.add_argument_group("service times (Cs2 from token counts): a sweep, or two rates")
     g.add_argument("--sweep", default=None, metavar="PATH",
-                   help="a sweep (any format capbook.importers reads), read with the flags below; "
-                        "needs --slots")
+                   help=f"a sweep (a load generator's results, {_SWEEP_FORMATS_HELP}), read with the "
+                        "flags below; needs --slots")
     g.add_argument("--slots", default=None, metavar="S",
                    help="slots per replica: the concurrency at which to read the sweep's TPOT")
     _add_sweep_reading_arguments(g, prefill_rate=False)
@@ -359,13 +360,13 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
                         "log, but a file that exists is read as that file even with *, ? or [ in its "
                         "name); default: the sample log")
     g.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
-                   help="request log format: auto (detect it) or a format capbook.traces reads "
-                        "(default: auto)")
+                   help=f"request log format: auto (detect it) or one capbook.traces reads "
+                        f"(default: auto; {_LOG_FORMATS_HELP})")
     _add_log_reading_arguments(g)
     g = p.add_argument_group("sweep")
     g.add_argument("--sweep", metavar="PATH", default=None,
-                   help="sweep of your deployment: a load generator's result file or folder (any "
-                        "format capbook reads), or a capbook sweep CSV; default: a sample sweep")
+                   help=f"sweep of your deployment: a load generator's result file or folder "
+                        f"({_SWEEP_FORMATS_HELP}; capbook is a capbook sweep CSV); default: a sample sweep")
     _add_sweep_reading_arguments(g)
 
 
@@ -377,7 +378,28 @@ def _add_history_argument(p) -> None:
                         "hours; without --requests, the sample gateway's 26 weeks)")
 
 
+#: The formats capbook.traces and capbook.importers read, for --help (which must not import them;
+#: tests/test_importers_perrequest.py checks these against the registries).
+_LOG_FORMAT_NAMES = ("canonical", "azure2023", "azure2024", "burstgpt", "mooncake", "litellm",
+                     "lmbench", "per-request")
+_SWEEP_FORMAT_NAMES = ("guidellm", "inference-benchmarker", "inference-perf", "llmperf",
+                       "llmperf-wrapped", "aiperf", "genai-perf", "sglang", "vllm", "llmperf-requests",
+                       "aiperf-csv", "guidellm-csv", "capbook", "lmbench", "per-request")
+_SWEEP_FORMATS_HELP = f"formats read: {', '.join(_SWEEP_FORMAT_NAMES)}"
+_LOG_FORMATS_HELP = f"formats read: {', '.join(_LOG_FORMAT_NAMES)}"
+#: The canonical fields --columns maps, and the Mapping settings it takes.
+_COLUMN_FIELDS = ("arrival_time", "input_tokens", "output_tokens", "model", "tier", "status",
+                  "first_token_time", "end_time", "tenant", "request_id", "duration", "ttft")
+_COLUMN_SETTINGS = ("epoch", "duration_unit", "time_format", "default_model", "default_tier")
+
+
 def _add_log_reading_arguments(g) -> None:
+    g.add_argument("--columns", action="append", default=[], metavar="FIELD=COLUMN,...",
+                   help="name the log's columns yourself instead of --format, e.g. "
+                        "arrival_time=launch_time,input_tokens=prompt_tokens,output_tokens=generation_tokens"
+                        " (needs those three; also end_time, first_token_time, ttft and duration (seconds "
+                        "after arrival), model, tier, status, tenant, request_id, and epoch=DATE for "
+                        "times counted from a start, duration_unit=ms)")
     g.add_argument("--drop-invalid", action="store_true",
                    help="drop invalid rows and exact duplicates (and report them) instead of failing "
                         "or keeping them")
@@ -404,7 +426,8 @@ def _add_sweep_reading_arguments(g, *, prefill_rate: bool = True) -> None:
                             "the sweep's lowest-level TTFT")
     g.add_argument("--sweep-concurrency", default=None, metavar="N",
                    help="the load level of a sweep file that does not record one (a lone aiperf CSV, "
-                        "a per-request llmperf file)")
+                        "a per-request llmperf file); a per-request results file with launch times is "
+                        "then read as this closed-loop level instead of an open-loop rate")
 
 
 def _requests_options(args) -> dict:
@@ -416,7 +439,44 @@ def _requests_options(args) -> dict:
         opts["sort"] = True
     if getattr(args, "time_unit", None):
         opts["time_unit"] = args.time_unit
+    if getattr(args, "columns", None):
+        opts["mapping"] = _columns_flag(args.columns, getattr(args, "format", "auto"))
     return opts
+
+
+def _columns_flag(items, fmt: str = "auto") -> dict:
+    """The fields of a ``capbook.traces.Mapping`` from ``--columns FIELD=COLUMN,...`` (repeatable);
+    raises ValueError naming the flag.
+
+    Examples
+    --------
+    >>> _columns_flag(["arrival_time=ts,input_tokens=in", "output_tokens=out"])
+    {'arrival_time': 'ts', 'input_tokens': 'in', 'output_tokens': 'out', 'name': '--columns'}
+    """
+    if fmt != "auto":
+        raise ValueError(f"--columns names the columns itself: give --format {fmt} or --columns, not both")
+    out: dict = {}
+    for item in items:
+        for part in item.split(","):
+            key, sep, col = part.partition("=")
+            key, col = key.strip(), col.strip()
+            if not part.strip():
+                continue
+            if not sep or not key or not col:
+                raise ValueError(f"--columns {item!r}: write FIELD=COLUMN pairs separated by commas, "
+                                 "e.g. --columns arrival_time=ts,input_tokens=prompt,output_tokens=completion")
+            if key not in _COLUMN_FIELDS + _COLUMN_SETTINGS:
+                raise ValueError(f"--columns {item!r}: {key!r} is not a field; fields: "
+                                 f"{', '.join(_COLUMN_FIELDS)}; settings: {', '.join(_COLUMN_SETTINGS)}")
+            if key in out:
+                raise ValueError(f"--columns: {key} is given twice ({out[key]!r} and {col!r})")
+            out[key] = col
+    need = [f for f in ("arrival_time", "input_tokens", "output_tokens") if f not in out]
+    if need:
+        raise ValueError(f"--columns needs {', '.join(f + '=COLUMN' for f in need)} (the columns of the "
+                         "arrival time and the two token counts)")
+    out["name"] = "--columns"
+    return out
 
 
 def _sweep_options(args) -> dict:
@@ -468,6 +528,10 @@ _FLAG_HINTS = [
     (r"\binput_tps\s*=?(?!\w)", "--prefill-rate TPS"),
     (r"\bprefill_rate_tps\s*=", "--prefill-rate TPS"),
     (r"\bmapping\s*=", "--format"),
+    (r"a capbook\.traces\.Mapping naming (?:your|the) columns",
+     "--columns arrival_time=COLUMN,input_tokens=COLUMN,output_tokens=COLUMN naming your columns"),
+    (r"a capbook\.traces\.Mapping with (?:another|an) epoch", "--columns ...,epoch=DATE"),
+    (r"set Mapping\.time_unit", "pass --time-unit"),
     (rf"engine\s*=\s*{_Q}(duckdb|spark){_Q}", r"--engine \1"),
     (r"\bspark_master\s*=", "--spark-master"),
     (rf"\brouter\s*=\s*{_Q}([\w-]+){_Q}", r"--router \1"),
@@ -716,7 +780,7 @@ def _load_inputs(args) -> tuple:
             except ValueError as exc:
                 raise ValueError(f"--requests {args.requests}: {exc}") from None
     elif _requests_options(args) or args.format != "auto":
-        raise ValueError("--drop-invalid, --sort, --time-unit and --format apply to --requests LOG; "
+        raise ValueError("--drop-invalid, --sort, --time-unit, --format and --columns apply to --requests LOG; "
                          "give the log they are for")
     if args.sweep is not None:
         sweep = _read_sweep_flag(args)
@@ -971,8 +1035,8 @@ def add_predict_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("--sweep", metavar="PATH", default=None,
-                   help="the sweep: a load generator's result file or folder (any format capbook reads), "
-                        "or a capbook sweep CSV (required)")
+                   help=f"the sweep: a load generator's result file or folder ({_SWEEP_FORMATS_HELP}; "
+                        "capbook is a capbook sweep CSV) (required)")
     p.add_argument("--rate", metavar="R", default=None,
                    help="arrival rate, requests per second (> 0; required)")
     p.add_argument("--arrivals", metavar="{poisson,uniform}", default="poisson",
@@ -1122,7 +1186,7 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--requests", metavar="LOG", default=None,
                    help="request log (default: the sample gateway)")
     g.add_argument("--format", default="auto", type=_log_format, metavar="FORMAT",
-                   help="request log format (default: auto)")
+                   help=f"request log format (default: auto; {_LOG_FORMATS_HELP})")
     _add_log_reading_arguments(g)
     _add_history_argument(p)
     g = p.add_argument_group("sweeps")

@@ -730,7 +730,15 @@ def _detect_text(path: Path, text: str) -> tuple[str, _Probe]:
     kind = next((f.name for f in SWEEP_FORMATS.values() if f.detect(probe)), None)
     if kind is not None:
         return kind, probe
-    supported = ", ".join(SWEEP_FORMATS)
+    supported = _supported()
+    cols = (list(dict.fromkeys(k for r in probe.json[:50] for k in r)) if _records(probe.json)
+            else list(probe.header) if probe.json is None else [])
+    found = perrequest.match_columns(cols)
+    if len(set(found) & {"ttft", "latency", "launch_time", "finish_time", "input_tokens",
+                         "output_tokens", "generation_time"}) >= 2:  # per-request results, short of a column
+        raise _Unrecognised(f"{path}: not a recognised load-generator output: "
+                            f"{perrequest.missing_columns_message(found, cols, 'a sweep level')} "
+                            f"(supported: {supported})")
     if probe.json is not None:
         obj = probe.json
         keys = list(obj)[:8] if isinstance(obj, Mapping) else f"a list of {len(obj)} items"
@@ -738,6 +746,11 @@ def _detect_text(path: Path, text: str) -> tuple[str, _Probe]:
                             f"load-generator output (supported: {supported})")
     raise _Unrecognised(f"{path}: not a recognised load-generator output (first line {first[:80]!r}; "
                         f"supported: {supported})")
+
+
+def _supported() -> str:
+    """The formats :data:`SWEEP_FORMATS` reads, for a refusal."""
+    return ", ".join(SWEEP_FORMATS)
 
 
 # -- per-format parsers (each returns a list of row dicts) ----------------------------------------
@@ -1729,7 +1742,8 @@ def _expand(paths) -> list[Path]:
         if p.is_dir():
             found = sorted(q for q in p.rglob("*") if q.is_file() and q.suffix.lower() in _DATA_SUFFIXES)
             if not found:
-                raise ValueError(f"{p}: folder holds no .json, .jsonl or .csv files")
+                raise ValueError(f"{p}: folder holds no .json, .jsonl or .csv files (the load-generator "
+                                 f"outputs capbook reads: {_supported()})")
             out.extend(found)
         elif p.exists():
             out.append(p)
@@ -2081,7 +2095,8 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
                  if b.startswith("failed run:"))
     if not rows:
         raise ValueError(f"no load points found in {path_or_paths}; skipped: "
-                         + "; ".join(f"{a} ({b})" for a, b in skipped))
+                         + "; ".join(f"{a} ({re.sub(r' [(]supported: [^)]*[)]', '', b)})" for a, b in skipped)
+                         + f" (supported: {_supported()})")
     # the same vLLM measurement appears in run=N.json and in summary.json: keep it once
     seen, uniq = set(), []
     for r in rows:

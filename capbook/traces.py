@@ -175,8 +175,19 @@ class Mapping:
         Source columns, read like ``arrival_time``. Empty values are allowed (a throttled
         request has no first token).
     duration : str, optional
-        Source column of the end-to-end time in seconds; sets ``end_time = arrival_time +
-        duration`` when ``end_time`` is None.
+        Source column of the end-to-end time (in ``duration_unit``); sets ``end_time =
+        arrival_time + duration`` when ``end_time`` is None.
+    ttft : str, optional
+        Source column of the time to first token (in ``duration_unit``), as load generators
+        record it; sets ``first_token_time = arrival_time + ttft`` when ``first_token_time`` is
+        None (LMBench's ``ttft``).
+    duration_unit : {"s", "ms", "us"}
+        Unit of ``duration`` and ``ttft`` (default seconds).
+    benchmark_run : bool
+        The file is one load-generator run (LMBench's CSVs, a per-request results file): its rows
+        are written in completion or per-user order, so they are sorted by arrival (as with
+        ``sort=True``), and a glob of several such files is refused (one file per request rate
+        is several runs, not one log).
     time_unit : {"datetime", "s", "ms", "us", "ns"}
         ``"datetime"``: times are date-time strings (ISO 8601; no zone means UTC) or typed
         timestamps; a column of numbers is then read as Unix epoch times in the unit its
@@ -209,6 +220,8 @@ class Mapping:
     tenant: str | tuple[str, ...] | None = None
     request_id: str | tuple[str, ...] | None = None
     duration: str | None = None
+    ttft: str | None = None
+    duration_unit: str = "s"
     time_unit: str = "datetime"
     time_format: str | None = None
     epoch: str = "1970-01-01 00:00:00"
@@ -218,12 +231,15 @@ class Mapping:
     failed_if_zero_output: bool = False
     optional: tuple[str, ...] = ()
     name: str = "custom"
+    benchmark_run: bool = False
 
     def __post_init__(self) -> None:
         if self.time_unit not in ("datetime", *_US_PER_UNIT):
             raise ValueError(
                 f"Mapping.time_unit={self.time_unit!r}: use 'datetime', 's', 'ms', 'us' or 'ns'"
             )
+        if self.duration_unit not in ("s", "ms", "us"):
+            raise ValueError(f"Mapping.duration_unit={self.duration_unit!r}: use 's', 'ms' or 'us'")
         for f in ("arrival_time", "input_tokens", "output_tokens"):
             if not isinstance(getattr(self, f), str) or not getattr(self, f):
                 raise ValueError(f"Mapping.{f} must name a source column (a non-empty string)")
@@ -243,7 +259,7 @@ class Mapping:
         """Canonical field -> source column names it reads (only the fields that are mapped)."""
         out: dict[str, tuple[str, ...]] = {}
         for f in ("arrival_time", "input_tokens", "output_tokens", "model", "tier", "status",
-                  "first_token_time", "end_time", "tenant", "request_id", "duration"):
+                  "first_token_time", "end_time", "tenant", "request_id", "duration", "ttft"):
             v = getattr(self, f)
             if v is None:
                 continue
@@ -321,7 +337,55 @@ LOG_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
                 status_values={"success": "served", "failure": "failed"},
                 optional=("status", "first_token_time", "end_time", "tenant", "request_id"),
                 name="litellm")),
+    # LMCache LMBench: one CSV per request rate; rows per user session, epoch seconds
+    FileFormat(
+        "lmbench", "LMCache LMBench per-request CSV (launch_time, finish_time in epoch s, ttft, "
+        "prompt_tokens, generation_tokens); one file = one run",
+        _has("launch_time", "finish_time", "ttft", "prompt_tokens", "generation_tokens"),
+        Mapping(arrival_time="launch_time", input_tokens="prompt_tokens",
+                output_tokens="generation_tokens", end_time="finish_time", ttft="ttft",
+                time_unit="s", benchmark_run=True, name="lmbench")),
+    # any per-request results file whose columns capbook.perrequest recognises
+    FileFormat(
+        "per-request", "a load generator's per-request results (launch/start time, TTFT, latency or "
+        "finish time, prompt and output tokens; names in capbook.perrequest.COLUMN_SYNONYMS)",
+        lambda p: _perrequest_mapping(p.columns) is not None,
+        lambda cols: _perrequest_mapping(cols)),
 )}
+
+
+def _perrequest_mapping(columns) -> Mapping | None:
+    """The mapping of a per-request results file's columns (:mod:`capbook.perrequest`'s table of
+    names), or None when it lacks a launch time, a token count, or TTFT / latency / finish time."""
+    from .perrequest import match_columns
+
+    found = match_columns(columns)
+    if not {"launch_time", "input_tokens", "output_tokens"} <= set(found):
+        return None
+    if not {"ttft", "latency", "generation_time", "finish_time"} & set(found):
+        return None
+    units = {found[f][1] for f in ("ttft", "latency") if f in found and found[f][1]}
+    if len(units) > 1 or units - {"s", "ms", "us"}:
+        return None
+    lunit = found["launch_time"][1]
+    fin = found.get("finish_time")
+    if fin and fin[1] != lunit:
+        return None
+    return Mapping(arrival_time=found["launch_time"][0], input_tokens=found["input_tokens"][0],
+                   output_tokens=found["output_tokens"][0],
+                   end_time=fin[0] if fin else None,
+                   duration=found["latency"][0] if "latency" in found and not fin else None,
+                   ttft=found["ttft"][0] if "ttft" in found else None,
+                   duration_unit=units.pop() if units else "s",
+                   time_unit=lunit if lunit in _US_PER_UNIT else "datetime",
+                   benchmark_run=True, name="per-request")
+
+
+def _format_mapping(fmt: str, cols: dict[str, str]) -> Mapping:
+    """The :class:`Mapping` of a registry format for a file's columns (a format's ``read`` is a
+    Mapping, or a function of the columns that builds one)."""
+    read = LOG_FORMATS[fmt].read
+    return read if isinstance(read, Mapping) else read(list(cols))
 
 
 # --------------------------------------------------------------------------------------------
@@ -696,7 +760,7 @@ def detect_log_format(path: str | os.PathLike) -> str:
     -------
     str
         A key of :data:`LOG_FORMATS`: ``canonical``, ``azure2023``, ``azure2024``,
-        ``burstgpt``, ``mooncake`` or ``litellm``.
+        ``burstgpt``, ``mooncake``, ``litellm``, ``lmbench`` or ``per-request``.
     """
     path = os.fspath(path)
     con = _connect()
@@ -726,7 +790,10 @@ def _detect(eng: DuckDBEngine | SparkEngine, path: str, sql: str, cols: dict[str
               f"least)." if len(valuelike) * 2 > len(names) else "")
     raise ValueError(
         f"{path}: cannot recognise the format from its columns {sorted(names)}; pass "
-        f"format= one of {tuple(LOG_FORMATS)} or a capbook.traces.Mapping naming your columns.{nohead}"
+        f"format= one of {tuple(LOG_FORMATS)} or a capbook.traces.Mapping naming your columns "
+        f"(a load generator's per-request results are recognised by the column names of "
+        f"capbook.perrequest.COLUMN_SYNONYMS: a launch time such as launch_time or start_time, the "
+        f"token counts, and ttft, latency or finish_time).{nohead}"
     )
 
 
@@ -980,18 +1047,21 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         col = present["end_time"][0]
         add("end_time", col, [(f"end_time before its arrival ({present['arrival_time'][0]!r})",
                                f"{exprs['end_time']} < {exprs['t']}")], _q(col))
-    if "end_time" not in present and "duration" in present:
-        col = present["duration"][0]
+    us = _US_PER_UNIT[m.duration_unit]
+    for fld, src in (("end_time", "duration"), ("first_token_time", "ttft")):
+        if fld in present or src not in present:
+            continue
+        col = present[src][0]
         txt = f"NULLIF(TRIM(CAST({_q(col)} AS STRING)), '')"
         num = f"TRY_CAST({txt} AS DOUBLE)"
-        exprs["end_time"] = f"({exprs['t']} + TRY_CAST(round({num} * 1e6) AS BIGINT))"
-        add("end_time", col, [
-            ("unparseable duration", f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR "
-                                     f"{d.isinf(num)})"),
-            ("negative duration", f"{num} < 0"),
+        exprs[fld] = f"({exprs['t']} + TRY_CAST(round({num} * {float(us)!r}) AS BIGINT))"
+        add(fld, col, [
+            (f"unparseable {src}", f"{txt} IS NOT NULL AND ({num} IS NULL OR isnan({num}) OR "
+                                   f"{d.isinf(num)})"),
+            (f"negative {src}", f"{num} < 0"),
             # a finite duration whose end overflows (1e30 s) is not silently an empty end time
-            ("duration out of range", f"{num} >= 0 AND NOT {d.isinf(num)} AND "
-                                      f"{exprs['end_time']} IS NULL AND {exprs['t']} IS NOT NULL"),
+            (f"{src} out of range", f"{num} >= 0 AND NOT {d.isinf(num)} AND "
+                                    f"{exprs[fld]} IS NULL AND {exprs['t']} IS NOT NULL"),
         ], _q(col))
     # tokens
     for fld in ("input_tokens", "output_tokens"):
@@ -1508,7 +1578,8 @@ class RequestLog:
             self.rows = int(n)
             self.first_us, self.last_us = (int(lo), int(hi)) if n else (0, 0)
         self.dropped = n_all - self.rows
-        if self.dropped or n_unsorted:
+        # a benchmark run's rows are out of order by design (a note says so): no warning for that
+        if self.dropped or (n_unsorted and not self.mapping.benchmark_run):
             lines = [f"{r['rows']} rows: {r['reason']} in {r['column']!r} -> {r['action']}"
                      for r in self.report]
             n_dup_dropped = n_dup if dedupe else 0
@@ -1850,10 +1921,16 @@ def read_requests(
         several files of one type as one log, in file-name order; row numbers in messages then
         count across the files. A ``.json``/``.jsonl`` file may also hold one JSON array.
     format : str
-        ``"auto"`` (recognise the columns), ``"canonical"``, ``"azure2023"``, ``"azure2024"``,
-        ``"burstgpt"``, ``"mooncake"`` or ``"litellm"``. Ignored when ``mapping`` is given.
-    mapping : Mapping, optional
-        Your own column mapping.
+        ``"auto"`` (recognise the columns) or a name of :data:`LOG_FORMATS`: ``"canonical"``,
+        ``"azure2023"``, ``"azure2024"``, ``"burstgpt"``, ``"mooncake"``, ``"litellm"``,
+        ``"lmbench"`` (one LMBench run: launch time, TTFT, finish time) or ``"per-request"``
+        (a load generator's per-request results, columns recognised by the names of
+        :data:`capbook.perrequest.COLUMN_SYNONYMS`). Ignored when ``mapping`` is given. A file
+        of one load-generator run (``lmbench``, ``per-request``) is read sorted by launch time,
+        and a glob of several such files is refused.
+    mapping : Mapping or dict, optional
+        Your own column mapping (a dict holds its fields, e.g. ``{"arrival_time": "ts",
+        "input_tokens": "prompt", "output_tokens": "completion"}``).
     drop_invalid : bool
         Drop invalid rows, rows identical to an earlier row, and repeated request ids (all but
         the first row of each id) instead of raising or keeping them; the counts and reasons
@@ -1901,6 +1978,11 @@ def read_requests(
     path = os.fspath(path)
     if mapping is None:
         choice(format, "format", ("auto", *LOG_FORMATS))
+    if isinstance(mapping, dict):  # the Mapping's fields (the command line's --columns)
+        try:
+            mapping = Mapping(**mapping)
+        except TypeError as exc:
+            raise ValueError(f"mapping={mapping!r}: {exc}") from None
     if mapping is not None and not isinstance(mapping, Mapping):
         raise TypeError(f"mapping must be a capbook.traces.Mapping, not {type(mapping).__name__}")
     if time_unit is not None:
@@ -1922,7 +2004,11 @@ def read_requests(
         eng = DuckDBEngine(con)
         if mapping is None:
             fmt = _detect(eng, path, src, cols) if format == "auto" else format
-            mapping = LOG_FORMATS[fmt].read
+            mapping = _format_mapping(fmt, cols)
+            if mapping is None:
+                raise ValueError(f"{path}: format={format!r}: {LOG_FORMATS[fmt].description}; the "
+                                 f"file's columns {sorted(cols)} are not that")
+        sort = _one_run(path, mapping, sort, notes)
         mapping, unit_notes = _resolve_time_unit(eng, path, src, cols, mapping, time_unit)
         return RequestLog(path, mapping, drop_invalid=drop_invalid, sort=sort,
                           check_units=check_units, progress=progress, engine=eng,
@@ -1950,7 +2036,11 @@ def _read_spark(path: str, format: str, mapping: Mapping | None, drop_invalid: b
     try:
         if mapping is None:
             fmt = _detect(eng, path, src, cols) if format == "auto" else format
-            mapping = LOG_FORMATS[fmt].read
+            mapping = _format_mapping(fmt, cols)
+            if mapping is None:
+                raise ValueError(f"{path}: format={format!r}: {LOG_FORMATS[fmt].description}; the "
+                                 f"file's columns {sorted(cols)} are not that")
+        sort = _one_run(path, mapping, sort, notes)
         mapping, unit_notes = _resolve_time_unit(eng, path, src, cols, mapping, time_unit)
         return RequestLog(path, mapping, drop_invalid=drop_invalid, sort=sort,
                           check_units=check_units, engine=eng, source_sql=src, cols=cols,
@@ -1959,6 +2049,25 @@ def _read_spark(path: str, format: str, mapping: Mapping | None, drop_invalid: b
         raise
     except Exception as exc:  # noqa: BLE001 - Spark's reader errors surface at the first query
         raise ValueError(_spark_error(path, exc)) from None
+
+
+def _one_run(path: str, mapping: Mapping, sort: bool, notes: list[str]) -> bool:
+    """``sort`` for a benchmark run's file (its rows are in completion or per-user order: sorted by
+    arrival, and a note says so); several such files in a glob are refused."""
+    if not mapping.benchmark_run:
+        return sort
+    if not _remote(path):
+        files = _files(path)
+        if len(files) > 1:
+            raise ValueError(
+                f"{path}: {len(files)} files of the {mapping.name!r} format: each is one load-generator "
+                f"run (one request rate), and runs at several rates concatenated are not one log "
+                f"(their clocks and rates differ); read one file, e.g. {files[0]}, or read them "
+                "together as a sweep (capbook.importers.read_sweep, the command line's --sweep)")
+    if not sort:
+        notes.append(f"{mapping.name}: one load-generator run; its rows are in completion or "
+                     "per-user order and are read sorted by arrival (launch) time")
+    return True
 
 
 #: Where the sample request log lies inside :func:`capbook.paths.data_dir`.
