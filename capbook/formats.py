@@ -38,7 +38,8 @@ class FileFormat:
         the CSV header for sweeps).
     read : object
         How a file of this format is read: the column :class:`capbook.traces.Mapping` for a
-        request log, the parser of the load points for a sweep file.
+        request log (or a function of the file's column names that builds it, when the names
+        vary: ``per-request``), the parser of the load points for a sweep file.
     """
 
     name: str

@@ -22,10 +22,27 @@ format                            what is recognised
                                   ``concurrency_mean`` columns
 ``llmperf``                       ``*_summary.json`` (``results_ttft_s_quantiles_p50`` …) and
                                   the per-request ``*_individual_responses.json`` list
+``llmperf-wrapped``               llmperf summaries in one JSON object keyed by concurrency
+                                  (``{"1": {…}, "8": {…}}``, ``{"concurrency_8": …}``; flat or
+                                  nested as llmperf builds them), one level per key
+``lmbench``                       LMCache LMBench per-request CSVs (``prompt_tokens``,
+                                  ``generation_tokens``, ``ttft``, ``generation_time``,
+                                  ``launch_time``, ``finish_time``), one file per rate
+``per-request``                   any per-request results CSV / JSON / JSONL whose columns
+                                  :mod:`capbook.perrequest` recognises (a TTFT, a latency or
+                                  launch and finish times, the two token counts)
 ``inference-perf``                ``stage_N_lifecycle_metrics.json``
 ``inference-benchmarker``         huggingface/inference-benchmarker report (``results[]``)
 ``capbook``                       a CSV already in the sweep-table layout
 ================================  ==========================================================
+
+**Per-request files** (llmperf's individual responses, LMBench, ``per-request``) are one load
+point each, computed from the requests by :func:`capbook.perrequest.summarise`: percentiles of
+TTFT, TPOT ((latency − TTFT) / (output − 1)) and E2E; throughput = completed / span of the run;
+an open-loop level (launch and finish times known) at the rate the file name states
+(``…_output_0.7.csv``, ``…_qps_2.csv``) or, else, the launch rate, its concurrency by Little's
+law on the requests' own intervals, and saturated when its TTFT grows through the run (a
+backlog) or its launches fell short of the rate; with ``concurrency=`` a closed-loop level.
 
 Units are normalised to seconds, tokens and requests per second. Percentiles a tool does not
 report stay empty (NaN) in the table; :class:`~capbook.sweep.Sweep` then raises when asked for
@@ -1282,8 +1299,7 @@ def _summarise(req, path, **kw) -> dict:
     except ValueError as exc:
         if "no measurement" in str(exc):
             raise _Failed(f"{path}: {exc}") from None
-        raise _err(path, str(exc).replace("concurrency=", "concurrency= (the level of this "
-                                          "file)")) from None
+        raise _err(path, str(exc)) from None
 
 
 def _parse_llmperf_requests(items, path, concurrency=None):

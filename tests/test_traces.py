@@ -345,8 +345,14 @@ def test_mapping_rejects_bad_arguments():
     # one registry: every format is a FileFormat whose reader is its column Mapping; "auto" is
     # not a format but the instruction to detect one
     assert "auto" not in LOG_FORMATS and list(LOG_FORMATS)[0] == "canonical"
-    assert all(f.name == k and f.description and isinstance(f.read, Mapping) and f.read.name == k
+    # (per-request results: a function of the file's columns that builds the Mapping)
+    assert all(f.name == k and f.description and (isinstance(f.read, Mapping) and f.read.name == k
+                                                  or k == "per-request" and callable(f.read))
                for k, f in LOG_FORMATS.items())
+    m = LOG_FORMATS["per-request"].read(["send_time_ms", "ttft_ms", "latency_ms", "prompt_tokens",
+                                         "output_tokens"])
+    assert (m.arrival_time, m.ttft, m.duration, m.time_unit, m.duration_unit) == \
+        ("send_time_ms", "ttft_ms", "latency_ms", "ms", "ms")
 
 
 # --------------------------------------------------------------------------------------------
