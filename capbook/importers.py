@@ -1351,10 +1351,8 @@ def _parse_perrequest(p: "_Probe", path: Path, o: "_ReadOptions", fmt: str) -> l
         df, path, row_name=(lambda i: f"line {i + line}") if p.json is None else (lambda i: f"record {i + 1}"))
     rate = perrequest.rate_from_name(path.name)
     s = _summarise(req, path, concurrency=o.concurrency, rate_rps=rate)
-    note = ""
-    if rate is not None:
-        note = f"requested rate {rate:g} req/s from the file name"
-    row = _perrequest_row(s, fmt, note)
+    row = _perrequest_row(s, fmt, "requested rate (request_rate_target) from the file name"
+                          if rate is not None else "")
     row["point"] = path.stem
     return [row]
 

@@ -236,7 +236,9 @@ def requests_from_frame(df: pd.DataFrame, path, *, what: str = "a sweep level",
     Returns
     -------
     Requests
-        Durations in seconds: a column's unit from its name's suffix; else launch and finish
+        A request is failed (counted, never timed) when an error column holds a value other
+        than empty, 0, false or 200, a success column is false, it has no TTFT, or it produced
+        no output token. Durations in seconds: a column's unit from its name's suffix; else launch and finish
         times in the epoch unit their magnitude shows (seconds on the run's own clock when
         they are too small for epoch times); TTFT, latency and generation time in the unit
         that makes them agree with finish - launch, else seconds unless the median latency
