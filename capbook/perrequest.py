@@ -447,7 +447,7 @@ def summarise(req: Requests, *, concurrency=None, rate_rps=None, throughput_rps=
     elif timed:
         vals.update(concurrency=vals["in_flight_mean"], load_kind="rate",
                     concurrency_source="littles_law")
-        notes.append("concurrency = the requests' time in flight summed over the run's span "
+        notes.append("concurrency is the requests' time in flight summed over the run's span "
                      "(Little's law on the run's own intervals)")
     else:
         raise ValueError("the file records no launch and finish times, so its load level is "

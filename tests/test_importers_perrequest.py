@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 from capbook import perrequest
-from capbook.cli import _LOG_FORMAT_NAMES, _SWEEP_FORMAT_NAMES, main
+from capbook.cli import _LOG_FORMAT_NAMES, _SWEEP_FORMAT_NAMES, cli_message, main
 from capbook.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
 from capbook.traces import LOG_FORMATS, read_requests
 
@@ -95,6 +95,8 @@ def test_lmbench_saturated_level_detected_from_the_growing_backlog(lmbench_dir):
     # the levels are the engine's running sequences, from Little's law on the runs' intervals
     assert sw.table.concurrency.is_monotonic_increasing
     assert set(sw.table.concurrency_source) <= {"littles_law", "littles_law_running"}
+    # the notes read the same under the command line (no keyword in them turned into a flag)
+    assert all(cli_message(n) == n for n in sw.notes)
 
 
 def test_backlog_criterion_against_its_definition():
