@@ -1070,7 +1070,9 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
         exprs[fld] = e
         add(fld, col, probs, _q(col))
     # labels (used exactly as written: "Batch" and "batch" are two tiers)
-    stem = Path(path).name.split(".")[0] or "model"
+    # the name less its file extensions (a dot inside the name stays: "run_output_0.5.csv")
+    stem = re.sub(r"(\.(csv|tsv|txt|parquet|jsonl|json|ndjson|gz|zst|zstd))+$", "", Path(path).name,
+                  flags=re.I) or "model"
     for fld, default in (("model", m.default_model or stem), ("tier", m.default_tier)):
         if fld in present:
             e = _text_expr(present[fld], cols)
