@@ -389,7 +389,7 @@ _SWEEP_FORMATS_HELP = f"formats read: {', '.join(_SWEEP_FORMAT_NAMES)}"
 _LOG_FORMATS_HELP = f"formats read: {', '.join(_LOG_FORMAT_NAMES)}"
 #: The canonical fields --columns maps, and the Mapping settings it takes.
 _COLUMN_FIELDS = ("arrival_time", "input_tokens", "output_tokens", "model", "tier", "status",
-                  "first_token_time", "end_time", "tenant", "request_id", "duration", "ttft")
+                  "first_token_time", "end_time", "tenant", "request_id", "duration", "ttft", "error")
 _COLUMN_SETTINGS = ("epoch", "duration_unit", "time_format", "default_model", "default_tier")
 
 

@@ -181,6 +181,10 @@ class Mapping:
         Source column of the time to first token (in ``duration_unit``), as load generators
         record it; sets ``first_token_time = arrival_time + ttft`` when ``first_token_time`` is
         None (LMBench's ``ttft``).
+    error : str, optional
+        Source column of a request's error, as load generators record it: a value other than
+        empty, 0, false, none or 200 makes the request ``failed`` (used when there is no
+        ``status`` column).
     duration_unit : {"s", "ms", "us"}
         Unit of ``duration`` and ``ttft`` (default seconds).
     benchmark_run : bool
@@ -221,6 +225,7 @@ class Mapping:
     request_id: str | tuple[str, ...] | None = None
     duration: str | None = None
     ttft: str | None = None
+    error: str | None = None
     duration_unit: str = "s"
     time_unit: str = "datetime"
     time_format: str | None = None
@@ -259,7 +264,7 @@ class Mapping:
         """Canonical field -> source column names it reads (only the fields that are mapped)."""
         out: dict[str, tuple[str, ...]] = {}
         for f in ("arrival_time", "input_tokens", "output_tokens", "model", "tier", "status",
-                  "first_token_time", "end_time", "tenant", "request_id", "duration", "ttft"):
+                  "first_token_time", "end_time", "tenant", "request_id", "duration", "ttft", "error"):
             v = getattr(self, f)
             if v is None:
                 continue
@@ -376,6 +381,7 @@ def _perrequest_mapping(columns) -> Mapping | None:
                    end_time=fin[0] if fin else None,
                    duration=found["latency"][0] if "latency" in found and not fin else None,
                    ttft=found["ttft"][0] if "ttft" in found else None,
+                   error=found["error"][0] if "error" in found else None,
                    duration_unit=units.pop() if units else "s",
                    time_unit=lunit if lunit in _US_PER_UNIT else "datetime",
                    benchmark_run=True, name="per-request")
@@ -1109,12 +1115,20 @@ def _plan(path: str, cols: dict[str, str], m: Mapping, stats: dict[str, dict] | 
     elif m.failed_if_zero_output:
         exprs["status"] = f"(CASE WHEN {exprs['output_tokens']} = 0 THEN 'failed' ELSE 'served' END)"
         throttled = "false"
+    elif "error" in present:
+        col = present["error"][0]
+        txt = f"lower(TRIM(CAST({_q(col)} AS STRING)))"
+        exprs["status"] = (f"(CASE WHEN {_q(col)} IS NOT NULL AND {txt} NOT IN ('', '0', '0.0', 'none', "
+                           f"'null', 'nan', 'false', '200') THEN 'failed' ELSE 'served' END)")
+        throttled = "false"
     else:
         exprs["status"] = "'served'"
         throttled = "false"
     if "status" not in present:
         defaults["status"] = ("'failed' when it has 0 output tokens, else 'served'"
-                              if m.failed_if_zero_output else "'served'")
+                              if m.failed_if_zero_output else
+                              f"'failed' when {present['error'][0]!r} holds an error, else 'served'"
+                              if "error" in present else "'served'")
     opt = [f for f in ("first_token_time", "end_time", "tenant") if f in exprs]
     if stats:
         gone = _impossible(cols, stats)

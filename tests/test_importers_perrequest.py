@@ -200,6 +200,7 @@ def test_generic_jsonl_in_milliseconds_as_a_sweep_level_and_as_a_log(tmp_path):
     log = read_requests(f)
     assert log.format == "per-request" and log.rows == len(df)
     got = log.to_pandas()
+    assert list(got.status).count("failed") == 1 and got.status.iloc[3] == "failed"  # the error column
     e2e = (got.end_time - got.arrival_time).dt.total_seconds().to_numpy()
     ttft = (got.first_token_time - got.arrival_time).dt.total_seconds().to_numpy()
     assert np.abs(e2e - (df.finish_time - df.launch_time).to_numpy()).max() < 2e-3  # ms in the file
