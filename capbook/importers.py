@@ -770,6 +770,11 @@ def _supported() -> str:
     return ", ".join(SWEEP_FORMATS)
 
 
+def _without_supported(msg: str) -> str:
+    """A refusal without its list of the formats read (said once for many files)."""
+    return re.sub(r"; supported: [^)]*", "", re.sub(r" \(supported: [^)]*\)", "", msg))
+
+
 # -- per-format parsers (each returns a list of row dicts) ----------------------------------------
 def _pct_obj(d, name, path, scale, *, required=True):
     """(p50, p95, p99) of an aiperf/genai-perf metric object in its unit × scale."""
@@ -1983,7 +1988,7 @@ def _skipped_note(skipped: list) -> str | None:
     groups: dict = {}
     for f, why in kept:
         why = why[len(f) + 2:] if why.startswith(f + ": ") else why
-        why = re.sub(r" \(supported: [^)]*\)", "", why)
+        why = _without_supported(why)
         groups.setdefault(why, []).append(os.path.relpath(f, base))
     parts = []
     for why, names in list(groups.items())[:6]:
@@ -2109,7 +2114,7 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
                  if b.startswith("failed run:"))
     if not rows:
         raise ValueError(f"no load points found in {path_or_paths}; skipped: "
-                         + "; ".join(f"{a} ({re.sub(r' [(]supported: [^)]*[)]', '', b)})" for a, b in skipped)
+                         + "; ".join(f"{a} ({_without_supported(b)})" for a, b in skipped)
                          + f" (supported: {_supported()})")
     # the same vLLM measurement appears in run=N.json and in summary.json: keep it once
     seen, uniq = set(), []

@@ -148,8 +148,9 @@ def missing_columns_message(found: dict, columns, what: str) -> str | None:
         return None
     desc = "; ".join(f"{n} ({_WHAT.get(n.split()[0], '')}: one of "
                      f"{', '.join(COLUMN_SYNONYMS[n.split()[0]][:6])}, ...)" for n in need)
+    shown = [str(c) if len(str(c)) <= 80 else str(c)[:80] + "…" for c in list(columns)[:20]]
     return (f"a per-request results file needs, to be read as {what}, a column for each of: {desc}. "
-            f"Found columns {list(map(str, columns))[:20]}; recognised "
+            f"Found columns {shown}{' …' if len(list(columns)) > 20 else ''}; recognised "
             + (", ".join(f"{k} <- {v[0]!r}" for k, v in found.items()) or "none")
             + " (a unit suffix such as _ms or _s sets a column's unit)")
 

@@ -321,6 +321,24 @@ def test_refusals_list_every_format_read(tmp_path, capsys):
     assert "Mapping" not in err and "--columns arrival_time=COLUMN" in err
 
 
+def test_a_folder_of_no_load_points_lists_the_formats_once(tmp_path):
+    (tmp_path / "config.json").write_text('{"model": "m"}')
+    (tmp_path / "notes.csv").write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError) as e:
+        read_points(tmp_path)
+    msg = str(e.value)
+    assert msg.count("supported: ") == 1 and msg.endswith(f"(supported: {', '.join(SWEEP_FORMATS)})")
+    assert "config.json" in msg and "notes.csv" in msg
+
+
+def test_a_long_column_name_is_cut_in_the_message(tmp_path):
+    f = tmp_path / "r.csv"
+    f.write_text("ttft," + "x" * 5000 + ",output_tokens\n0.1,1,5\n")
+    with pytest.raises(ValueError) as e:
+        read_points(f)
+    assert "x" * 80 + "…" in str(e.value) and "x" * 81 not in str(e.value)
+
+
 @pytest.mark.parametrize("command", ["predict", "plan", "trace", "compare"])
 def test_help_lists_the_formats(command, capsys):
     with pytest.raises(SystemExit):
