@@ -196,9 +196,11 @@ class Requests:
     notes: tuple = ()
 
 
-def _numbers(df: pd.DataFrame, col: str, path, row_name) -> np.ndarray:
+def _numbers(df: pd.DataFrame, col: str, path, row_name, failed: np.ndarray) -> np.ndarray:
+    """A column as numbers (NaN where empty); a value that is not a number, in a request not
+    marked failed, raises naming the row."""
     v = pd.to_numeric(df[col], errors="coerce").to_numpy(float)
-    bad = np.flatnonzero(~np.isfinite(v) & df[col].notna().to_numpy())
+    bad = np.flatnonzero(~np.isfinite(v) & df[col].notna().to_numpy() & ~failed)
     if len(bad):
         i = bad[0]
         raise ValueError(f"{path}: {row_name(i)}: column {col!r} is {df[col].iloc[i]!r}, not a number")
@@ -239,11 +241,11 @@ def requests_from_frame(df: pd.DataFrame, path, *, what: str = "a sweep level",
     Requests
         A request is failed (counted, never timed) when an error column holds a value other
         than empty, 0, false or 200, a success column is false, it has no TTFT, or it produced
-        no output token. Durations in seconds: a column's unit from its name's suffix; else launch and finish
-        times in the epoch unit their magnitude shows (seconds on the run's own clock when
-        they are too small for epoch times); TTFT, latency and generation time in the unit
-        that makes them agree with finish - launch, else seconds unless the median latency
-        exceeds 600 (then milliseconds; a note says so).
+        no output token. Durations in seconds: a column's unit from its name's suffix; else
+        launch and finish times in the epoch unit their magnitude shows (seconds on the run's
+        own clock when they are too small for epoch times); TTFT, latency and generation time
+        in the coarsest unit that fits them between launch and finish, else seconds unless the
+        median latency exceeds 600 (then milliseconds; a note says so).
 
     Raises
     ------
@@ -259,9 +261,9 @@ def requests_from_frame(df: pd.DataFrame, path, *, what: str = "a sweep level",
     if msg:
         raise ValueError(f"{path}: {msg}")
     notes = []
-    num = {f: _numbers(df, c, path, row_name) for f, (c, _) in found.items()
-           if f not in ("error", "success")}
     fail = _failed(df, found)
+    num = {f: _numbers(df, c, path, row_name, fail) for f, (c, _) in found.items()
+           if f not in ("error", "success")}
     # times: the unit a name states, else the epoch unit their magnitude shows
     launch = finish = None
     if "launch_time" in found:

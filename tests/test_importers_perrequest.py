@@ -207,6 +207,21 @@ def test_generic_jsonl_in_milliseconds_as_a_sweep_level_and_as_a_log(tmp_path):
     assert np.abs(ttft - df.ttft.to_numpy()).max() < 2e-3
 
 
+def test_a_failed_request_may_hold_text_where_a_completed_one_may_not(tmp_path):
+    g, df = _generic(n=60, seed=8)
+    g["error"] = ""
+    g["ttft_ms"] = g["ttft_ms"].astype(object)
+    g.loc[7, ["ttft_ms", "error"]] = ["timeout", "HTTP 500"]
+    f = tmp_path / "r.csv"
+    g.to_csv(f, index=False)
+    p = read_points(f).iloc[0]
+    assert p.failed_requests == 1 and p.num_requests == 59
+    g.loc[7, "error"] = ""
+    g.to_csv(f, index=False)
+    with pytest.raises(ValueError, match=r"line 9: column 'ttft_ms' is 'timeout', not a number"):
+        read_points(f)
+
+
 def test_generic_csv_units_detected_from_the_times(tmp_path):
     """No unit suffixes: epoch seconds from the magnitude, latency in ms because in seconds it
     would not fit between launch and finish."""
