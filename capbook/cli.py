@@ -1179,7 +1179,8 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("sweeps", nargs="*", metavar="SWEEP",
-                   help="sweeps to compare: result files or folders of a load generator, capbook sweep CSVs, or "
+                   help=f"sweeps to compare: result files or folders of a load generator ({_SWEEP_FORMATS_HELP}), "
+                        "capbook sweep CSVs, or "
                         "names of sample sweeps (default: the sample sweeps of the 8B model: illustrative_chat, "
                         "llama8b_h100_chat, llama8b_l4_chat)")
     g = p.add_argument_group("request log")

@@ -354,14 +354,12 @@ def test_a_long_column_name_is_cut_in_the_message(tmp_path):
     assert "x" * 80 + "…" in str(e.value) and "x" * 81 not in str(e.value)
 
 
-@pytest.mark.parametrize("command", ["predict", "plan", "trace", "compare"])
+@pytest.mark.parametrize("command", ["predict", "plan", "trace", "compare", "book", "simulate"])
 def test_help_lists_the_formats(command, capsys):
     with pytest.raises(SystemExit):
         main([command, "--help"])
     out = " ".join(capsys.readouterr().out.split()).replace("- ", "-")
-    names = SWEEP_FORMATS if command in ("predict",) else {**SWEEP_FORMATS, **LOG_FORMATS}
-    if command == "compare":
-        names = LOG_FORMATS
+    names = SWEEP_FORMATS if command == "predict" else {**SWEEP_FORMATS, **LOG_FORMATS}
     for name in names:
         assert name in out, name
 
