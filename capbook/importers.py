@@ -1359,6 +1359,9 @@ def _parse_perrequest(p: "_Probe", path: Path, o: "_ReadOptions", fmt: str) -> l
     row = _perrequest_row(s, fmt, "requested rate (request_rate_target) from the file name"
                           if rate is not None else "")
     row["point"] = path.stem
+    # the run series the name states (LMBench's {KEY}_{workload}: another key or workload is
+    # another configuration, not more levels of this one)
+    row["workload"] = perrequest.series_from_name(path.name)
     return [row]
 
 

@@ -46,7 +46,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["COLUMN_SYNONYMS", "Requests", "match_columns", "missing_columns_message",
-           "rate_from_name", "requests_from_frame", "summarise", "BACKLOG_RATIO", "BACKLOG_MIN_S",
+           "rate_from_name", "series_from_name", "requests_from_frame", "summarise", "BACKLOG_RATIO", "BACKLOG_MIN_S",
            "LAUNCH_SHARE"]
 
 #: The column names recognised for each field of a per-request record, in the order they are
@@ -155,17 +155,39 @@ def missing_columns_message(found: dict, columns, what: str) -> str | None:
             + " (a unit suffix such as _ms or _s sets a column's unit)")
 
 
+_RATE_IN_NAME = re.compile(r"(?:^|[_\-.])(?:output|qps|rate|rps|request_rate|req_rate)[_=\-]?"
+                           r"(\d+(?:\.\d+)?)$", re.I)
+
+
+def _stem(name: str) -> str:
+    return re.sub(r"(\.(csv|tsv|jsonl?|json))+$", "", Path(name).name, flags=re.I)
+
+
 def rate_from_name(name: str) -> float | None:
     """The request rate a results file's name states (LMBench ``..._output_0.7.csv``,
     ``..._qps_2.0.csv``, ``rate=4.jsonl``), in requests per second; None when it states none."""
-    stem = Path(name).name
-    stem = re.sub(r"(\.(csv|tsv|jsonl?|json))+$", "", stem, flags=re.I)
-    m = re.search(r"(?:^|[_\-.])(?:output|qps|rate|rps|request_rate|req_rate)[_=\-]?"
-                  r"(\d+(?:\.\d+)?)$", stem, re.I)
+    m = _RATE_IN_NAME.search(_stem(name))
     if not m:
         return None
     v = float(m.group(1))
     return v if v > 0 else None
+
+
+def series_from_name(name: str) -> str | None:
+    """The run series a results file belongs to: its name less the rate it states
+    (``stack_sharegpt_output_2.0.csv`` -> ``stack_sharegpt``, LMBench's ``{KEY}_{workload}``);
+    None when the name states no rate.
+
+    Examples
+    --------
+    >>> series_from_name("stack_sharegpt_output_2.0.csv"), series_from_name("results.csv")
+    ('stack_sharegpt', None)
+    """
+    stem = _stem(name)
+    m = _RATE_IN_NAME.search(stem)
+    if not m:
+        return None
+    return stem[:m.start()].strip("_-.") or None
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,20 @@ def test_lmbench_saturated_level_detected_from_the_growing_backlog(lmbench_dir):
     assert all(cli_message(n) == n for n in sw.notes)
 
 
+def test_two_lmbench_series_in_one_folder_are_two_configurations(lmbench_dir, tmp_path):
+    d, runs = lmbench_dir
+    for rate in (0.5, 1.0):
+        _lmbench(tmp_path / f"stack_synthetic_output_{rate}.csv", runs[rate])
+        _lmbench(tmp_path / f"stack_sharegpt_output_{rate}.csv", _run(rate, seed=99))
+    with pytest.raises(ValueError, match="2 configurations"):
+        read_sweep(tmp_path)
+    assert set(read_points(tmp_path).workload) == {"stack_synthetic", "stack_sharegpt"}
+    sw = read_sweep(tmp_path, where={"workload": "stack_synthetic"})
+    assert sorted(sw.table.request_rate_target) == [0.5, 1.0]
+    assert sw.table.ttft_p50_s.tolist() == pytest.approx(
+        [np.percentile(runs[r].ttft, 50) for r in sorted(sw.table.request_rate_target)])
+
+
 def test_backlog_criterion_against_its_definition():
     """The criterion in isolation: stable noisy TTFTs are not a backlog; a growth of 2x but under
     0.5 s is not either; a growth of 2x and 0.5 s is."""
