@@ -135,6 +135,12 @@ def test_module_entry_point(tmp_path):
     ("check the log's token counts, demand_scale and growth_per_week", "check the log's token counts, --scale and --growth"),
     ("it holds ['other']; pass history= an hourly history of the log's model", "pass --history an hourly history"),
     ("zones=1: with every replica in one zone", "--zones 1: with every replica"),
+    ("pass format= one of ('canonical',) or a capbook.traces.Mapping naming your columns (a load",
+     "or --columns arrival_time=COLUMN,input_tokens=COLUMN,output_tokens=COLUMN naming your columns"),
+    ("they then count from 1970-01-01 (a capbook.traces.Mapping with another epoch sets their start)",
+     "(--columns ...,epoch=DATE sets their start)"),
+    ("reads it as date-times; pass time_unit='s' (or 'ms', 'us', 'ns'), or set Mapping.time_unit",
+     "pass --time-unit s (or 'ms', 'us', 'ns'), or pass --time-unit"),
     ("series has 4 week(s); method='seasonal' with horizon_weeks=12 needs at least 14",
      "method='seasonal' with --horizon 12 needs"),
     ("to_pandas: the log has 6,470,000 rows, more than max_rows=5,000,000; aggregate with hourly() or pass "
@@ -393,7 +399,7 @@ def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
     root = Path(capbook.__file__).parent
     hint = re.compile(r"\b(?:pass|use|give|with|set)[ \t]+([a-z_][a-z0-9_]*)\s*=[^\n]*")
     found = []
-    for name in ("importers.py", "sweep.py", "tracestats.py", "cli.py", "datasets.py"):
+    for name in ("importers.py", "perrequest.py", "sweep.py", "tracestats.py", "cli.py", "datasets.py"):
         for m in hint.finditer((root / name).read_text(encoding="utf-8")):
             key, text = m.group(1), re.sub(r"[\"')]+\s*(\)|,|\+)?\s*$", "", m.group(0))
             found.append((name, key))
