@@ -78,6 +78,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
+from . import configurations as _cfgs
 from .formats import FileFormat
 from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
 from .validation import choice, integer, is_number, positive
@@ -1015,6 +1016,7 @@ def _vllm_point(d, path):
         if extra in d:
             row[extra] = d[extra]
     row["_identity"] = (d.get("date"), d.get("model_id"), d.get("duration"), d.get("run_number"))
+    row["_cfg"] = _cfgs.vllm_recorded(d)
     return row
 
 
@@ -1041,6 +1043,10 @@ def _sglang_point(d, path):
         v["mean_e2el_ms"] = v["mean_e2e_latency_ms"]
     row = _vllm_point(v, path)
     row["format"] = "sglang"
+    cfg = _cfgs.sglang_recorded(d)   # server_info: the engine's own record of its limits
+    for k, x in row["_cfg"].items():
+        cfg.setdefault(k, x)
+    row["_cfg"] = cfg
     row["engine"] = row.get("engine") or ("sglang" if str(d.get("backend", "")).startswith("sglang") else None)
     # the workload is part of what a line measures: a file that appends sharegpt runs to random
     # ones holds two sweeps, not one
@@ -1518,7 +1524,31 @@ def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):
     _check_points(rows, path)
     for r in rows:
         r["source_file"] = str(path)
+        _apply_recorded(r)
     return rows
+
+
+#: Columns a recorded configuration key may fill when the row has no value for it.
+_FILLABLE = set(CONFIG_COLUMNS) | set(LIMIT_COLUMNS) | {"max_num_seqs", "num_gpus"}
+
+
+def _apply_recorded(row: dict) -> None:
+    """Move a row's recorded configuration keys (``_cfg``) into its columns: a known column is
+    filled where empty; a key that would overwrite a measurement or bookkeeping column is kept as
+    ``metadata_<key>``; ``_keys`` lists the keys that tell configurations apart."""
+    cfg = row.pop("_cfg", None) or {}
+    keys = []
+    for k, v in cfg.items():
+        col = k if (k in _FILLABLE or k not in row) else f"metadata_{k}"
+        if col in _FILLABLE:
+            cur = row.get(col)
+            if cur is None or (isinstance(cur, float) and math.isnan(cur)):
+                row[col] = v
+        else:
+            row[col] = v
+        if not _cfgs.is_bookkeeping(k, v):
+            keys.append(col)
+    row["_keys"] = tuple(keys)
 
 
 # -- the registry --------------------------------------------------------------------------------
@@ -1665,30 +1695,53 @@ def _strip_mns(args) -> str:
     return " ".join(t for t in args.split() if not t.startswith("--max-num-seqs"))
 
 
-def _group_configs(df: pd.DataFrame) -> pd.Series:
-    """A configuration id per point: what the files say about model, hardware and engine."""
+def _key_value(v):
+    """A recorded value as compared between points: None when not recorded, numbers as floats
+    (``"128"`` and 128 are one value), text as text."""
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if is_number(v):
+        return float(v)
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return str(v)
+
+
+def _group_configs(df: pd.DataFrame, keys=None) -> pd.Series:
+    """A configuration id per point: every key the files record about model, hardware, engine,
+    deployment and workload (``keys``; by default the fixed ones) must be equal within one."""
+    keys = list(keys) if keys is not None else ["model", "gpu", "tensor_parallel", "engine", "precision",
+                                                 "workload", "max_num_seqs", "engine_args"]
     mns = pd.to_numeric(df["max_num_seqs"], errors="coerce")
     closed = df["load_kind"] == "concurrency"
     tied = False
     both = closed & mns.notna()
     if both.sum() >= 2 and mns[both].nunique() > 1:
+        # a sweep that sets max_num_seqs to each level's concurrency is one sweep
         tied = bool(np.allclose(mns[both].to_numpy(float), df.loc[both, "concurrency"].to_numpy(float)))
 
     def key(i):
         r = df.loc[i]
         vals = []
-        for c in ("model", "gpu", "tensor_parallel", "engine", "precision", "workload"):
-            v = r.get(c)
-            vals.append(None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
-        vals.append(None if tied or not _finite(mns.loc[i]) else float(mns.loc[i]))
-        vals.append(_strip_mns(r.get("engine_args")) if "engine_args" in df else "")
+        for c in keys:
+            if c == "max_num_seqs":
+                vals.append(None if tied or not _finite(mns.loc[i]) else float(mns.loc[i]))
+            elif c == "engine_args":
+                vals.append(_strip_mns(r.get("engine_args")))
+            else:
+                vals.append(_key_value(r.get(c)))
         return tuple(vals)
     keys = [key(i) for i in df.index]
     ids = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     return pd.Series([ids[k] for k in keys], index=df.index)
 
 
-def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
+def _config_labels(df: pd.DataFrame, gid: pd.Series, keys=()) -> dict:
     import os
 
     groups = {g: df.index[gid == g] for g in dict.fromkeys(gid.tolist())}
@@ -1726,7 +1779,8 @@ def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
     if len(set(stems.values())) == len(stems) and all(len(v) <= 80 for v in stems.values()):
         return stems
     # groups within one file: name them by the first field that differs
-    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision", "workload"):
+    for c in dict.fromkeys(("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision",
+                            "workload") + tuple(k for k in keys if k != "engine_args")):
         if c in df:
             vals = {g: df.at[idx[0], c] for g, idx in groups.items()}
             txt = {g: _values_txt([v]) .strip("'") for g, v in vals.items()}
@@ -1997,15 +2051,44 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     for c in ("in_system", "ttft_base_s", "queue_wait_s"):
         if c not in df:
             df[c] = _NAN
-    gid = _group_configs(df)
-    labels = _config_labels(df, gid)
+    keys = _identity_keys(df, notes)
+    derived = df.attrs.pop("derived_keys", [])
+    gid = _group_configs(df, keys)
+    labels = _config_labels(df, gid, keys)
     given = df["config"] if "config" in df else pd.Series(None, index=df.index)
     df["config"] = [g if isinstance(g, str) and g else labels[k] for g, k in zip(given, gid)]
     _open_loop_levels(df, gid)
     df = df.drop(columns=["_config_dir"])
     df.attrs["skipped"] = skipped
     df.attrs["notes"] = notes
+    df.attrs["config_keys"] = keys
+    df.attrs["derived_keys"] = derived
     return df
+
+
+def _identity_keys(df: pd.DataFrame, notes: list) -> list[str]:
+    """Every configuration key the points record (see :mod:`capbook.configurations`): the fixed
+    keys, the files' own keys (vLLM ``--metadata``, SGLang ``server_info``), keys stated by folder
+    and file names; fleet-level points divided into one replica's; length settings derived from
+    the measured means. Returns the key columns, in the order a message lists them."""
+    extra = []
+    if "_keys" in df:
+        for ks in df["_keys"]:
+            if isinstance(ks, tuple):
+                extra.extend(k for k in ks if k not in extra)
+        del df["_keys"]
+    found = [{} if f == "capbook" else _cfgs.path_recorded(src, b if isinstance(b, str) else None)
+             for f, src, b in zip(df["format"], df["source_file"], df["backend"] if "backend" in df
+                                  else [None] * len(df))]
+    extra.extend(k for k in _cfgs.apply_path_keys(df, found) if k not in extra)
+    notes.extend(_cfgs.divide_fleet(df))
+    keys = [k for k in _cfgs.KEY_ORDER if k in df] + [k for k in extra if k not in _cfgs.KEY_ORDER]
+    if "engine_args" in df:
+        keys.append("engine_args")
+    derived = _cfgs.derive_lengths(df, _group_configs(df, keys))
+    keys += [k for k in derived if k not in keys and k in df]
+    df.attrs["derived_keys"] = [k for k in derived if k in df]
+    return [k for k in keys if k in df]
 
 
 def _match(col: pd.Series, v) -> np.ndarray:
@@ -2041,21 +2124,67 @@ def _values_txt(vals) -> str:
     return ", ".join(out)
 
 
-def _configurations_error(pts: pd.DataFrame, src) -> ValueError:
+def _configurations_error(pts: pd.DataFrame, src, keys=(), derived=()) -> ValueError:
+    """Several configurations: name each recorded key that differs between them, with each
+    configuration's value, and the selection that reads one."""
     labels = list(dict.fromkeys(pts["config"].tolist()))
+    # the first recorded value of each key per configuration (a key recorded in some of its
+    # points only is still that configuration's)
     first = pts.groupby("config", sort=False).first()
     parts = [f"config ({_values_txt(labels)})"]
-    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"):
-        if c in first:
-            vals = [first.at[g, c] for g in labels]
-            recorded = {v for v in vals if not (v is None or (isinstance(v, float) and math.isnan(v)))}
-            if len(recorded) > 1:  # a field recorded for one configuration only says little
-                parts.append(f"{c} ({_values_txt(vals)})")
+    weak = []
+    hint = None
+    order = list(dict.fromkeys(["max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"]
+                               + [k for k in keys if k != "engine_args"]))
+    for c in order:
+        if c not in first:
+            continue
+        vals = [first.at[g, c] for g in labels]
+        recorded = {_key_value(v) for v in vals} - {None}
+        if c in derived and len(recorded) > 1 and max(recorded) <= min(recorded) * (1 + _cfgs.LENGTH_GAP):
+            continue  # measured lengths a little apart: not a setting that tells these apart
+        if len(recorded) > 1:
+            parts.append(f"{c} ({_values_txt(vals)})")
+        elif recorded and len({_key_value(v) for v in vals}) > 1:
+            weak.append(f"{c} ({_values_txt(vals)})")   # recorded for some configurations only
+        else:
+            continue
+        if hint is None and c != "max_num_seqs":
+            v = next(x for x in vals if _key_value(x) is not None)
+            hint = (c, v.item() if isinstance(v, np.generic) else v)
     if len(parts) == 1 and "engine_args" in first and first["engine_args"].map(_strip_mns).nunique() > 1:
         parts.append("engine flags")
+    if len(parts) == 1:
+        parts += weak
     told = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    more = ""
+    if hint is not None and len(parts) > 2:
+        v = hint[1]
+        v = f"{int(v)}" if isinstance(v, float) and v.is_integer() else v
+        more = f" (or select on any key above, e.g. where={{{hint[0]!r}: {str(v)!r}}}, repeated for several keys)"
     return ValueError(f"{src} holds {len(labels)} configurations told apart by {told}; pass "
-                      f"where={{'config': {labels[0]!r}}} to read one")
+                      f"where={{'config': {labels[0]!r}}} to read one{more}")
+
+
+def _fleet_refusal(pts: pd.DataFrame, src) -> ValueError | None:
+    """Fleet-level points that cannot be one replica's sweep: prefill/decode pools, or replicas
+    behind a router that does not spread requests evenly."""
+    for i in pts.index:
+        kind, n, why = _cfgs.fleet_kind(pts.loc[i])
+        if kind == "pd":
+            return ValueError(
+                f"{src} holds fleet-level results of a prefill/decode disaggregated deployment ({why}, "
+                f"point {pts.at[i, 'source_file']}): such a fleet has no one-replica equivalent (the prefill "
+                "pool sets TTFT, the decode pool TPOT, and the pools are sized apart), so it is not read as "
+                "a replica's sweep. Measure one engine alone (one server, no router, no disaggregation) "
+                "across load levels, or rate each pool from its own measurements and size them with "
+                "capbook.replicas.replicas_disaggregated")
+        if kind == "uneven":
+            return ValueError(
+                f"{src} holds fleet-level results of {n} replicas ({why}, point {pts.at[i, 'source_file']}): "
+                "that router does not spread requests evenly (it follows prefixes, caches or sessions), so "
+                f"the fleet's numbers / {n} are not one replica's. Measure one engine alone across load levels")
+    return None
 
 
 def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable | None = None,
@@ -2117,6 +2246,8 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         if not path_or_paths:
             raise ValueError("no input files given")
     pts = read_points(path_or_paths, concurrency=concurrency, max_num_seqs=max_num_seqs)
+    keys = list(pts.attrs.get("config_keys", []))
+    derived = list(pts.attrs.get("derived_keys", []))
     skipped = list(pts.attrs.get("skipped", []))
     import_notes = list(pts.attrs.get("notes", []))
     src = path_or_paths if isinstance(path_or_paths, (str, Path)) else next(iter(path_or_paths))
@@ -2129,7 +2260,11 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
             mask = np.ones(len(pts), bool)
             for k, v in where.items():
                 if k not in pts.columns:
-                    raise ValueError(f"where: column {k!r} not in the points (have {list(pts.columns)})")
+                    ck = ["config"] + [c for c in pts.attrs.get("config_keys", []) if c != "engine_args"
+                                       and pts[c].map(_key_value).notna().any()]
+                    raise ValueError(f"where: column {k!r} not in the points; the configuration keys they "
+                                     f"record are {ck} (any column of read_points works too: "
+                                     f"{', '.join(map(repr, list(pts.columns)[:8]))}, …)")
                 vals = list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
                 m = np.zeros(len(pts), bool)
                 for one in vals:
@@ -2158,7 +2293,10 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         raise ValueError(f"{src} holds no {load!r} load points (found {sorted(kinds)})")
     # points of several configurations are several sweeps
     if pts["config"].nunique(dropna=True) > 1:
-        raise _configurations_error(pts, src)
+        raise _configurations_error(pts, src, keys, derived)
+    refusal = _fleet_refusal(pts, src)
+    if refusal is not None:
+        raise refusal
     for c in ["model", "max_num_seqs"]:  # e.g. capbook CSVs given a config column by hand
         vals = pts[c].dropna().unique().tolist()
         if len(vals) > 1:
