@@ -394,7 +394,7 @@ def fleet_kind(row: Mapping) -> tuple[str | None, int, str]:
         n, why = rep, f"replicas {rep}"
     elif dec and dec > 1 and not pre:
         n, why = dec, f"decode_replicas {dec} and no prefill pool"
-    elif dp and dp > 1 and row.get("dp_attention") is not True:
+    elif dp and dp > 1 and not (isinstance(row.get("dp_attention"), (bool, np.bool_)) and row.get("dp_attention")):
         n, why = dp, f"data_parallel {dp} (each a full engine)"
     if n == 1:
         return None, 1, ""
@@ -461,6 +461,14 @@ def _clusters(values: np.ndarray):
     return out
 
 
+def _level(r) -> tuple:
+    """A point's load level as set: its concurrency (closed loop) or offered rate."""
+    if r.get("load_kind") == "concurrency":
+        return ("c", round(float(r["concurrency"]), 6))
+    x = r.get("request_rate_target")
+    return ("r", round(float(x), 6) if _finite(x) else None)
+
+
 def derive_lengths(df: pd.DataFrame, gid: pd.Series) -> list[str]:
     """Input and output length settings the files do not record, from the measured means.
 
@@ -468,7 +476,8 @@ def derive_lengths(df: pd.DataFrame, gid: pd.Series) -> list[str]:
     completed every request and are not saturated are sorted by mean input (output) tokens per
     request and cut where consecutive means differ by more than :data:`LENGTH_GAP` (10 %). When
     every piece is tight (within :data:`LENGTH_TIGHT`, 2 %), as the fixed lengths of a random
-    dataset are, each piece is a length setting: ``input_len`` (``output_len``) is its mean,
+    dataset are, and — when there are several — each piece holds two points or more, or two
+    pieces hold runs at one load level, each piece is a length setting: ``input_len`` (``output_len``) is its mean,
     rounded (the other points take the nearest). Anything looser (a conversation or trace
     workload, whose measured lengths drift with load) records nothing: no sweep is split on it.
     Returns the keys derived.
@@ -493,6 +502,17 @@ def derive_lengths(df: pd.DataFrame, gid: pd.Series) -> list[str]:
             cl = _clusters(vals[use].to_numpy(float))
             if not all(c.max() <= c.min() * (1 + LENGTH_TIGHT) for c in cl):
                 continue
+            if len(cl) > 1:
+                # several settings only with evidence: each measured at two points or more, or
+                # two of them at one load level (runs that look like repeats). Single points at
+                # distinct levels are a workload whose lengths follow the load (conversations)
+                member = {i: next(k for k, c in enumerate(cl) if c.min() <= vals[i] <= c.max()) for i in use}
+                levels: dict = {}
+                for i in use:
+                    levels.setdefault(_level(df.loc[i]), set()).add(member[i])
+                sizes = [sum(1 for m in member.values() if m == k) for k in range(len(cl))]
+                if not (min(sizes) >= 2 or any(len(m) > 1 for m in levels.values())):
+                    continue
             reps = [(float(c.min()), float(c.max()), float(c.mean())) for c in cl]
             for i in idx:
                 x = vals.get(i)
