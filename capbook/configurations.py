@@ -194,6 +194,7 @@ def vllm_recorded(d: Mapping) -> dict:
         out.setdefault("burstiness", float(d["burstiness"]))
     if finite_rate and _finite(d.get("max_concurrency")):
         out.setdefault("max_concurrency", int(float(d["max_concurrency"])))
+    _dataset_keys(d, out)   # not vLLM's own, but wrappers and SGLang write them
     return out
 
 
@@ -254,6 +255,13 @@ def sglang_recorded(d: Mapping) -> dict:
             out["dp_attention"] = True
     if _scalar(d.get("tag")):
         out.setdefault("label", str(d["tag"]))
+    _dataset_keys(d, out)
+    return out
+
+
+def _dataset_keys(d: Mapping, out: dict) -> None:
+    """``dataset`` and, for a random dataset, the lengths it was asked for (``random_input_len``
+    is written for every dataset, and means nothing for sharegpt)."""
     ds = d.get("dataset_name")
     if _scalar(ds):
         out.setdefault("dataset", str(ds))
@@ -261,7 +269,6 @@ def sglang_recorded(d: Mapping) -> dict:
             for k in ("random_input_len", "random_output_len"):
                 if _finite(d.get(k)):
                     _put(out, k, int(float(d[k])))
-    return out
 
 
 # -- folder and file names ----------------------------------------------------------------------

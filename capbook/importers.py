@@ -16,7 +16,8 @@ format                            what is recognised
                                   folder layout (``run=N.json``, ``summary.json``)
 ``sglang``                        SGLang ``bench_serving --output-file`` JSONL, one line per run
                                   (the older layout too: throughput from ``completed/duration``,
-                                  TPOT from the median ITL); each dataset is its own sweep
+                                  TPOT from the median ITL; ``Infinity`` rates); each dataset is
+                                  its own sweep; ``server_info`` gives the engine's limits
 ``guidellm``                      ``benchmarks.json`` (``benchmarks[].metrics``)
 ``guidellm-csv``                  a per-benchmark CSV with ``ttft_median_ms``, ``itl_median_ms``,
                                   ``concurrency_mean`` columns
@@ -1972,9 +1973,38 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     by more than 20 %, the TPOT percentiles are rescaled by derived / reported and
     ``tpot_note`` says so (inference-perf before its fix #410 reports half the per-token time).
 
-    **Configurations.** Points that differ in model, gpu, tensor_parallel, engine, precision,
-    max_num_seqs or engine flags get different ``config`` labels (the folder that tells them
-    apart); select one with ``where={'config': ...}`` in :func:`read_sweep`.
+    **Configurations.** Points are one configuration only when every configuration key their
+    files record is equal (:mod:`capbook.configurations`): model, gpu, num_gpus,
+    tensor_parallel, pipeline_parallel, engine, precision, max_num_seqs, engine flags and
+    limits, replicas and prefill/decode pools, dataset, input and output length settings,
+    burstiness, a rate-limited run's max_concurrency, the vLLM ``label`` and every vLLM
+    ``--metadata`` key (a column of its own: ``deployment``; ``metadata_<key>`` when the name is
+    a column already), SGLang ``server_info`` (``max_running_requests`` is ``max_num_seqs``,
+    ``chunked_prefill_size`` ``max_num_batched_tokens``, ``tp_size`` ``tensor_parallel``,
+    ``mem_fraction_static`` ``gpu_memory_utilization`` …), and what the names of the result's
+    folder, its parent and the file state (``A100``, ``4xNVIDIA_L40S`` — four GPUs named
+    NVIDIA_L40S —, ``1p1d``, ``vllm-3replicas``, ``tp8``); names that are load levels,
+    timestamps, run numbers or host names are not keys, and a folder-name key counts only when
+    every sibling folder states it too. Points that differ get different ``config`` labels (the
+    folder that tells them apart); ``df.attrs["config_keys"]`` lists the keys; select with
+    ``where={'config': ...}`` or on any key in :func:`read_sweep`.
+
+    **Length settings the files do not record** are read from the measured means: within a
+    group of points no recorded key tells apart, the clean points (no failed request, not
+    saturated) are cut where mean input (output) tokens per request jump by more than 10 %;
+    when every piece is within 2 % (a random dataset's fixed lengths) and the pieces are backed
+    by two points each or by runs at one load level, each piece is a setting, ``input_len``
+    (``output_len``) its rounded mean. Looser lengths (conversations, traces, whose lengths move
+    with the load) record nothing and never split a sweep.
+
+    **Fleet-level results.** Points that measured N plain replicas behind one router
+    (``replicas`` N, ``decode_replicas`` N with no prefill pool, SGLang ``dp_size`` N without DP
+    attention, a ``vllm-3replicas`` folder) are divided into one replica's: request and token
+    throughputs, offered rates and concurrency / N, latencies unchanged (``fleet_replicas`` is
+    N, and the notes say so); this assumes the router spread requests evenly. Prefill/decode
+    pools (``prefill_replicas`` and ``decode_replicas``, a ``2p1d`` folder, SGLang
+    ``server_info`` with prefill and decode servers) and cache-aware routers are kept as
+    measured here, and :func:`read_sweep` refuses them.
 
     Raises
     ------
@@ -2205,7 +2235,8 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         then rates), ordered by their (set or estimated) concurrency.
     where : mapping or callable, optional
         Keep only points matching ``{column: value}`` (e.g. ``{"config": "vllm"}``,
-        ``{"max_num_seqs": 4}``; a string value also matches a number, ``"128"`` matches 128; a
+        ``{"max_num_seqs": 4}``, ``{"gpu": "H100", "replicas": 3}``, a vLLM metadata key
+        ``{"deployment": "base"}``; a string value also matches a number, ``"128"`` matches 128; a
         list matches any of its values), or for which ``where(points_df)`` is True.
     repeats : {"error", "mean"}
         Several points at one concurrency (repeated runs): raise (default) or average their
@@ -2234,8 +2265,10 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     ------
     ValueError
         Mixed closed- and open-loop points (pass ``load=``), several configurations (pass
-        ``where=``), repeated levels (pass ``repeats='mean'``), every point saturated, or a
-        problem with a file (named).
+        ``where=``; the message names every key that differs), repeated levels (pass
+        ``repeats='mean'``; runs are repeats only when every configuration key is equal),
+        fleet-level results with no one-replica equivalent (prefill/decode pools, a cache-aware
+        router), every point saturated, or a problem with a file (named).
     """
     choice(load, "load", ("auto", "concurrency", "rate", "all"))
     choice(repeats, "repeats", ("error", "mean"))

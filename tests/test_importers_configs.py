@@ -389,3 +389,15 @@ def test_real_llmd_exp7_is_eight_configurations(exp7, capsys):
     # the prefill/decode setups say why they are not read
     code, out = _cli(["predict", "--sweep", str(exp7), "--where", "config=H100/llm-d-2p1d", "--rate", "1"], capsys)
     assert code == 2 and "2 prefill + 1 decode" in out.err
+
+
+def test_random_lengths_a_result_records_are_settings(tmp_path):
+    # a wrapper that writes the dataset and its random lengths into vLLM's result
+    for inp in (512, 2048):
+        for r in (1.0, 2.0):
+            d = _vllm(r, inp=inp)
+            d.update(dataset_name="random", random_input_len=inp, random_output_len=200)
+            _write(tmp_path / "ds", f"in{inp}-r{r:g}.json", d)
+    with pytest.raises(ValueError, match=r"input_len \(2048, 512\)|input_len \(512, 2048\)"):
+        read_sweep(tmp_path / "ds")
+    assert len(read_sweep(tmp_path / "ds", where={"input_len": 512}).table) == 2
