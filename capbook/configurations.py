@@ -33,7 +33,6 @@ no per-replica equivalent and are refused by :func:`capbook.importers.read_sweep
 from __future__ import annotations
 
 import math
-import os
 import re
 from pathlib import Path
 from typing import Any, Mapping
@@ -97,7 +96,7 @@ _VLLM_FIELD_RE = re.compile(r"^(mean|median|std|max|min|p\d+(\.\d+)?)_\w+_(ms|s)
 #: Keys that name bookkeeping, not configuration: recorded, never an identity.
 _BOOKKEEPING = re.compile(r"(^|_)(date|time|timestamp|datetime|start|started|end|ended|run|runs|"
                           r"run_number|run_id|repeat|repetition|iteration|iter|trial|seed|uuid|id|"
-                          r"index|idx|host|hostname|pod|node|user|commit|notes?|comment)(_|$)", re.I)
+                          r"index|idx|host|hostname|user|notes?|comment)(_|$)", re.I)
 _DATE_VALUE = re.compile(r"^\d{4}-?\d{2}-?\d{2}([T _-]?\d{2}[:-]?\d{2})?")
 
 
@@ -165,7 +164,7 @@ def _scalar(v) -> bool:
 
 def _put(out: dict, key: str, value) -> None:
     key = canonical_key(key)
-    if not _scalar(value) or (isinstance(value, str) and not value.strip()):
+    if not key or not _scalar(value) or (isinstance(value, str) and not value.strip()):
         return
     if key == "gpu":
         name, n = parse_gpu(value)
@@ -343,17 +342,14 @@ def apply_path_keys(df: pd.DataFrame, found: list) -> list[str]:
     """
     filled = []
     fams = {f for rec in found for f in rec}
+    under: dict = {}   # folder -> positions of the results below it
+    for pos, src in enumerate(df["source_file"]):
+        for anc in Path(src).parents:
+            under.setdefault(str(anc), []).append(pos)
     for fam in sorted(fams):
         # the folders that hold the stating folders; every result under one must state the family
-        parents = {}
-        for i, rec in zip(df.index, found):
-            if fam in rec:
-                parents.setdefault(str(rec[fam][1].parent), []).append(i)
-        ok_parents = set()
-        for par in parents:
-            under = [i for i in df.index if str(Path(df.at[i, "source_file"])).startswith(par + os.sep)]
-            if all(fam in found[df.index.get_loc(i)] for i in under):
-                ok_parents.add(par)
+        parents = {str(rec[fam][1].parent) for rec in found if fam in rec}
+        ok_parents = {par for par in parents if all(fam in found[pos] for pos in under.get(par, []))}
         for i, rec in zip(df.index, found):
             if fam not in rec or str(rec[fam][1].parent) not in ok_parents:
                 continue

@@ -401,3 +401,15 @@ def test_random_lengths_a_result_records_are_settings(tmp_path):
     with pytest.raises(ValueError, match=r"input_len \(2048, 512\)|input_len \(512, 2048\)"):
         read_sweep(tmp_path / "ds")
     assert len(read_sweep(tmp_path / "ds", where={"input_len": 512}).table) == 2
+
+
+def test_odd_metadata_is_read_or_ignored_never_a_crash(tmp_path):
+    d = _vllm(1.0, replicas="two", gpu="", node_type="a2-highgpu-1g")
+    d[""] = "x"                       # vLLM's split of "--metadata =x"
+    d["nested"] = {"a": 1}            # not a KEY=VALUE pair: ignored
+    _write(tmp_path / "odd", "r1.json", d)
+    _write(tmp_path / "odd", "r2.json", _vllm(2.0, replicas="two", gpu="", node_type="a2-highgpu-1g"))
+    pts = read_points(tmp_path / "odd")
+    assert set(pts["replicas"]) == {"two"} and set(pts["fleet_replicas"]) == {1}
+    assert "node_type" in pts.attrs["config_keys"] and "nested" not in pts
+    assert len(read_sweep(tmp_path / "odd").table) == 2
