@@ -413,3 +413,16 @@ def test_odd_metadata_is_read_or_ignored_never_a_crash(tmp_path):
     assert set(pts["replicas"]) == {"two"} and set(pts["fleet_replicas"]) == {1}
     assert "node_type" in pts.attrs["config_keys"] and "nested" not in pts
     assert len(read_sweep(tmp_path / "odd").table) == 2
+
+
+def test_sglang_kv_capacity_reaches_the_engine_model(tmp_path):
+    from capbook.engine import engine_limits
+
+    info = dict(_sglang_line(1.0)["server_info"], max_total_num_tokens=123_456)
+    p = tmp_path / "kv.jsonl"
+    p.write_text("\n".join(json.dumps(_sglang_line(r, server_info=info, duration=100.0 / r))
+                           for r in (1.0, 2.0)) + "\n")
+    lim = engine_limits(read_sweep(p))
+    assert lim.kv_cache_tokens == 123_456 and lim.max_num_seqs == 64 and lim.max_num_batched_tokens == 4096
+    assert lim.sources["kv_cache_tokens"] == "recorded by the engine"
+    assert engine_limits(read_sweep(p), kv_cache_tokens=1000).kv_cache_tokens == 1000   # the argument wins
