@@ -14,6 +14,7 @@ generator leaves behind record that configuration in several places, and
 * the engine's command line or manifest beside the results (:mod:`capbook.importers`);
 * the names of the result's folder and its parent and of the file: a GPU (``A100``,
   ``4xNVIDIA_L40S``), a deployment (``1p1d`` / ``2p1d`` prefill/decode pools, ``vllm-3replicas``),
+  input/output lengths (``in1024_out128``),
   ``tp8`` / ``pp1`` (the vLLM nightly suite's ``serving_<model>_tp8_pp1_sharegpt_qps_4.json``), and
   the label of vLLM's own ``<label>-<rate>qps-<model>-<date>.json`` name. Parts of a name that are
   load levels (``qps_4``, ``c16``, ``rate_2``), timestamps, run numbers or repeat indices are not
@@ -270,6 +271,22 @@ def _dataset_keys(d: Mapping, out: dict) -> None:
                     _put(out, k, int(float(d[k])))
 
 
+def profile_recorded(d: Mapping) -> dict:
+    """Workload keys of a load generator's options file beside the results: llm-d-benchmark
+    copies its ``vllm-benchmark`` profile (``executable: benchmark_serving.py``,
+    ``dataset-name``, ``random-input-len``, ``random-output-len`` …) into each results folder."""
+    if not isinstance(d, Mapping) or "executable" not in d:
+        return {}
+    opts = {canonical_key(k): v for k, v in d.items()}
+    out: dict = {}
+    _dataset_keys({"dataset_name": opts.get("dataset"), "random_input_len": opts.get("input_len"),
+                   "random_output_len": opts.get("output_len")}, out)
+    for k in ("burstiness",):
+        if _finite(opts.get(k)):
+            out[k] = float(opts[k])
+    return out
+
+
 # -- folder and file names ----------------------------------------------------------------------
 _B = r"(?<![a-z0-9])"      # a token starts here
 _E = r"(?![a-z0-9])"       # and ends here
@@ -279,6 +296,7 @@ _GPU_TOKEN = re.compile(_B + r"(?:(\d+)\s*x[-_ ]?)?((?:nvidia|amd|tesla)[-_ ]?)?
                         r"((?:[-_](?:sxm\d?|pcie|nvl|\d+gb))*)" + _E, re.I)
 _PD_TOKEN = re.compile(_B + r"(\d+)p(\d+)d" + _E, re.I)
 _REPLICAS_TOKEN = re.compile(_B + r"(?:(\d+)[-_ ]?replicas?|replicas?[-_=]?(\d+))" + _E, re.I)
+_LENGTHS_TOKEN = re.compile(_B + r"(?:in|isl)[-_=]?(\d+)[-_](?:out|osl)[-_=]?(\d+)" + _E, re.I)
 _TP_TOKEN = re.compile(_B + r"tp[-_=]?(\d+)" + _E, re.I)
 _PP_TOKEN = re.compile(_B + r"pp[-_=]?(\d+)" + _E, re.I)
 #: vLLM's own result name: ``<label>-<rate>qps[-concurrency<N>]-<model>-<YYYYmmdd-HHMMSS>``.
@@ -302,6 +320,9 @@ def _name_families(name: str) -> dict:
         out["deployment"] = {"prefill_replicas": int(pd_.group(1)), "decode_replicas": int(pd_.group(2))}
     elif rep:
         out["deployment"] = {"replicas": int(rep.group(1) or rep.group(2))}
+    m = _LENGTHS_TOKEN.search(name)
+    if m:
+        out["lengths"] = {"input_len": int(m.group(1)), "output_len": int(m.group(2))}
     for fam, rx, key in (("tp", _TP_TOKEN, "tensor_parallel"), ("pp", _PP_TOKEN, "pipeline_parallel")):
         m = rx.search(name)
         if m:
@@ -313,7 +334,8 @@ def path_recorded(path, backend: str | None = None) -> dict:
     """Configuration families the names of a result file, its folder and the folder above state.
 
     Returns ``{family: (keys, folder)}``: ``family`` is ``"gpu"``, ``"deployment"`` (replicas or
-    prefill/decode pools), ``"tp"``, ``"pp"`` or ``"label"``; ``folder`` the folder whose name (or
+    prefill/decode pools), ``"lengths"`` (``in1024_out128``, ``isl-8000_osl-200``), ``"tp"``,
+    ``"pp"`` or ``"label"``; ``folder`` the folder whose name (or
     whose file's name) stated it — the nearest wins.
     """
     p = Path(path)

@@ -516,6 +516,15 @@ def _context_from_json_sidecar(path: Path) -> dict:
     return info
 
 
+def _context_from_profile(text: str) -> dict:
+    try:
+        import yaml
+        doc = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - a side file that is not YAML records nothing
+        return {}
+    return {f"workload:{k}": v for k, v in _cfgs.profile_recorded(doc).items()}
+
+
 def _dir_context(d: Path, cache: dict) -> dict:
     """Engine fields recorded by side files in folder ``d`` (with ``_source`` naming the file)."""
     if d in cache:
@@ -541,13 +550,15 @@ def _dir_context(d: Path, cache: dict) -> dict:
         if q.suffix == ".commands":
             merge(_context_from_json_sidecar(q), q)
     for q in entries:
-        if q.suffix in (".yaml", ".yml"):
+        if q.suffix in (".yaml", ".yml", ".in"):
             try:
                 text = q.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
             if "containers:" in text:
                 merge(_context_from_manifest(text), q)
+            elif re.search(r"^executable:", text, re.M):   # a load generator's options (llm-d-benchmark)
+                merge(_context_from_profile(text), q)
     for q in entries:
         if q.name in _SIDECAR_NAMES:
             merge(_context_from_json_sidecar(q), q)
@@ -1685,6 +1696,14 @@ def _fill_context(rows: list, max_num_seqs, cache: dict) -> None:
             r["max_num_seqs"], r["max_num_seqs_source"] = float(r["max_num_seqs"]), "result file"
         else:
             r["max_num_seqs"] = _NAN
+        # workload keys of an options file beside the results (dataset, lengths): configuration
+        for k, v in ctx.items():
+            if k.startswith("workload:"):
+                col = k.split(":", 1)[1]
+                if r.get(col) is None or (isinstance(r.get(col), float) and math.isnan(r[col])):
+                    r[col] = v
+                    r["_keys"] = tuple(r.get("_keys", ())) + (col,)
+                    used.add(srcs.get(k))
         used.discard(None)
         r["engine_config_source"] = "; ".join(sorted(used)) if used else None
         r["_config_dir"] = str(Path(sorted(used)[0]).parent) if used else None

@@ -426,3 +426,31 @@ def test_sglang_kv_capacity_reaches_the_engine_model(tmp_path):
     assert lim.kv_cache_tokens == 123_456 and lim.max_num_seqs == 64 and lim.max_num_batched_tokens == 4096
     assert lim.sources["kv_cache_tokens"] == "recorded by the engine"
     assert engine_limits(read_sweep(p), kv_cache_tokens=1000).kv_cache_tokens == 1000   # the argument wins
+
+
+def test_llm_d_benchmark_profile_beside_the_results_records_the_lengths(tmp_path):
+    # llm-d-benchmark copies its vllm-benchmark profile into the results folder
+    profile = ("executable: benchmark_serving.py\nmodel: org/model-8b\ndataset-name: random\n"
+               "random-input-len: {i}\nrandom-output-len: 200\nmax-concurrency: 4\nnum-prompts: 32\n")
+    for i in (1000, 1050):   # two settings 5 % apart: too close for the measured means to tell
+        d = tmp_path / "res" / f"run_{i}"
+        d.mkdir(parents=True)
+        (d / "random_1k_concurrent.yaml").write_text(profile.format(i=i))
+        for c in (2, 4):
+            _write(d, f"vllm-infqps-concurrency{c}-model-8b-20250101-12000{c}.json", _vllm(None, conc=c, inp=i))
+    pts = read_points(tmp_path / "res")
+    assert set(pts["input_len"]) == {1000, 1050} and set(pts["dataset"]) == {"random"}
+    with pytest.raises(ValueError, match=r"input_len \(1000, 1050\)"):
+        read_sweep(tmp_path / "res")
+    assert read_sweep(tmp_path / "res", where={"input_len": 1050}).concurrency.tolist() == [2, 4]
+
+
+def test_lengths_in_folder_names(tmp_path):
+    # the names state the settings (the tokenizer gives a few tokens less than asked)
+    for i, o in ((1024, 128), (4096, 512)):
+        for c in (1, 8):
+            _write(tmp_path / "m" / f"lat_in{i}_out{o}", f"c{c}.json", _vllm(None, conc=c, inp=i - 3, out=o))
+    pts = read_points(tmp_path / "m")
+    assert sorted(set(pts["input_len"])) == [1024, 4096] and sorted(set(pts["output_len"])) == [128, 512]
+    with pytest.raises(ValueError, match=r"input_len \(1024, 4096\) and output_len \(128, 512\)"):
+        read_sweep(tmp_path / "m")
