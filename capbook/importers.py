@@ -2180,9 +2180,7 @@ def _configurations_error(pts: pd.DataFrame, src, keys=(), derived=()) -> ValueE
     # the first recorded value of each key per configuration (a key recorded in some of its
     # points only is still that configuration's)
     first = pts.groupby("config", sort=False).first()
-    parts = [f"config ({_values_txt(labels)})"]
-    weak = []
-    hint = None
+    strong, weak = [], []   # (key, each configuration's value)
     order = list(dict.fromkeys(["max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"]
                                + [k for k in keys if k != "engine_args"]))
     for c in order:
@@ -2193,22 +2191,20 @@ def _configurations_error(pts: pd.DataFrame, src, keys=(), derived=()) -> ValueE
         if c in derived and len(recorded) > 1 and max(recorded) <= min(recorded) * (1 + _cfgs.LENGTH_GAP):
             continue  # measured lengths a little apart: not a setting that tells these apart
         if len(recorded) > 1:
-            parts.append(f"{c} ({_values_txt(vals)})")
+            strong.append((c, vals))
         elif recorded and len({_key_value(v) for v in vals}) > 1:
-            weak.append(f"{c} ({_values_txt(vals)})")   # recorded for some configurations only
-        else:
-            continue
-        if hint is None and c != "max_num_seqs":
-            v = next(x for x in vals if _key_value(x) is not None)
-            hint = (c, v.item() if isinstance(v, np.generic) else v)
-    if len(parts) == 1 and "engine_args" in first and first["engine_args"].map(_strip_mns).nunique() > 1:
+            weak.append((c, vals))   # recorded for some configurations only
+    flags = "engine_args" in first and first["engine_args"].map(_strip_mns).nunique() > 1
+    named = strong or ([] if flags else weak)
+    parts = [f"config ({_values_txt(labels)})"] + [f"{c} ({_values_txt(v)})" for c, v in named]
+    if not strong and flags:
         parts.append("engine flags")
-    if len(parts) == 1:
-        parts += weak
+    hint = next(((c, next(x for x in v if _key_value(x) is not None)) for c, v in named
+                 if c != "max_num_seqs"), None)
     told = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
     more = ""
     if hint is not None and len(parts) > 2:
-        v = hint[1]
+        v = hint[1].item() if isinstance(hint[1], np.generic) else hint[1]
         v = f"{int(v)}" if isinstance(v, float) and v.is_integer() else v
         more = f" (or select on any key above, e.g. where={{{hint[0]!r}: {str(v)!r}}}, repeated for several keys)"
     return ValueError(f"{src} holds {len(labels)} configurations told apart by {told}; pass "
