@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["KEY_ORDER", "canonical_key", "parse_gpu", "vllm_recorded", "sglang_recorded",
-           "path_recorded", "divide_fleet", "fleet_kind", "derive_lengths"]
+           "path_recorded", "divide_fleet", "fleet_notes", "fleet_kind", "derive_lengths"]
 
 #: Configuration keys with a fixed meaning, in the order an error message lists them. Any
 #: other recorded key (a vLLM ``--metadata`` key such as ``deployment``) follows them.
@@ -429,18 +429,18 @@ def fleet_kind(row: Mapping) -> tuple[str | None, int, str]:
     return "replicas", n, why
 
 
-def divide_fleet(df: pd.DataFrame) -> list[str]:
+def divide_fleet(df: pd.DataFrame) -> None:
     """Divide the points that measured N plain replicas behind one router into one replica's:
     request and token throughputs, offered rates and concurrency / N; latencies unchanged.
 
     This assumes the router spread the requests evenly (round robin, least load, a Kubernetes
     Service); a router recorded as prefix-, cache- or session-aware is not divided (``read_sweep``
-    refuses it). Returns the notes to add to the sweep."""
-    notes = []
+    refuses it). ``fleet_replicas`` is N (1 for a point of one replica), ``fleet_basis`` the keys
+    that said so; :func:`fleet_notes` words them."""
     if df.empty:
-        return notes
+        return
     df["fleet_replicas"] = 1
-    done: dict = {}
+    df["fleet_basis"] = None
     for i in df.index:
         kind, n, why = fleet_kind(df.loc[i])
         if kind != "replicas":
@@ -449,13 +449,18 @@ def divide_fleet(df: pd.DataFrame) -> list[str]:
             if c in df and _finite(df.at[i, c]):
                 df.at[i, c] = float(df.at[i, c]) / n
         df.at[i, "fleet_replicas"] = n
-        done.setdefault(why, []).append(i)
-    for why, idx in done.items():
-        notes.append(f"fleet-level results ({why}; {len(idx)} point{'s' if len(idx) > 1 else ''}) divided "
-                     "into one replica's sweep: request and token throughputs and concurrency / N, "
-                     "latencies unchanged; this assumes the router spread requests evenly over "
-                     "identical replicas")
-    return notes
+        df.at[i, "fleet_basis"] = why
+
+
+def fleet_notes(df: pd.DataFrame) -> list[str]:
+    """One note per kind of fleet the points were divided from (see :func:`divide_fleet`)."""
+    if "fleet_basis" not in df:
+        return []
+    counts = df["fleet_basis"].dropna().value_counts(sort=False)
+    return [f"fleet-level results ({why}; {k} point{'s' if k > 1 else ''}) divided into one replica's "
+            "sweep: request and token throughputs and concurrency / N, latencies unchanged; this "
+            "assumes the router spread requests evenly over identical replicas"
+            for why, k in counts.items()]
 
 
 # -- input and output lengths the files do not record ------------------------------------------

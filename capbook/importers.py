@@ -2020,7 +2020,8 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     (``replicas`` N, ``decode_replicas`` N with no prefill pool, SGLang ``dp_size`` N without DP
     attention, a ``vllm-3replicas`` folder) are divided into one replica's: request and token
     throughputs, offered rates and concurrency / N, latencies unchanged (``fleet_replicas`` is
-    N, and the notes say so); this assumes the router spread requests evenly. Prefill/decode
+    N, ``fleet_basis`` the keys that said so, and the sweep's notes say so); this assumes the
+    router spread requests evenly. Prefill/decode
     pools (``prefill_replicas`` and ``decode_replicas``, a ``2p1d`` folder, SGLang
     ``server_info`` with prefill and decode servers) and cache-aware routers are kept as
     measured here, and :func:`read_sweep` refuses them.
@@ -2100,7 +2101,7 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     for c in ("in_system", "ttft_base_s", "queue_wait_s"):
         if c not in df:
             df[c] = _NAN
-    keys = _identity_keys(df, notes)
+    keys = _identity_keys(df)
     derived = df.attrs.pop("derived_keys", [])
     gid = _group_configs(df, keys)
     labels = _config_labels(df, gid, keys)
@@ -2115,7 +2116,7 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     return df
 
 
-def _identity_keys(df: pd.DataFrame, notes: list) -> list[str]:
+def _identity_keys(df: pd.DataFrame) -> list[str]:
     """Every configuration key the points record (see :mod:`capbook.configurations`): the fixed
     keys, the files' own keys (vLLM ``--metadata``, SGLang ``server_info``), keys stated by folder
     and file names; fleet-level points divided into one replica's; length settings derived from
@@ -2130,7 +2131,7 @@ def _identity_keys(df: pd.DataFrame, notes: list) -> list[str]:
              for f, src, b in zip(df["format"], df["source_file"], df["backend"] if "backend" in df
                                   else [None] * len(df))]
     extra.extend(k for k in _cfgs.apply_path_keys(df, found) if k not in extra)
-    notes.extend(_cfgs.divide_fleet(df))
+    _cfgs.divide_fleet(df)
     keys = [k for k in _cfgs.KEY_ORDER if k in df] + [k for k in extra if k not in _cfgs.KEY_ORDER]
     if "engine_args" in df:
         keys.append("engine_args")
@@ -2386,7 +2387,7 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
             name += " (" + ", ".join(f"{k}={v}" for k, v in where.items()) + ")"
     sweep = Sweep.from_frame(pts.reset_index(drop=True), name=name)
     sweep.skipped = skipped
-    for n in _sweep_notes(sweep.table, sweep.saturated) + import_notes:
+    for n in _sweep_notes(sweep.table, sweep.saturated) + _cfgs.fleet_notes(pts) + import_notes:
         sweep.add_note(n)
     if prefill_rate_tps is not None:
         sweep.set_prefill_rate(prefill_rate_tps, "prefill_rate_tps=")

@@ -214,6 +214,10 @@ def test_plain_replicas_are_divided_into_one_replica(tmp_path):
     assert list(fleet.table["ttft_p50_s"]) == list(one.table["ttft_p50_s"])   # latencies unchanged
     assert any("divided into one replica's sweep" in n and "replicas 2" in n for n in fleet.notes)
     assert set(fleet.table["fleet_replicas"]) == {2}
+    # a selection's notes speak of its own points only
+    both = read_sweep(tmp_path, where={"replicas": 2})
+    assert [n for n in both.notes if "fleet-level" in n] == [n for n in fleet.notes if "fleet-level" in n]
+    assert not any("fleet-level" in n for n in read_sweep(tmp_path / "one").notes)
 
 
 def test_a_gpu_count_prefix_is_not_the_gpu_name(tmp_path):
