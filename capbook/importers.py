@@ -1723,12 +1723,13 @@ def _key_value(v):
     if isinstance(v, (bool, np.bool_)):
         return bool(v)
     if is_number(v):
-        return float(v)
+        return float(v) if not math.isnan(float(v)) else None
     if isinstance(v, str):
         try:
-            return float(v)
+            x = float(v)
         except ValueError:
             return v
+        return x if math.isfinite(x) else v   # "nan" / "inf" as written: text, equal to itself
     return str(v)
 
 

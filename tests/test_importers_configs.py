@@ -458,3 +458,8 @@ def test_lengths_in_folder_names(tmp_path):
     assert sorted(set(pts["input_len"])) == [1024, 4096] and sorted(set(pts["output_len"])) == [128, 512]
     with pytest.raises(ValueError, match=r"input_len \(1024, 4096\) and output_len \(128, 512\)"):
         read_sweep(tmp_path / "m")
+
+
+def test_nan_written_as_a_metadata_value_is_one_value(tmp_path):
+    _sweep(tmp_path / "s", quantization="nan", spec="inf")
+    assert len(read_sweep(tmp_path / "s").table) == 3
