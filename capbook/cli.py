@@ -415,8 +415,9 @@ def _add_sweep_reading_arguments(g, *, prefill_rate: bool = True) -> None:
     g.add_argument("--repeats", default="error", choices=("error", "mean"),
                    help="several runs at one load level: refuse (error) or average them (mean)")
     g.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
-                   help="keep only the sweep's points with this value (e.g. config=vllm or "
-                        "max_num_seqs=128); repeat for several")
+                   help="keep only the sweep's points with this value of a configuration key (e.g. "
+                        "config=vllm, gpu=H100, max_num_seqs=128, or a vLLM --metadata key such as "
+                        "deployment=base); repeat for several")
     g.add_argument("--max-num-seqs", default=None, metavar="N",
                    help="the engine's running-sequence limit (vLLM --max-num-seqs), when the sweep's "
                         "files do not record it")

@@ -286,9 +286,10 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         Default: the sweep's ``max_num_seqs`` column (read from the engine's command line or
         manifest), else 256 (vLLM's default) with a note.
     kv_cache_tokens : int, optional
-        Default: estimated from the model, GPU, tensor parallelism and
-        ``gpu_memory_utilization`` the sweep names (:func:`kv_cache_tokens`); None when they
-        are not recognised.
+        Default: the sweep's ``kv_cache_tokens`` column when the engine recorded its KV
+        capacity (SGLang's ``server_info`` ``max_total_num_tokens``), else estimated from the
+        model, GPU, tensor parallelism and ``gpu_memory_utilization`` the sweep names
+        (:func:`kv_cache_tokens`); None when they are not recognised.
     max_num_batched_tokens : int, optional
         Default: the flag, else vLLM's defaults (8192 with chunked prefill, otherwise
         ``max(max_model_len, 2048)``).
@@ -354,7 +355,10 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         budget = integer(max_num_batched_tokens, "max_num_batched_tokens", minimum=1)
         src["max_num_batched_tokens"] = "given"
 
-    if kv_cache_tokens is None:
+    recorded = _col(tab, "kv_cache_tokens")   # the engine's own count (SGLang max_total_num_tokens)
+    if kv_cache_tokens is None and recorded not in (None, True) and float(recorded) >= 1:
+        kv, src["kv_cache_tokens"] = int(float(recorded)), "recorded by the engine"
+    elif kv_cache_tokens is None:
         util = _col(tab, "gpu_memory_utilization")
         if util is None:
             util = _engine_flag(args, "gpu_memory_utilization")

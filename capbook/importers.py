@@ -16,7 +16,8 @@ format                            what is recognised
                                   folder layout (``run=N.json``, ``summary.json``)
 ``sglang``                        SGLang ``bench_serving --output-file`` JSONL, one line per run
                                   (the older layout too: throughput from ``completed/duration``,
-                                  TPOT from the median ITL); each dataset is its own sweep
+                                  TPOT from the median ITL; ``Infinity`` rates); each dataset is
+                                  its own sweep; ``server_info`` gives the engine's limits
 ``guidellm``                      ``benchmarks.json`` (``benchmarks[].metrics``)
 ``guidellm-csv``                  a per-benchmark CSV with ``ttft_median_ms``, ``itl_median_ms``,
                                   ``concurrency_mean`` columns
@@ -95,6 +96,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 import numpy as np
 import pandas as pd
 
+from . import configurations as _cfgs
 from . import perrequest
 from .formats import FileFormat
 from .sweep import CONFIG_COLUMNS, METRIC_COLUMNS, Sweep
@@ -532,6 +534,15 @@ def _context_from_json_sidecar(path: Path) -> dict:
     return info
 
 
+def _context_from_profile(text: str) -> dict:
+    try:
+        import yaml
+        doc = yaml.safe_load(text)
+    except Exception:  # noqa: BLE001 - a side file that is not YAML records nothing
+        return {}
+    return {f"workload:{k}": v for k, v in _cfgs.profile_recorded(doc).items()}
+
+
 def _dir_context(d: Path, cache: dict) -> dict:
     """Engine fields recorded by side files in folder ``d`` (with ``_source`` naming the file)."""
     if d in cache:
@@ -557,13 +568,15 @@ def _dir_context(d: Path, cache: dict) -> dict:
         if q.suffix == ".commands":
             merge(_context_from_json_sidecar(q), q)
     for q in entries:
-        if q.suffix in (".yaml", ".yml"):
+        if q.suffix in (".yaml", ".yml", ".in"):
             try:
                 text = q.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
             if "containers:" in text:
                 merge(_context_from_manifest(text), q)
+            elif re.search(r"^executable:", text, re.M):   # a load generator's options (llm-d-benchmark)
+                merge(_context_from_profile(text), q)
     for q in entries:
         if q.name in _SIDECAR_NAMES:
             merge(_context_from_json_sidecar(q), q)
@@ -1051,6 +1064,7 @@ def _vllm_point(d, path):
         if extra in d:
             row[extra] = d[extra]
     row["_identity"] = (d.get("date"), d.get("model_id"), d.get("duration"), d.get("run_number"))
+    row["_cfg"] = _cfgs.vllm_recorded(d)
     return row
 
 
@@ -1077,6 +1091,10 @@ def _sglang_point(d, path):
         v["mean_e2el_ms"] = v["mean_e2e_latency_ms"]
     row = _vllm_point(v, path)
     row["format"] = "sglang"
+    cfg = _cfgs.sglang_recorded(d)   # server_info: the engine's own record of its limits
+    for k, x in row["_cfg"].items():
+        cfg.setdefault(k, x)
+    row["_cfg"] = cfg
     row["engine"] = row.get("engine") or ("sglang" if str(d.get("backend", "")).startswith("sglang") else None)
     # the workload is part of what a line measures: a file that appends sharegpt runs to random
     # ones holds two sweeps, not one
@@ -1640,7 +1658,31 @@ def _rows_for_file(path: Path, concurrency=None, skipped=None, in_folder=False):
     _check_points(rows, path)
     for r in rows:
         r["source_file"] = str(path)
+        _apply_recorded(r)
     return rows
+
+
+#: Columns a recorded configuration key may fill when the row has no value for it.
+_FILLABLE = set(CONFIG_COLUMNS) | set(LIMIT_COLUMNS) | {"max_num_seqs", "num_gpus"}
+
+
+def _apply_recorded(row: dict) -> None:
+    """Move a row's recorded configuration keys (``_cfg``) into its columns: a known column is
+    filled where empty; a key that would overwrite a measurement or bookkeeping column is kept as
+    ``metadata_<key>``; ``_keys`` lists the keys that tell configurations apart."""
+    cfg = row.pop("_cfg", None) or {}
+    keys = []
+    for k, v in cfg.items():
+        col = k if (k in _FILLABLE or k not in row) else f"metadata_{k}"
+        if col in _FILLABLE:
+            cur = row.get(col)
+            if cur is None or (isinstance(cur, float) and math.isnan(cur)):
+                row[col] = v
+        else:
+            row[col] = v
+        if not _cfgs.is_bookkeeping(k, v):
+            keys.append(col)
+    row["_keys"] = tuple(keys)
 
 
 # -- the registry --------------------------------------------------------------------------------
@@ -1804,6 +1846,14 @@ def _fill_context(rows: list, max_num_seqs, cache: dict) -> None:
             r["max_num_seqs"], r["max_num_seqs_source"] = float(r["max_num_seqs"]), "result file"
         else:
             r["max_num_seqs"] = _NAN
+        # workload keys of an options file beside the results (dataset, lengths): configuration
+        for k, v in ctx.items():
+            if k.startswith("workload:"):
+                col = k.split(":", 1)[1]
+                if r.get(col) is None or (isinstance(r.get(col), float) and math.isnan(r[col])):
+                    r[col] = v
+                    r["_keys"] = tuple(r.get("_keys", ())) + (col,)
+                    used.add(srcs.get(k))
         used.discard(None)
         r["engine_config_source"] = "; ".join(sorted(used)) if used else None
         r["_config_dir"] = str(Path(sorted(used)[0]).parent) if used else None
@@ -1815,30 +1865,54 @@ def _strip_mns(args) -> str:
     return " ".join(t for t in args.split() if not t.startswith("--max-num-seqs"))
 
 
-def _group_configs(df: pd.DataFrame) -> pd.Series:
-    """A configuration id per point: what the files say about model, hardware and engine."""
+def _key_value(v):
+    """A recorded value as compared between points: None when not recorded, numbers as floats
+    (``"128"`` and 128 are one value), text as text."""
+    if v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, (bool, np.bool_)):
+        return bool(v)
+    if is_number(v):
+        return float(v) if not math.isnan(float(v)) else None
+    if isinstance(v, str):
+        try:
+            x = float(v)
+        except ValueError:
+            return v
+        return x if math.isfinite(x) else v   # "nan" / "inf" as written: text, equal to itself
+    return str(v)
+
+
+def _group_configs(df: pd.DataFrame, keys=None) -> pd.Series:
+    """A configuration id per point: every key the files record about model, hardware, engine,
+    deployment and workload (``keys``; by default the fixed ones) must be equal within one."""
+    keys = list(keys) if keys is not None else ["model", "gpu", "tensor_parallel", "engine", "precision",
+                                                 "workload", "max_num_seqs", "engine_args"]
     mns = pd.to_numeric(df["max_num_seqs"], errors="coerce")
     closed = df["load_kind"] == "concurrency"
     tied = False
     both = closed & mns.notna()
     if both.sum() >= 2 and mns[both].nunique() > 1:
+        # a sweep that sets max_num_seqs to each level's concurrency is one sweep
         tied = bool(np.allclose(mns[both].to_numpy(float), df.loc[both, "concurrency"].to_numpy(float)))
 
     def key(i):
         r = df.loc[i]
         vals = []
-        for c in ("model", "gpu", "tensor_parallel", "engine", "precision", "workload"):
-            v = r.get(c)
-            vals.append(None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v))
-        vals.append(None if tied or not _finite(mns.loc[i]) else float(mns.loc[i]))
-        vals.append(_strip_mns(r.get("engine_args")) if "engine_args" in df else "")
+        for c in keys:
+            if c == "max_num_seqs":
+                vals.append(None if tied or not _finite(mns.loc[i]) else float(mns.loc[i]))
+            elif c == "engine_args":
+                vals.append(_strip_mns(r.get("engine_args")))
+            else:
+                vals.append(_key_value(r.get(c)))
         return tuple(vals)
     keys = [key(i) for i in df.index]
     ids = {k: n for n, k in enumerate(dict.fromkeys(keys))}
     return pd.Series([ids[k] for k in keys], index=df.index)
 
 
-def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
+def _config_labels(df: pd.DataFrame, gid: pd.Series, keys=()) -> dict:
     import os
 
     groups = {g: df.index[gid == g] for g in dict.fromkeys(gid.tolist())}
@@ -1876,7 +1950,8 @@ def _config_labels(df: pd.DataFrame, gid: pd.Series) -> dict:
     if len(set(stems.values())) == len(stems) and all(len(v) <= 80 for v in stems.values()):
         return stems
     # groups within one file: name them by the first field that differs
-    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision", "workload"):
+    for c in dict.fromkeys(("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision",
+                            "workload") + tuple(k for k in keys if k != "engine_args")):
         if c in df:
             vals = {g: df.at[idx[0], c] for g, idx in groups.items()}
             txt = {g: _values_txt([v]) .strip("'") for g, v in vals.items()}
@@ -2068,9 +2143,39 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     by more than 20 %, the TPOT percentiles are rescaled by derived / reported and
     ``tpot_note`` says so (inference-perf before its fix #410 reports half the per-token time).
 
-    **Configurations.** Points that differ in model, gpu, tensor_parallel, engine, precision,
-    max_num_seqs or engine flags get different ``config`` labels (the folder that tells them
-    apart); select one with ``where={'config': ...}`` in :func:`read_sweep`.
+    **Configurations.** Points are one configuration only when every configuration key their
+    files record is equal (:mod:`capbook.configurations`): model, gpu, num_gpus,
+    tensor_parallel, pipeline_parallel, engine, precision, max_num_seqs, engine flags and
+    limits, replicas and prefill/decode pools, dataset, input and output length settings,
+    burstiness, a rate-limited run's max_concurrency, the vLLM ``label`` and every vLLM
+    ``--metadata`` key (a column of its own: ``deployment``; ``metadata_<key>`` when the name is
+    a column already), SGLang ``server_info`` (``max_running_requests`` is ``max_num_seqs``,
+    ``chunked_prefill_size`` ``max_num_batched_tokens``, ``tp_size`` ``tensor_parallel``,
+    ``mem_fraction_static`` ``gpu_memory_utilization`` …), and what the names of the result's
+    folder, its parent and the file state (``A100``, ``4xNVIDIA_L40S`` — four GPUs named
+    NVIDIA_L40S —, ``1p1d``, ``vllm-3replicas``, ``tp8``); names that are load levels,
+    timestamps, run numbers or host names are not keys, and a folder-name key counts only when
+    every sibling folder states it too. Points that differ get different ``config`` labels (the
+    folder that tells them apart); ``df.attrs["config_keys"]`` lists the keys; select with
+    ``where={'config': ...}`` or on any key in :func:`read_sweep`.
+
+    **Length settings the files do not record** are read from the measured means: within a
+    group of points no recorded key tells apart, the clean points (no failed request, not
+    saturated) are cut where mean input (output) tokens per request jump by more than 10 %;
+    when every piece is within 2 % (a random dataset's fixed lengths) and the pieces are backed
+    by two points each or by runs at one load level, each piece is a setting, ``input_len``
+    (``output_len``) its rounded mean. Looser lengths (conversations, traces, whose lengths move
+    with the load) record nothing and never split a sweep.
+
+    **Fleet-level results.** Points that measured N plain replicas behind one router
+    (``replicas`` N, ``decode_replicas`` N with no prefill pool, SGLang ``dp_size`` N without DP
+    attention, a ``vllm-3replicas`` folder) are divided into one replica's: request and token
+    throughputs, offered rates and concurrency / N, latencies unchanged (``fleet_replicas`` is
+    N, ``fleet_basis`` the keys that said so, and the sweep's notes say so); this assumes the
+    router spread requests evenly. Prefill/decode
+    pools (``prefill_replicas`` and ``decode_replicas``, a ``2p1d`` folder, SGLang
+    ``server_info`` with prefill and decode servers) and cache-aware routers are kept as
+    measured here, and :func:`read_sweep` refuses them.
 
     Raises
     ------
@@ -2148,15 +2253,44 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     for c in ("in_system", "ttft_base_s", "queue_wait_s"):
         if c not in df:
             df[c] = _NAN
-    gid = _group_configs(df)
-    labels = _config_labels(df, gid)
+    keys = _identity_keys(df)
+    derived = df.attrs.pop("derived_keys", [])
+    gid = _group_configs(df, keys)
+    labels = _config_labels(df, gid, keys)
     given = df["config"] if "config" in df else pd.Series(None, index=df.index)
     df["config"] = [g if isinstance(g, str) and g else labels[k] for g, k in zip(given, gid)]
     _open_loop_levels(df, gid)
     df = df.drop(columns=["_config_dir"])
     df.attrs["skipped"] = skipped
     df.attrs["notes"] = notes
+    df.attrs["config_keys"] = keys
+    df.attrs["derived_keys"] = derived
     return df
+
+
+def _identity_keys(df: pd.DataFrame) -> list[str]:
+    """Every configuration key the points record (see :mod:`capbook.configurations`): the fixed
+    keys, the files' own keys (vLLM ``--metadata``, SGLang ``server_info``), keys stated by folder
+    and file names; fleet-level points divided into one replica's; length settings derived from
+    the measured means. Returns the key columns, in the order a message lists them."""
+    extra = []
+    if "_keys" in df:
+        for ks in df["_keys"]:
+            if isinstance(ks, tuple):
+                extra.extend(k for k in ks if k not in extra)
+        del df["_keys"]
+    found = [{} if f == "capbook" else _cfgs.path_recorded(src, b if isinstance(b, str) else None)
+             for f, src, b in zip(df["format"], df["source_file"], df["backend"] if "backend" in df
+                                  else [None] * len(df))]
+    extra.extend(k for k in _cfgs.apply_path_keys(df, found) if k not in extra)
+    _cfgs.divide_fleet(df)
+    keys = [k for k in _cfgs.KEY_ORDER if k in df] + [k for k in extra if k not in _cfgs.KEY_ORDER]
+    if "engine_args" in df:
+        keys.append("engine_args")
+    derived = _cfgs.derive_lengths(df, _group_configs(df, keys))
+    keys += [k for k in derived if k not in keys and k in df]
+    df.attrs["derived_keys"] = [k for k in derived if k in df]
+    return [k for k in keys if k in df]
 
 
 def _match(col: pd.Series, v) -> np.ndarray:
@@ -2192,21 +2326,63 @@ def _values_txt(vals) -> str:
     return ", ".join(out)
 
 
-def _configurations_error(pts: pd.DataFrame, src) -> ValueError:
+def _configurations_error(pts: pd.DataFrame, src, keys=(), derived=()) -> ValueError:
+    """Several configurations: name each recorded key that differs between them, with each
+    configuration's value, and the selection that reads one."""
     labels = list(dict.fromkeys(pts["config"].tolist()))
+    # the first recorded value of each key per configuration (a key recorded in some of its
+    # points only is still that configuration's)
     first = pts.groupby("config", sort=False).first()
-    parts = [f"config ({_values_txt(labels)})"]
-    for c in ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"):
-        if c in first:
-            vals = [first.at[g, c] for g in labels]
-            recorded = {v for v in vals if not (v is None or (isinstance(v, float) and math.isnan(v)))}
-            if len(recorded) > 1:  # a field recorded for one configuration only says little
-                parts.append(f"{c} ({_values_txt(vals)})")
-    if len(parts) == 1 and "engine_args" in first and first["engine_args"].map(_strip_mns).nunique() > 1:
+    strong, weak = [], []   # (key, each configuration's value)
+    order = list(dict.fromkeys(["max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision"]
+                               + [k for k in keys if k != "engine_args"]))
+    for c in order:
+        if c not in first:
+            continue
+        vals = [first.at[g, c] for g in labels]
+        recorded = {_key_value(v) for v in vals} - {None}
+        if c in derived and len(recorded) > 1 and max(recorded) <= min(recorded) * (1 + _cfgs.LENGTH_GAP):
+            continue  # measured lengths a little apart: not a setting that tells these apart
+        if len(recorded) > 1:
+            strong.append((c, vals))
+        elif recorded and len({_key_value(v) for v in vals}) > 1:
+            weak.append((c, vals))   # recorded for some configurations only
+    flags = "engine_args" in first and first["engine_args"].map(_strip_mns).nunique() > 1
+    named = strong or ([] if flags else weak)
+    parts = [f"config ({_values_txt(labels)})"] + [f"{c} ({_values_txt(v)})" for c, v in named]
+    if not strong and flags:
         parts.append("engine flags")
+    hint = next(((c, next(x for x in v if _key_value(x) is not None)) for c, v in named
+                 if c != "max_num_seqs"), None)
     told = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+    more = ""
+    if hint is not None and len(parts) > 2:
+        v = hint[1].item() if isinstance(hint[1], np.generic) else hint[1]
+        v = f"{int(v)}" if isinstance(v, float) and v.is_integer() else v
+        more = f" (or select on any key above, e.g. where={{{hint[0]!r}: {str(v)!r}}}, repeated for several keys)"
     return ValueError(f"{src} holds {len(labels)} configurations told apart by {told}; pass "
-                      f"where={{'config': {labels[0]!r}}} to read one")
+                      f"where={{'config': {labels[0]!r}}} to read one{more}")
+
+
+def _fleet_refusal(pts: pd.DataFrame, src) -> ValueError | None:
+    """Fleet-level points that cannot be one replica's sweep: prefill/decode pools, or replicas
+    behind a router that does not spread requests evenly."""
+    for i in pts.index:
+        kind, n, why = _cfgs.fleet_kind(pts.loc[i])
+        if kind == "pd":
+            return ValueError(
+                f"{src} holds fleet-level results of a prefill/decode disaggregated deployment ({why}, "
+                f"point {pts.at[i, 'source_file']}): such a fleet has no one-replica equivalent (the prefill "
+                "pool sets TTFT, the decode pool TPOT, and the pools are sized apart), so it is not read as "
+                "a replica's sweep. Measure one engine alone (one server, no router, no disaggregation) "
+                "across load levels, or rate each pool from its own measurements and size them with "
+                "capbook.replicas.replicas_disaggregated")
+        if kind == "uneven":
+            return ValueError(
+                f"{src} holds fleet-level results of {n} replicas ({why}, point {pts.at[i, 'source_file']}): "
+                "that router does not spread requests evenly (it follows prefixes, caches or sessions), so "
+                f"the fleet's numbers / {n} are not one replica's. Measure one engine alone across load levels")
+    return None
 
 
 def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable | None = None,
@@ -2227,7 +2403,8 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         then rates), ordered by their (set or estimated) concurrency.
     where : mapping or callable, optional
         Keep only points matching ``{column: value}`` (e.g. ``{"config": "vllm"}``,
-        ``{"max_num_seqs": 4}``; a string value also matches a number, ``"128"`` matches 128; a
+        ``{"max_num_seqs": 4}``, ``{"gpu": "H100", "replicas": 3}``, a vLLM metadata key
+        ``{"deployment": "base"}``; a string value also matches a number, ``"128"`` matches 128; a
         list matches any of its values), or for which ``where(points_df)`` is True.
     repeats : {"error", "mean"}
         Several points at one concurrency (repeated runs): raise (default) or average their
@@ -2256,8 +2433,10 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
     ------
     ValueError
         Mixed closed- and open-loop points (pass ``load=``), several configurations (pass
-        ``where=``), repeated levels (pass ``repeats='mean'``), every point saturated, or a
-        problem with a file (named).
+        ``where=``; the message names every key that differs), repeated levels (pass
+        ``repeats='mean'``; runs are repeats only when every configuration key is equal),
+        fleet-level results with no one-replica equivalent (prefill/decode pools, a cache-aware
+        router), every point saturated, or a problem with a file (named).
     """
     choice(load, "load", ("auto", "concurrency", "rate", "all"))
     choice(repeats, "repeats", ("error", "mean"))
@@ -2268,6 +2447,8 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         if not path_or_paths:
             raise ValueError("no input files given")
     pts = read_points(path_or_paths, concurrency=concurrency, max_num_seqs=max_num_seqs)
+    keys = list(pts.attrs.get("config_keys", []))
+    derived = list(pts.attrs.get("derived_keys", []))
     skipped = list(pts.attrs.get("skipped", []))
     import_notes = list(pts.attrs.get("notes", []))
     src = path_or_paths if isinstance(path_or_paths, (str, Path)) else next(iter(path_or_paths))
@@ -2280,7 +2461,11 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
             mask = np.ones(len(pts), bool)
             for k, v in where.items():
                 if k not in pts.columns:
-                    raise ValueError(f"where: column {k!r} not in the points (have {list(pts.columns)})")
+                    ck = ["config"] + [c for c in pts.attrs.get("config_keys", []) if c != "engine_args"
+                                       and pts[c].map(_key_value).notna().any()]
+                    raise ValueError(f"where: column {k!r} not in the points; the configuration keys they "
+                                     f"record are {ck} (any column of read_points works too: "
+                                     f"{', '.join(map(repr, list(pts.columns)[:8]))}, …)")
                 vals = list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
                 m = np.zeros(len(pts), bool)
                 for one in vals:
@@ -2309,7 +2494,10 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         raise ValueError(f"{src} holds no {load!r} load points (found {sorted(kinds)})")
     # points of several configurations are several sweeps
     if pts["config"].nunique(dropna=True) > 1:
-        raise _configurations_error(pts, src)
+        raise _configurations_error(pts, src, keys, derived)
+    refusal = _fleet_refusal(pts, src)
+    if refusal is not None:
+        raise refusal
     for c in ["model", "max_num_seqs"]:  # e.g. capbook CSVs given a config column by hand
         vals = pts[c].dropna().unique().tolist()
         if len(vals) > 1:
@@ -2351,7 +2539,7 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
             name += " (" + ", ".join(f"{k}={v}" for k, v in where.items()) + ")"
     sweep = Sweep.from_frame(pts.reset_index(drop=True), name=name)
     sweep.skipped = skipped
-    for n in _sweep_notes(sweep.table, sweep.saturated) + import_notes:
+    for n in _sweep_notes(sweep.table, sweep.saturated) + _cfgs.fleet_notes(pts) + import_notes:
         sweep.add_note(n)
     if prefill_rate_tps is not None:
         sweep.set_prefill_rate(prefill_rate_tps, "prefill_rate_tps=")
