@@ -15,6 +15,7 @@ by :func:`capbook.plan.capacity_plan`, which knows their ranges.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -131,7 +132,7 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.engine == "spark":
                 opts.update(engine="spark", spark_master=args.spark_master)
             else:
-                opts["progress"] = size > 20_000_000
+                opts["progress"] = size > 20_000_000 and not _wants_plain(sys.stderr)
             log = read_requests(args.file, format=args.format, **opts)
         s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=output_cap,
                         prefill_rate_tps=prefill, tpot_s=tpot)
@@ -445,9 +446,26 @@ def _sweep_options(args) -> dict:
     return opts
 
 
+#: Exit status of ``plan`` when the plan is written but NOT VERIFIED (no simulated fleet size meets
+#: the objectives), and of ``simulate`` when the simulated replicas do not meet them.
+EXIT_NOT_VERIFIED = 3
+
 # Python keyword spellings in the package's messages -> the flags that do the same thing.
 _Q = r"""['"]?"""
 _FLAG_HINTS = [
+    (r"\(simulate\s*=\s*False\)", "(--no-sim)"),
+    (r"\bsimulate\s*=\s*False\b", "--no-sim"),
+    (r"\bsweep\s*=\s*\(a capbook\.sweep\.Sweep\)", "--sweep PATH with --slots S"),
+    (r"a sweep \(with concurrency=\)", "--sweep PATH with --slots S"),
+    (r"\btpot_s\s*=", "--tpot SECONDS"),
+    (r"\bsweep\s*=(?!\S)", "--sweep PATH"),
+    (r"\bload\s*=(?!\S)", "--load"),
+    (r"\bengine\s*=(?!\S)", "--engine"),
+    (r"\bpass format= or a capbook\.traces\.Mapping(?:\s+naming the columns)?",
+     "pass --format FORMAT (one of the formats capbook reads), or rename the columns to the canonical schema"),
+    (r", or set Mapping\.time_unit", ""),
+    (r"\bpass q\s*=\s*50 for the median instead", "give the TPOT objective at a percentile the sweep reports "
+     "(--slo 'tpot=50ms,tpot_p=50' for the median)"),
     (r"drop_invalid\s*=\s*True", "--drop-invalid"),
     (r"sort\s*=\s*True", "--sort"),
     (r"check_units\s*=\s*False", "--no-unit-check"),
@@ -536,7 +554,10 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
         description=(
             "Forecast the request log's tokens at the horizon of the decision's lead time, size the "
             "fleet from the sweep's rating, check it with Erlang C, the load-dependent model and a "
-            "fleet simulation of the log's busiest hours, and write plan.csv and plan.md. Exit status 2 on invalid input."
+            "fleet simulation of the log's busiest hours, and write plan.csv and plan.md. Exit status: 0 when the "
+            "plan is written and the fleet simulation verified it (or --no-sim skipped the simulation, as asked); "
+            "3 when the plan is written but NOT VERIFIED (no fleet size the simulation tried meets the "
+            "objectives: read the plan's reason); 2 on invalid input (nothing is written); 1 on an internal error."
         ),
     )
     _add_data_arguments(p)
@@ -820,7 +841,8 @@ def _check_out(out: str, names: Sequence[str], force: bool) -> None:
 def _write_outputs(out: str, files: dict) -> list:
     """Write ``{name: text}`` into ``out``, each to a temporary name in the same folder renamed over
     the old one (an interrupt leaves the old file or the new, never half), and record them in
-    :data:`OUTPUTS_MANIFEST`; returns the paths."""
+    :data:`OUTPUTS_MANIFEST`; returns the paths. A file is no terminal: terminal codes (in a
+    name from the user's data) are dropped."""
     import hashlib
 
     os.makedirs(out, exist_ok=True)
@@ -831,7 +853,7 @@ def _write_outputs(out: str, files: dict) -> list:
         return _atomic_write(os.path.join(out, name), data)
 
     for name, text in files.items():
-        data = text.encode("utf-8")
+        data = plain_text(text).encode("utf-8")
         written.append(put(name, data))
         mine[name] = hashlib.sha256(data).hexdigest()
     put(OUTPUTS_MANIFEST, (json.dumps({"written_by": "capbook", "files": mine}, indent=1, sort_keys=True)
@@ -896,11 +918,15 @@ def run_plan(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))
-    files = {"plan.csv": plan.table().to_csv(index=False), "plan.md": cli_message(plan.to_markdown())}
+    files = {"plan.csv": cli_message(plan.table().to_csv(index=False)), "plan.md": cli_message(plan.to_markdown())}
     if plan.autoscaling is not None:
         files["schedule.csv"] = plan.autoscaling.schedule_frame().to_csv(index=False)
     written = _write_outputs(args.out, files)
     print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
+    if plan.verified is False:  # written, but no fleet size met the objectives in the simulation
+        print(f"capbook plan: the plan is NOT VERIFIED (exit status {EXIT_NOT_VERIFIED}): "
+              f"{cli_message(plan.verification.reason)}", file=sys.stderr)
+        return EXIT_NOT_VERIFIED
     return 0
 
 
@@ -1057,7 +1083,7 @@ def run_predict(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         return _fail("predict", exc)
     if args.json:
-        print(json.dumps(prediction.as_dict(), indent=2))
+        print(json.dumps(_clean_json(prediction.as_dict()), indent=2))
         return 0
     _print_prediction(prediction.as_dict(), sweep.name)
     return 0
@@ -1254,7 +1280,8 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
             "router, and judge them as capbook plan does: the TTFT quantile and goodput of the objectives with "
             "95 %% confidence margins, TPOT, refusals, preemptions, prefix-cache hits and a per-replica table. "
             "With the default simulation flags, --replicas <the plan's serving count> meets the objectives and "
-            "one fewer does not. Exit status 0 whatever the verdict, 2 on invalid input."
+            "one fewer does not. Exit status: 0 when the replicas meet the objectives, 3 when they do not (the "
+            "verdict says which objective they miss), 2 on invalid input, 1 on an internal error."
         ),
     )
     _add_data_arguments(p)
@@ -1379,23 +1406,33 @@ def run_simulate(args: argparse.Namespace) -> int:
                "requested_seeds": flags["seeds"], "seed": flags["seed"], "n_requests": flags["n_requests"],
                **{k: v for k, v in s.items() if k != "per_replica"},
                "per_replica": s["per_replica"].reset_index().to_dict(orient="records"),
-               "verdict": verdict, "notes": [cli_message(n) for n in notes]}
+               "verdict": verdict, "notes": notes}
         print(json.dumps(_clean_json(out), indent=2))
-        return 0
+        return 0 if s["meets"] else EXIT_NOT_VERIFIED
     _print_simulation(s, plan, flags, how, notes, verdict)
-    return 0
+    return 0 if s["meets"] else EXIT_NOT_VERIFIED
 
 
-def _clean_json(x):
-    """``x`` with NumPy scalars as Python numbers and NaN or infinity as None (JSON has neither)."""
+#: Keys of the ``--json`` outputs whose values are the user's own data (paths, names), left as
+#: they are; every other text (notes, verdicts, reasons, caveats) speaks CLI (:func:`cli_message`).
+_JSON_DATA_KEYS = frozenset({"path", "file", "requests", "sweep", "source", "source_file", "model", "tier",
+                             "tenant", "point", "format", "name", "gpu", "start", "end", "peak_hour"})
+
+
+def _clean_json(x, key: str | None = None):
+    """``x`` with NumPy scalars as Python numbers, NaN or infinity as None (JSON has neither), and
+    the package's keyword hints in its texts as flags (``pass kv_cache_tokens=`` → ``pass
+    --kv-cache-tokens N``): what ``--json`` prints speaks the command line, as the text output does."""
     if isinstance(x, dict):
-        return {str(k): _clean_json(v) for k, v in x.items()}
+        return {str(k): _clean_json(v, str(k)) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean_json(v) for v in x]
+        return [_clean_json(v, key) for v in x]
     if hasattr(x, "item"):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None
+    if isinstance(x, str) and key not in _JSON_DATA_KEYS:
+        return cli_message(x)
     return x
 
 
@@ -1576,6 +1613,68 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_comman
                                                                  add_compare_command, add_simulate_command]
 
 
+#: Terminal control sequences: CSI (colours, cursor moves: ``ESC [ ... m``), OSC (titles,
+#: hyperlinks: ``ESC ] ... BEL`` or ``ESC ] ... ESC \\``), the other escapes (``ESC c``, ``ESC ( B``)
+#: and the one-byte CSI.
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|\x9b[0-9;?]*[@-~]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal control sequences (colours, cursor moves, hyperlinks).
+
+    Examples
+    --------
+    >>> plain_text("\x1b[31merror\x1b[0m: bad row")
+    'error: bad row'
+    """
+    return _TERMINAL_CODES.sub("", str(text))
+
+
+def _wants_plain(stream) -> bool:
+    """True when ``stream`` should get no terminal codes: it is not a terminal (a file, a pipe, a
+    test's capture), or ``NO_COLOR`` is set to anything but the empty string (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return True
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
+class _PlainStream:
+    """A text stream that drops terminal control sequences from what is written to it (the
+    package's messages and the user's own names and values can carry them)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(plain_text(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _plain_output():
+    """Inside: ``sys.stdout`` and ``sys.stderr`` drop terminal codes when they are not terminals
+    or ``NO_COLOR`` is set; restored after."""
+    saved = sys.stdout, sys.stderr
+    if _wants_plain(sys.stdout):
+        sys.stdout = _PlainStream(sys.stdout)
+    if _wants_plain(sys.stderr):
+        sys.stderr = _PlainStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered subcommand."""
     from capbook import __version__
@@ -1592,8 +1691,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capbook`` command line; returns the exit code.
 
-    0 on success, 2 on invalid input (one message naming the flag or file), 1 on an internal
-    error (one line; ``CAPBOOK_DEBUG=1`` shows the traceback), 130 when interrupted. A closed
+    0 on success, 3 when ``plan`` writes a plan that is NOT VERIFIED or ``simulate`` finds that
+    the replicas do not meet the objectives, 2 on invalid input (one message naming the flag or
+    file), 1 on an internal error (one line; ``CAPBOOK_DEBUG=1`` shows the traceback), 130 when interrupted. A closed
     output pipe (``capbook trace LOG | head``) ends the command quietly.
     """
     parser = build_parser()
@@ -1601,6 +1701,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with _plain_output():  # no terminal codes into files, pipes and NO_COLOR terminals
+        return _run_command(args, argv)
+
+
+def _run_command(args: argparse.Namespace, argv) -> int:
+    """Run the parsed command: its exit code, one line for an error, never a traceback."""
     try:
         code = int(args.func(args))
         sys.stdout.flush()
