@@ -554,7 +554,8 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
         description=(
             "Forecast the request log's tokens at the horizon of the decision's lead time, size the "
             "fleet from the sweep's rating, check it with Erlang C, the load-dependent model and a "
-            "fleet simulation of the log's busiest hours, and write plan.csv and plan.md. Exit status: 0 when the "
+            "fleet simulation of the log's busiest hours, and write plan.csv, plan.md and tenants.csv (every tenant's "
+            "tokens-per-minute limit). Exit status: 0 when the "
             "plan is written and the fleet simulation verified it (or --no-sim skipped the simulation, as asked); "
             "3 when the plan is written but NOT VERIFIED (no fleet size the simulation tried meets the "
             "objectives: read the plan's reason); 2 on invalid input (nothing is written); 1 on an internal error."
@@ -584,10 +585,11 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sim", action="store_true",
                    help="skip the fleet simulation (faster: the serving count is then Erlang C's, not verified)")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
-                   help="folder for plan.csv, plan.md and schedule.csv (default ./capbook-plan); files there that "
-                        "capbook did not write are not replaced without --force")
+                   help="folder for plan.csv, plan.md, tenants.csv and schedule.csv (default ./capbook-plan); files "
+                        "there that capbook did not write are not replaced without --force")
     p.add_argument("--force", action="store_true",
-                   help="replace plan.csv, plan.md and schedule.csv in --out even when capbook did not write them")
+                   help="replace plan.csv, plan.md, tenants.csv and schedule.csv in --out even when capbook did not "
+                        "write them")
     _add_price_arguments(p.add_argument_group("cost"))
     g = p.add_argument_group("autoscaling")
     g.add_argument("--lag", default="8", metavar="MINUTES",
@@ -893,7 +895,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
     try:
         numbers = _plan_numbers(args)
-        _check_out(args.out, ["plan.csv", "plan.md"] + ([] if args.no_autoscale else ["schedule.csv"]), args.force)
+        _check_out(args.out, ["plan.csv", "plan.md", "tenants.csv"] + ([] if args.no_autoscale else ["schedule.csv"]),
+                   args.force)
         slo = SLO.parse(args.slo) if args.slo else SLO()
         inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
                                       history_label=args.history)
@@ -918,7 +921,8 @@ def run_plan(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))
-    files = {"plan.csv": cli_message(plan.table().to_csv(index=False)), "plan.md": cli_message(plan.to_markdown())}
+    files = {"plan.csv": cli_message(plan.table().to_csv(index=False)), "plan.md": cli_message(plan.to_markdown()),
+             "tenants.csv": plan.tpm.reset_index().to_csv(index=False)}  # every tenant's limit, tokens/min
     if plan.autoscaling is not None:
         files["schedule.csv"] = plan.autoscaling.schedule_frame().to_csv(index=False)
     written = _write_outputs(args.out, files)

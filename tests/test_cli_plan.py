@@ -201,3 +201,169 @@ def test_json_outputs_speak_flags_and_keep_the_users_names(capsys, tmp_path):
     assert not KEYWORD.search(text), text
     assert cli._clean_json({"model": "mystery_model=True", "notes": ["pass drop_invalid=True"]}) == \
         {"model": "mystery_model=True", "notes": ["pass --drop-invalid"]}
+
+
+# -- GPU-hours are replicas × GPUs per replica × hours --------------------------------------------
+PRICES = ROOT / "data" / "prices" / "illustrative.csv"
+
+
+def _rows(out: Path) -> dict:
+    t = pd.read_csv(out / "plan.csv")
+    return {(s, q): v for s, q, v in zip(t["step"], t["quantity"], t["value"])}
+
+
+def test_gpu_hours_count_every_gpu_of_a_tp4_replica_when_tp_comes_from_the_flag(capsys, tmp_path):
+    """A TP4 sweep that does not record its tensor parallelism, priced with --tensor-parallel 4: the
+    autoscaling rows count the same 4 GPUs per replica as the cost rows (they counted one)."""
+    d = pd.read_csv(ROOT / "data" / "sweeps" / "llama70b_h100_tp4_chat.csv")
+    d["tensor_parallel"] = None
+    sweep = tmp_path / "tp4.csv"
+    d.to_csv(sweep, index=False)
+    out = tmp_path / "plan"
+    code = main(["plan", "--no-sim", "--scale", "0.05", "--sweep", str(sweep), "--prices", str(PRICES),
+                 "--gpu", "H100-SXM-80GB", "--tensor-parallel", "4", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert code == 0
+    r = _rows(out)
+    total = int(float(r[("fleet", "total replicas")]))
+    assert int(float(r[("cost", "GPUs")])) == 4 * total
+    static = float(r[("autoscaling", "GPU-hours per week (static)")])
+    assert static == 4 * total * 168
+    # the autoscaling dollars and the cost rows' dollars are the same fleet's
+    assert float(r[("autoscaling", "USD per week (static, on demand)")]) == pytest.approx(
+        float(r[("cost", "USD per week")]))
+    assert "GPU-hours are replicas × 4 GPUs per replica × hours." in text
+    assert f"Static plan: {static:,.0f} GPU-hours per week" in text
+
+
+def test_hours_are_replica_hours_and_named_so_when_gpus_per_replica_are_unknown(tmp_path):
+    from capbook.autoscale_plan import plan_autoscaling
+    from capbook.plan import capacity_plan
+    from capbook.sweep import Sweep
+
+    inputs = datasets_inputs()
+    d = pd.read_csv(ROOT / "data" / "sweeps" / "llama70b_h100_tp4_chat.csv")
+    tp4 = Sweep(d, name="tp4")
+    d["tensor_parallel"] = None
+    blind = Sweep(d, name="tp?")
+    log = inputs.arguments["log"]
+    plans = {s.name: capacity_plan(log, s, simulate=False, demand_scale=0.05) for s in (tp4, blind)}
+    a4 = plan_autoscaling(plans["tp4"], tp4, log, candidates=("waiting",), rate_cv=0.0)
+    assert a4.gpus_per_replica == 4 and a4.static_gpu_hours == 4 * plans["tp4"].total * 168
+    q4 = dict(zip(a4.table()["quantity"], a4.table()["value"]))
+    assert q4["GPU-hours per week (static)"] == a4.static_gpu_hours and q4["GPUs per replica"] == 4
+    a1 = plan_autoscaling(plans["tp?"], blind, log, candidates=("waiting",), rate_cv=0.0)
+    assert a1.gpus_per_replica is None and a1.hours_unit == "replica-hours"
+    t = a1.table()
+    assert not t["quantity"].str.contains("GPU-hours").any() and not (t["unit"] == "GPU-hours").any()
+    assert dict(zip(t["quantity"], t["value"]))["replica-hours per week (static)"] == plans["tp?"].total * 168
+    text = a1.render()
+    assert "GPU-hours" not in text.replace("for GPU-hours", "")
+    assert "replica-hours" in text and "--tensor-parallel" in text
+    # given GPUs per replica, the same plan counts them
+    a2 = plan_autoscaling(plans["tp?"], blind, log, candidates=("waiting",), rate_cv=0.0, gpus=4)
+    assert a2.static_gpu_hours == 4 * a1.static_gpu_hours and a2.hours_unit == "GPU-hours"
+
+
+def datasets_inputs():
+    from capbook import datasets
+
+    return datasets.plan_inputs()
+
+
+# -- tenant tables: the top tenants, one "all others" row, a floor instead of 0 ----------------------
+@pytest.fixture(scope="module")
+def per_user_log(tmp_path_factory):
+    """The sample gateway's first two hours with a tenant per user: 3,000 users with Zipf-like
+    shares (a few heavy, thousands seen a few times), and 40 users seen only in the quieter hour."""
+    import numpy as np
+
+    g = pd.read_parquet(ROOT / "data" / "gateway" / "peak_hours.parquet")
+    g = g[g["arrival_time"] < g["arrival_time"].min().floor("h") + pd.Timedelta(hours=2)].reset_index(drop=True)
+    rng = np.random.default_rng(30)
+    w = 1.0 / np.arange(1, 3001) ** 1.1
+    g["tenant"] = [f"user-{k:05d}" for k in rng.choice(3000, size=len(g), p=w / w.sum())]
+    inter = g.index[g["tier"] == "interactive"]
+    hour = g.loc[inter, "arrival_time"].dt.floor("h")
+    busiest = hour.value_counts().idxmax()
+    quiet = inter[(hour != busiest).to_numpy()]
+    g.loc[quiet[:40], "tenant"] = [f"night-{k:02d}" for k in range(40)]   # only in the quieter hour
+    path = tmp_path_factory.mktemp("peruser") / "log.parquet"
+    g.to_parquet(path)
+    return path, g
+
+
+@pytest.fixture(scope="module")
+def per_user_plan(per_user_log):
+    from capbook.plan import capacity_plan
+    from capbook.sweep import load_sample_sweep
+    from capbook.traces import read_requests
+
+    path, _ = per_user_log
+    return capacity_plan(read_requests(path), load_sample_sweep("illustrative_chat"), simulate=False)
+
+
+def test_a_per_user_log_lists_the_top_tenants_and_one_all_others_row(per_user_log, per_user_plan):
+    import numpy as np
+    from capbook.plan import TOP_TENANTS
+
+    _, g = per_user_log
+    p, lim = per_user_plan, per_user_plan.limits
+    inter = g[(g["tier"] == "interactive") & (g["model"] == p.source["model"])].copy()
+    n = inter["tenant"].nunique()
+    assert len(p.tpm) == n > 2000                                     # every tenant has a limit
+    t = lim.table
+    assert len(t) == TOP_TENANTS + 1
+    assert t.index[-1] == f"all others ({n - TOP_TENANTS:,} tenants)" and t["tenants"].iloc[-1] == n - TOP_TENANTS
+    # the listed ones are the largest demands, in order
+    top = p.tpm.sort_values("demand", ascending=False).index[:TOP_TENANTS]
+    assert list(t.index[:-1]) == list(top)
+    assert (p.tpm.loc[top, "group"] == "top").all() and (p.tpm.drop(top)["group"] == "all others").all()
+    # the pool's demand: the p99 minute of the others' tokens together, grown as the peak grew
+    growth = p.output_tps / p.observed_peak_output_tps
+    inter["tok"] = inter["input_tokens"] + inter["output_tokens"]
+    rest = inter[~inter["tenant"].isin(top)]
+    minutes = pd.date_range(inter["arrival_time"].min().floor("min"), inter["arrival_time"].max().floor("min"),
+                            freq="1min")
+    per_min = rest.set_index("arrival_time")["tok"].resample("1min").sum().reindex(minutes, fill_value=0)
+    assert t["demand"].iloc[-1] == pytest.approx(per_min.quantile(0.99) * growth, rel=1e-9)
+    # pooled, the others need far less than the sum of their own p99 minutes
+    assert t["demand"].iloc[-1] < p.tpm.drop(top)["demand"].sum()
+    # what the plan shows fits the budget; no tenant's own limit is above the pool's
+    assert t["limit"].sum() <= 0.9 * p.capacity_tpm
+    assert p.tpm.drop(top)["limit"].max() <= max(t["limit"].iloc[-1], lim.floor_tpm)
+    # the floor: one p99 prompt plus one p99 output of the planned traffic
+    q = inter[["input_tokens", "output_tokens"]].quantile(0.99)
+    assert abs(lim.floor_tpm - np.ceil(q.sum())) <= 1
+    assert (p.tpm["limit"] >= lim.floor_tpm).all() and (p.tpm["limit"] > 0).all()
+
+
+def test_a_tenant_absent_from_the_busiest_hour_gets_the_stated_floor_not_0(per_user_plan):
+    p, lim = per_user_plan, per_user_plan.limits
+    night = p.tpm[p.tpm.index.str.startswith("night-")]
+    assert len(night) == 40
+    assert (night["demand"] == 0).all()                 # their p99 minute is 0 ...
+    assert (night["limit"] == lim.floor_tpm).all()      # ... and their limit the floor
+    assert night["at_floor"].all()
+    text = p.render()
+    section = text.split("Per-tenant limits (tokens per minute)")[1].split("\n\n")[1]
+    assert len(section.splitlines()) == 2 + len(lim.table)   # header, index name, 21 rows: not thousands
+    assert f"No limit is below {lim.floor_tpm:,} tokens per minute" in text
+    assert "never 0" in text and "all others (" in text
+    rows = p.table()
+    assert (rows["quantity"].str.startswith("limit for ")).sum() == len(lim.table)
+    assert not ((rows["quantity"].str.startswith("limit for ")) & (rows["value"].astype(str) == "0")).any()
+
+
+def test_plan_writes_every_tenants_limit_to_tenants_csv(per_user_log, per_user_plan, capsys, tmp_path):
+    path, _ = per_user_log
+    out = tmp_path / "o"
+    code = main(["plan", "--requests", str(path), "--no-sim", "--no-autoscale", "--out", str(out)])
+    cap = capsys.readouterr()
+    assert code == 0, cap.err
+    t = pd.read_csv(out / "tenants.csv")
+    assert list(t.columns) == ["tenant", "demand", "limit", "granted_share", "at_floor", "group"]
+    assert len(t) == len(per_user_plan.tpm) and (t["limit"] >= per_user_plan.limits.floor_tpm).all()
+    md = (out / "plan.md").read_text()
+    assert md.count("| user-") <= 20 and "all others (" in md
+    assert "tenants.csv" in cap.out

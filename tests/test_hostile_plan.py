@@ -280,13 +280,13 @@ def test_foreign_files_are_not_replaced_without_force(capsys, tmp_path):
     code, _, _ = _run(capsys, ["plan", *FAST, "--out", str(out), "--force"])
     assert code == 0 and (out / "plan.md").read_text() != "my notes"
     manifest = json.loads((out / ".capbook-outputs.json").read_text())
-    assert set(manifest["files"]) == {"plan.csv", "plan.md"}
+    assert set(manifest["files"]) == {"plan.csv", "plan.md", "tenants.csv"}
     code, _, _ = _run(capsys, ["plan", *FAST, "--out", str(out)])   # its own files: replaced
     assert code == 0
     (out / "plan.csv").write_text("edited by hand")                  # changed since: not replaced
     code, _, err = _run(capsys, ["plan", *FAST, "--out", str(out)])
     assert code == 2 and "plan.csv" in err
-    assert sorted(p.name for p in out.iterdir()) == [".capbook-outputs.json", "plan.csv", "plan.md"]
+    assert sorted(p.name for p in out.iterdir()) == [".capbook-outputs.json", "plan.csv", "plan.md", "tenants.csv"]
 
 
 def test_an_interrupted_write_leaves_the_old_file(capsys, tmp_path, monkeypatch):
