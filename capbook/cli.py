@@ -254,6 +254,9 @@ def _jsonable(s: dict) -> dict:
     out["tokens"] = tok
     out["peak_to_mean"] = ptm.to_dict(orient="records")
     out["groups"] = s["groups"].to_dict(orient="records")
+    if s.get("busiest_60min") is not None:
+        out["busiest_60min"] = {k: (v.isoformat() if isinstance(v, pd.Timestamp) else v)
+                                for k, v in s["busiest_60min"].items()}
     if s["arrivals"] is not None:
         out["arrivals"] = {k: v for k, v in s["arrivals"].items()}
         out["arrivals"]["idc"] = {str(k): v for k, v in s["arrivals"]["idc"].items()}
@@ -315,11 +318,23 @@ def _print_summary(s: dict) -> None:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
     p = s["peak_to_mean"]
     if s.get("full_hours", 1) and not pd.isna(p.loc["total_tokens", "peak"]):
-        w(f"peak hour {p.loc['total_tokens', 'peak_hour']}: {int(p.loc['total_tokens', 'peak']):,} tokens, "
-          f"{int(p.loc['requests', 'peak']):,} requests; peak-to-mean {p.loc['total_tokens', 'ratio']:.2f} "
-          f"(tokens), {p.loc['requests', 'ratio']:.2f} (requests) over {s['full_hours']:,} full hours")
+        at = p.loc["total_tokens", "peak_hour"]
+        w(f"peak hour clock hour {at:%Y-%m-%d %H:%M}–{at + pd.Timedelta(hours=1):%H:%M} UTC, the busiest by tokens: "
+          f"{int(p.loc['total_tokens', 'peak']):,} tokens, {int(p.loc['requests', 'peak']):,} requests; peak-to-mean "
+          f"{p.loc['total_tokens', 'ratio']:.2f} (tokens), {p.loc['requests', 'ratio']:.2f} (requests) over "
+          f"{s['full_hours']:,} full hours")
     else:
         w("peak hour n/a (no fully covered clock hour)")
+    b = s.get("busiest_60min")
+    if b is not None:
+        figures = (f"{b['requests']:,} requests ({b['request_rate']:,.4g}/s), "
+                   f"{b['input_tokens'] + b['output_tokens']:,} tokens, {b['output_tps']:,.0f} output tokens/s")
+        if b["whole_log"]:
+            w(f"          busiest 60 minutes n/a: the log spans {format_duration(b['seconds'])}; over its span "
+              f"{figures} (capbook plan sizes from the same span of its model and tier)")
+        else:
+            w(f"          busiest 60 minutes by output tokens {b['start']:%Y-%m-%d %H:%M}–{b['end']:%H:%M} UTC "
+              f"(a sliding window; capbook plan sizes from the same window of its model and tier): {figures}")
     for note in s.get("notes", []):
         w(f"note      {cli_message(note)}")
     for cav in s.get("caveats", []):

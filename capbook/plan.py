@@ -616,6 +616,10 @@ class Demand:
     mean_input_tokens, mean_output_tokens : float
         Tokens per request of the selection.
     notes : tuple of str
+    busiest : dict or None
+        The busiest 60 minutes of the selection by output tokens
+        (:func:`capbook.tracestats.busiest_window`: ``start``, ``end``, ``requests``,
+        ``output_tps``, ``whole_log``, ...), the window ``capbook trace`` prints too.
     """
 
     lead_time_weeks: float
@@ -631,21 +635,20 @@ class Demand:
     mean_input_tokens: float
     mean_output_tokens: float
     notes: tuple = ()
+    busiest: dict | None = field(default=None, repr=False)
 
 
-def _observed_peak(log: LogAggregates, model, tier) -> float:
-    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs).
+def _observed_peak(log: LogAggregates, model, tier) -> dict:
+    """Busiest 60 minutes by output tokens for the selection (the whole span for shorter logs):
+    :func:`capbook.tracestats.busiest_window`, the definition ``capbook trace`` prints too.
 
     A log spanning less than an hour (first to last arrival) may still touch 60 clock minutes
     (58.4 minutes from 18:15:46 do); its busiest 60 minutes are then all of it, over its span,
     not over 3600 s.
     """
-    sel = _select(log.per_minute, model, tier)
-    per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
-    span_s = log.log.span_s
-    if len(per_min) >= 60 and span_s >= 3600.0:
-        return float(per_min.rolling(60).sum().max()) / 3600.0
-    return float(per_min.sum()) / max(span_s, 60.0)
+    from .tracestats import busiest_window
+
+    return busiest_window(_select(log.per_minute, model, tier), log.log.span_s, log.log.start, log.log.end)
 
 
 def _hours_text(hours: pd.DatetimeIndex, most: int = 3) -> str:
@@ -691,7 +694,8 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
                          f"{math.floor(limit):g}, or a longer history")
     tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
     ratio = tot_in / tot_out
-    observed = _observed_peak(log, traffic.model, traffic.tier)
+    busiest = _observed_peak(log, traffic.model, traffic.tier)
+    observed = busiest["output_tps"]
     try:
         peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
                               growth_per_week=growth, observed_peak_tps=observed)
@@ -715,7 +719,7 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
     return Demand(lead_time_weeks=lead, horizon_weeks=horizon, quantile=q, demand_scale=scale, peaks=peaks,
                   observed_peak_output_tps=observed, output_tps=out_tps, input_tps=out_tps * ratio,
                   request_rate=out_tps / mean_out, input_per_output=ratio, mean_input_tokens=tot_in / tot_req,
-                  mean_output_tokens=mean_out, notes=tuple(notes))
+                  mean_output_tokens=mean_out, notes=tuple(notes), busiest=busiest)
 
 
 @dataclass(frozen=True)
@@ -1255,6 +1259,24 @@ class CapacityPlan:
                 out += self.input_notes
         return out
 
+    def _busiest_text(self) -> str:
+        """The observed peak the plan grew from, named: the busiest 60 minutes (a sliding window,
+        as ``capbook trace`` prints it beside the busiest clock hour), or the whole of a shorter log."""
+        from .tracestats import format_duration
+
+        b = self.demand.busiest
+        if b is None:
+            return f"{self.observed_peak_output_tps:,.0f} output tokens/s"
+        figures = (f"{b['requests']:,} requests of the planned traffic ({b['request_rate']:,.3g}/s), "
+                   f"{b['output_tps']:,.0f} output tokens/s")
+        if b["whole_log"]:
+            span = "" if b["start"] is None or b["end"] is None else \
+                f", {b['start']:%Y-%m-%d %H:%M:%S}–{b['end']:%H:%M:%S} UTC"
+            return (f"the log spans {format_duration(b['seconds'])}, less than an hour, so its whole span stands "
+                    f"for it{span}: {figures}")
+        return (f"the busiest 60 minutes by output tokens, {b['start']:%Y-%m-%d %H:%M}–{b['end']:%H:%M} UTC (a "
+                f"sliding window, not a clock hour; capbook trace prints both): {figures}")
+
     def headline(self) -> str:
         """The first line of :meth:`render`: the count, and how it was verified."""
         head = f"Capacity plan: {self.total} replicas of {self.source['model']} for week {self.horizon_weeks}"
@@ -1398,6 +1420,12 @@ class CapacityPlan:
         add("forecast", "horizon", self.horizon_weeks, "weeks")
         add("forecast", "method", pk.method, "")
         add("forecast", "observed peak hour, output", self.observed_peak_output_tps, "tokens/s")
+        b = self.demand.busiest
+        if b is not None:
+            add("forecast", "observed peak hour: busiest 60 minutes by output tokens" if not b["whole_log"] else
+                "observed peak hour: the whole log (shorter than an hour)",
+                "" if b["start"] is None else f"{b['start']:%Y-%m-%dT%H:%M:%S}Z", "start (UTC)")
+            add("forecast", "observed peak hour, requests", b["requests"], "requests")
         add("forecast", f"P{100 * self.quantile:g} peak hour, output", pk.output_tps, "tokens/s")
         if self.demand_scale != 1:
             add("forecast", "demand scale (overlay)", self.demand_scale, "x")
@@ -1506,8 +1534,8 @@ class CapacityPlan:
                   f"({HORIZONS.get(self.horizon_weeks, 'custom horizon')})",
                   f"- Planned peak (P{100 * self.quantile:g} peak hour, {pk.method}): "
                   f"{self.output_tps:,.0f} output + {self.input_tps:,.0f} input tokens/s = "
-                  f"{self.request_rate:,.3g} requests/s (busiest observed hour: "
-                  f"{self.observed_peak_output_tps:,.0f} output tokens/s)",
+                  f"{self.request_rate:,.3g} requests/s at {self.mean_output_tokens:,.0f} output tokens a request",
+                  f"- Busiest observed hour: {self._busiest_text()}",
                   f"- Replica: S = {self.slots.S} slots, T = {self.service_time_s:.2f} s; rating "
                   f"{self.rating.output_tps:,.0f} output / {self.rating.input_tps:,.0f} input tokens/s",
                   f"- Serving replicas set by: {self.binding}"]

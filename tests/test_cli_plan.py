@@ -367,3 +367,86 @@ def test_plan_writes_every_tenants_limit_to_tenants_csv(per_user_log, per_user_p
     md = (out / "plan.md").read_text()
     assert md.count("| user-") <= 20 and "all others (" in md
     assert "tenants.csv" in cap.out
+
+
+# -- the busiest hour: trace and plan name the same window ------------------------------------------
+def test_busiest_window_is_the_largest_sliding_sum_of_whole_minutes():
+    """Against a brute force over every 60-minute window of random minutes."""
+    import numpy as np
+
+    from capbook.tracestats import busiest_window
+
+    rng = np.random.default_rng(7)
+    t = pd.date_range("2026-03-02 08:00", periods=300, freq="1min", tz="UTC")
+    pm = pd.DataFrame({"period_start": t, "requests": rng.poisson(20, 300),
+                       "input_tokens": rng.poisson(3000, 300), "output_tokens": rng.poisson(500, 300)})
+    w = busiest_window(pm, 300 * 60.0)
+    sums = [pm["output_tokens"].iloc[i:i + 60].sum() for i in range(241)]
+    i = int(np.argmax(sums))
+    assert w["start"] == t[i] and w["end"] == t[i] + pd.Timedelta(hours=1) and not w["whole_log"]
+    assert w["output_tokens"] == sums[i] and w["requests"] == pm["requests"].iloc[i:i + 60].sum()
+    assert w["output_tps"] == sums[i] / 3600 and w["request_rate"] == w["requests"] / 3600
+    # by requests, another window
+    r = busiest_window(pm, 300 * 60.0, measure="requests")
+    assert r["requests"] == max(pm["requests"].iloc[i:i + 60].sum() for i in range(241))
+    # a log shorter than an hour: its whole span, rates over the span
+    short = busiest_window(pm.iloc[:40], 39 * 60.0 + 30)
+    assert short["whole_log"] and short["seconds"] == 39 * 60.0 + 30
+    assert short["requests"] == pm["requests"].iloc[:40].sum()
+    with pytest.raises(ValueError, match="measure"):
+        busiest_window(pm, 3600.0, measure="tokens")
+
+
+def _burst_log(tmp_path) -> Path:
+    """Three hours at 2 requests/s with a burst to 6 requests/s from 15:30 to 16:30: the busiest clock
+    hour (15:00 or 16:00) holds half the burst, the busiest 60 minutes all of it."""
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    t0 = pd.Timestamp("2026-06-25 14:59:00", tz="UTC")
+    secs = np.sort(rng.uniform(0, 3 * 3600 + 120, 2 * (3 * 3600 + 120)))
+    burst = np.sort(rng.uniform(31 * 60, 91 * 60, 4 * 3600))
+    t = np.concatenate([secs, burst])
+    n = len(t)
+    f = pd.DataFrame({"arrival_time": t0 + pd.to_timedelta(t, unit="s"),
+                      "input_tokens": rng.integers(200, 2000, n), "output_tokens": rng.integers(50, 400, n),
+                      "model": "m", "tier": "interactive"}).sort_values("arrival_time")
+    path = tmp_path / "burst.parquet"
+    f.to_parquet(path)
+    return path
+
+
+def test_trace_and_plan_report_the_same_busiest_60_minutes_and_name_the_clock_hour(capsys, tmp_path):
+    path = _burst_log(tmp_path)
+    assert main(["trace", str(path), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    b = s["busiest_60min"]
+    assert b["start"].startswith("2026-06-25T15:3") and not b["whole_log"]
+    clock = {r["measure"]: r for r in s["peak_to_mean"]}["requests"]
+    assert clock["peak"] < b["requests"]          # the clock hour holds only part of the burst
+    assert main(["trace", str(path)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^peak hour clock hour 2026-06-25 1[56]:00–1[67]:00 UTC", text, re.M), text
+    assert re.search(rf"busiest 60 minutes by output tokens 2026-06-25 {b['start'][11:16]}–", text), text
+    assert f"{b['requests']:,} requests" in text
+    out = tmp_path / "plan"
+    assert main(["plan", "--requests", str(path), "--no-sim", "--no-autoscale", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    r = _rows(out)
+    assert r[("forecast", "observed peak hour: busiest 60 minutes by output tokens")] == b["start"][:19] + "Z"
+    assert int(r[("forecast", "observed peak hour, requests")]) == b["requests"]
+    assert float(r[("forecast", "observed peak hour, output")]) == pytest.approx(b["output_tps"], rel=1e-12)
+    assert f"{b['requests']:,} requests of the planned traffic" in text and "not a clock hour" in text
+
+
+def test_trace_and_plan_agree_on_a_real_log_shorter_than_an_hour(shared_dir, capsys, tmp_path):
+    log = shared_dir / "traces" / "AzureLLMInferenceTrace_code.csv"
+    assert main(["trace", str(log), "--json"]) == 0
+    b = json.loads(capsys.readouterr().out)["busiest_60min"]
+    assert b["whole_log"] and b["requests"] == 8819
+    assert b["request_rate"] == pytest.approx(8819 / 3435.95, rel=1e-3)   # over the span, not 3600 s
+    assert main(["plan", "--requests", str(log), "--no-sim", "--no-autoscale", "--out", str(tmp_path / "p")]) == 0
+    text = capsys.readouterr().out
+    r = _rows(tmp_path / "p")
+    assert int(r[("forecast", "observed peak hour, requests")]) == 8819
+    assert "less than an hour, so its whole span stands for it" in text
