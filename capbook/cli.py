@@ -473,6 +473,7 @@ _FLAG_HINTS = [
     (r"\bsweep\s*=\s*\(a capbook\.sweep\.Sweep\)", "--sweep PATH with --slots S"),
     (r"a sweep \(with concurrency=\)", "--sweep PATH with --slots S"),
     (r"\btpot_s\s*=", "--tpot SECONDS"),
+    (r"\bprefill_rate_tps is taken from", "the prefill rate is taken from"),
     (r"\bsweep\s*=(?!\S)", "--sweep PATH"),
     (r"\bload\s*=(?!\S)", "--load"),
     (r"\bengine\s*=(?!\S)", "--engine"),
@@ -548,6 +549,8 @@ def cli_message(message: str) -> str:
     import re
 
     text = str(message)
+    # the Python objects' attributes a note points to ("(sweep.saturated)"): the note says it all
+    text = re.sub(r" \((?:each with its reason in )?sweep\.[a-z_]+\)", "", text)
     for pattern, repl in _FLAG_HINTS:
         # a keyword stands on its own: not inside a path or a name (".../SERVE--max_num_seqs=4/")
         guard = r"(?<![\w/.=:-])"

@@ -1083,7 +1083,8 @@ def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica:
     verified one). A tenant's demand is its p99 minute of tokens, grown as the peak grew. The
     ``top`` tenants by demand get limits of their own (:func:`capbook.fleet.allocate_tpm`,
     max-min fair); when there are more, the others are allocated as one pool (their p99 minute
-    together) and each of them is capped at its own demand within the pool's limit. No limit is
+    together, weighted by their number: max-min fair per tenant) and each of them is capped at
+    its own demand within the pool's limit. No limit is
     below the floor (:attr:`TenantLimits.floor_tpm`): a log whose tenant column is per user
     holds thousands of tenants that most minutes do not see, whose p99 minute is 0.
     """
@@ -1116,7 +1117,8 @@ def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica:
     shown = dict(list(demands.items())[:top]) if pooled else dict(demands)
     if pooled:
         shown[pooled[0]] = pooled[1]
-    alloc = allocate_tpm(capacity_tpm, {k: max(v, floor) for k, v in shown.items()}, reserve=res)
+    alloc = allocate_tpm(capacity_tpm, {k: max(v, floor) for k, v in shown.items()}, reserve=res,
+                         weights={pooled[0]: len(pooled[2])} if pooled else None)
     lim = np.maximum(alloc["limit"].to_numpy(), floor)
     table = pd.DataFrame({"demand": [shown[k] for k in alloc.index], "limit": lim}, index=alloc.index)
     table["tenants"] = 1

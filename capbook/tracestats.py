@@ -97,7 +97,7 @@ def busiest_window(per_minute: pd.DataFrame, span_s: float, start=None, end=None
     ...                    "output_tokens": [1] * 90 + [5] * 30})
     >>> w = busiest_window(pm, 7200.0)
     >>> str(w["start"]), w["output_tokens"], w["requests"]
-    ('2026-01-01 11:00:00+00:00', 300, 60)
+    ('2026-01-01 11:00:00+00:00', 180, 60)
     """
     minutes = integer(minutes, "minutes", minimum=1)
     cols = ["requests", "input_tokens", "output_tokens"]

@@ -329,6 +329,14 @@ def test_a_per_user_log_lists_the_top_tenants_and_one_all_others_row(per_user_lo
     assert t["demand"].iloc[-1] == pytest.approx(per_min.quantile(0.99) * growth, rel=1e-9)
     # pooled, the others need far less than the sum of their own p99 minutes
     assert t["demand"].iloc[-1] < p.tpm.drop(top)["demand"].sum()
+    # max-min fair per tenant: the pool stands for its tenants, so every capped entry is capped at the
+    # same level per tenant (the pool at k times it), and an entry under its demand is never below it
+    capped = t[t["limit"] < np.floor(t["demand"]) - 1]
+    level = (capped["limit"] / capped["tenants"])
+    assert level.max() - level.min() <= 1.0 + 1e-9 * level.max(), capped
+    if len(capped):
+        free = t[~t.index.isin(capped.index)]
+        assert (free["limit"] / free["tenants"] <= level.max() + 1).all()
     # what the plan shows fits the budget; no tenant's own limit is above the pool's
     assert t["limit"].sum() <= 0.9 * p.capacity_tpm
     assert p.tpm.drop(top)["limit"].max() <= max(t["limit"].iloc[-1], lim.floor_tpm)
@@ -450,3 +458,25 @@ def test_trace_and_plan_agree_on_a_real_log_shorter_than_an_hour(shared_dir, cap
     r = _rows(tmp_path / "p")
     assert int(r[("forecast", "observed peak hour, requests")]) == 8819
     assert "less than an hour, so its whole span stands for it" in text
+
+
+def test_plan_on_a_real_log_and_sweep_speaks_flags_only(shared_dir, capsys, tmp_path):
+    """Azure's conversation log on vLLM's 70B TP8 sweep (which does not record its TP): every line
+    printed or written names flags, never a keyword argument or a Python attribute."""
+    sweep = shared_dir / "sweeps/vllm/surajssd-llm-k8s/results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
+    log = shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv"
+    if not sweep.exists():
+        pytest.skip(f"{sweep} is not in {shared_dir}")
+    base = ["plan", "--requests", str(log), "--sweep", str(sweep), "--no-sim", "--no-autoscale",
+            "--prices", str(PRICES), "--gpu", "A100-SXM-80GB"]
+    assert main([*base, "--out", str(tmp_path / "a")]) == 2
+    err = capsys.readouterr().err
+    assert "--tensor-parallel N" in err and "tensor_parallel" not in err
+    out = tmp_path / "b"
+    assert main([*base, "--tensor-parallel", "8", "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    r = _rows(out)
+    assert int(float(r[("cost", "GPUs")])) == 8 * int(float(r[("fleet", "total replicas")]))
+    for text in (cap.out, cap.err, (out / "plan.md").read_text(), (out / "plan.csv").read_text()):
+        assert not KEYWORD.search(text), KEYWORD.search(text)
+        assert not re.search(r"\bsweep\.[a-z_]+\b", text) and "\x1b" not in text
