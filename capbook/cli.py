@@ -25,7 +25,7 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-__all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
+__all__ = ["COMMANDS", "build_parser", "cli_message", "main", "plain_text"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -38,7 +38,8 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
         help="validate a request log and print its summary",
         description=(
             "Validate a request log (CSV, Parquet or JSON lines) and print rows, span, rate, "
-            "token percentiles, Ca2, Cs2 and the peak hour. Exit status 2 when the log is invalid."
+            "token percentiles, Ca2, Cs2, the busiest clock hour and the busiest 60 minutes (a sliding window by "
+            "output tokens: the one capbook plan sizes from). Exit status 2 when the log is invalid."
         ),
     )
     p.add_argument("file", metavar="LOG",
