@@ -1084,9 +1084,9 @@ def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica:
     ``top`` tenants by demand get limits of their own (:func:`capbook.fleet.allocate_tpm`,
     max-min fair); when there are more, the others are allocated as one pool (their p99 minute
     together, weighted by their number: max-min fair per tenant) and each of them is capped at
-    its own demand within the pool's limit. No limit is
-    below the floor (:attr:`TenantLimits.floor_tpm`): a log whose tenant column is per user
-    holds thousands of tenants that most minutes do not see, whose p99 minute is 0.
+    its own demand within the pool's limit. No limit is below the floor
+    (:attr:`TenantLimits.floor_tpm`): a log whose tenant column is per user holds thousands of
+    tenants that most minutes do not see, whose p99 minute is 0.
     """
     from .fleet import allocate_tpm
 
@@ -1597,10 +1597,11 @@ class CapacityPlan:
                     "tenant's own limit is in tenants.csv, which capbook plan writes beside plan.csv)."
                     if len(shown) < len(self.tpm) else "")
             n = int((self.tpm["demand"] < lim.floor_tpm).sum())
+            who = (f"{n:,} of {len(self.tpm):,} tenants have a p99 minute below it (rarely or never in the log's busy "
+                   "minutes) and get that floor, never 0" if n else
+                   "a tenant rarely or never in the log's busy minutes would get that floor, never 0")
             lines += [f"No limit is below {lim.floor_tpm:,} tokens per minute, the p99 prompt plus the p99 output "
-                      f"of one request, so that every tenant can send its large requests: {n:,} of {len(self.tpm):,} "
-                      f"tenants have a p99 minute below it (rarely or never in the log's busy minutes) and get "
-                      f"that floor, never 0.{more}", ""]
+                      f"of one request, so that every tenant can send its large requests: {who}.{more}", ""]
         if self.pricing is not None:
             lines += [self.pricing.render(markdown)]
         if self.autoscaling is not None:
