@@ -144,9 +144,12 @@ class ReplicaModel:
         return cls(s, prefill_time=sweep.prefill_time, tpot_s=tpot, gpus=tp)
 
     @classmethod
-    def from_plan(cls, plan, sweep) -> "ReplicaModel":
-        """The plan's replica: its slots on its sweep (:meth:`from_sweep`)."""
-        return cls.from_sweep(sweep, int(plan.slots.S), gpus=int(plan.source.get("tensor_parallel") or 1))
+    def from_plan(cls, plan, sweep, *, gpus: int | None = None) -> "ReplicaModel":
+        """The plan's replica: its slots on its sweep (:meth:`from_sweep`), with ``gpus`` GPUs
+        (default: the plan's ``tensor_parallel``, else 1)."""
+        if gpus is None:
+            gpus = int(plan.source.get("tensor_parallel") or 1)
+        return cls.from_sweep(sweep, int(plan.slots.S), gpus=integer(gpus, "gpus", minimum=1))
 
     def draw(self, rng: np.random.Generator, n: int, input_tokens=None, output_tokens=None):
         """``(holding_s, first_token_s)`` arrays for ``n`` requests: seconds in a slot, and seconds

@@ -244,7 +244,7 @@ class PolicyRace:
 
 def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Scaling | None = None,
                   week: pd.DataFrame | None = None, hours: slice | None = None, prices=None,
-                  rate_cv: float = 0.0, seed: int = 2026) -> PolicyRace:
+                  rate_cv: float = 0.0, seed: int = 2026, gpus: int | None = None) -> PolicyRace:
     """Run each policy through the plan's design week and compare them with the static plan.
 
     Parameters
@@ -269,6 +269,9 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
         Bursts on top of the hourly shape (:func:`week_arrivals`).
     seed : int
         One seed for every policy: they see the same arrivals.
+    gpus : int, optional
+        GPUs per replica, for GPU-hours (replicas × GPUs per replica × hours). Default: the
+        plan's ``tensor_parallel``, else 1.
 
     Returns
     -------
@@ -276,7 +279,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
     """
     week = design_week(plan) if week is None else week
     pol = standard_policies(plan, sweep, week) if policies is None else dict(policies)
-    rep = ReplicaModel.from_plan(plan, sweep)
+    rep = ReplicaModel.from_plan(plan, sweep, gpus=gpus)
     sc = scaling if scaling is not None else Scaling(
         lag_s=plan.fleet.lag_min * 60.0, min_replicas=int(plan.spare) + 1, max_replicas=2 * int(plan.total))
     h0 = 0 if hours is None else (hours.start or 0)
@@ -292,7 +295,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
     elif prices is not None:
         from .costs import replica_price, as_prices
 
-        rp = replica_price(_PlanSweep(plan, sweep), as_prices(prices))
+        rp = replica_price(_PlanSweep(plan, sweep), as_prices(prices), tensor_parallel=rep.gpus)
         usd_per_gpu_hour = rp.on_demand_usd_per_hour / max(rp.gpus, 1)
     jobs = []
     for name, p in pol.items():
@@ -447,6 +450,10 @@ class PlanAutoscaling:
     unreachable : str or None
         Why no fleet can meet the objectives, when the plan found that no size can (then no
         policy can either, and the GPU-hours compare fleets that all miss).
+    gpus_per_replica : int or None
+        GPUs per replica the hours were counted with: GPU-hours = replicas × GPUs per replica ×
+        hours. None when neither the sweep nor the caller says it: the figures are then
+        replica-hours (one GPU counted per replica), and the rows and text say so.
     """
 
     race: PolicyRace
@@ -457,6 +464,12 @@ class PlanAutoscaling:
     lag_min: float
     rate_cv: float = 0.0
     unreachable: str | None = None
+    gpus_per_replica: int | None = None
+
+    @property
+    def hours_unit(self) -> str:
+        """``"GPU-hours"`` when GPUs per replica are known, else ``"replica-hours"``."""
+        return "GPU-hours" if self.gpus_per_replica else "replica-hours"
 
     def schedule_frame(self) -> pd.DataFrame:
         """``hour_of_week`` (0 = Monday 00:00 UTC) and ``replicas``, the schedule as
@@ -472,10 +485,12 @@ class PlanAutoscaling:
 
     def table(self) -> pd.DataFrame:
         """Rows of the plan table with step ``autoscaling``."""
-        r = [("GPU-hours per week (static)", self.static_gpu_hours, "GPU-hours"),
-             ("GPU-hours per week (autoscaled)", self.autoscaled_gpu_hours, "GPU-hours"),
+        u = self.hours_unit
+        r = [(f"{u} per week (static)", self.static_gpu_hours, u),
+             (f"{u} per week (autoscaled)", self.autoscaled_gpu_hours, u),
              ("policy", self.policy or "none met the objectives: static", ""),
-             ("GPU-hours saved", self.saved, "share"),
+             (f"{u} saved", self.saved, "share"),
+             ("GPUs per replica", self.gpus_per_replica if self.gpus_per_replica else "not known", "GPUs"),
              ("scale-up lag simulated", self.lag_min, "min"),
              ("burstiness simulated (rate CV per minute)", self.rate_cv, ""),
              ("week simulated", self.race.note, "")]
@@ -484,7 +499,7 @@ class PlanAutoscaling:
             r += [("USD per week (static, on demand)", self.static_gpu_hours * usd, "USD"),
                   ("USD per week (autoscaled, on demand)", self.autoscaled_gpu_hours * usd, "USD")]
         for _, row in self.race.table.iterrows():
-            r.append((f"{row['policy']}: GPU-hours per week", float(row["gpu_hours"]), "GPU-hours"))
+            r.append((f"{row['policy']}: {u} per week", float(row["gpu_hours"]), u))
             r.append((f"{row['policy']}: hours meeting the objectives", float(row["hours_met"]), "share"))
         return pd.DataFrame([{"step": "autoscaling", "quantity": q, "value": v, "unit": u} for q, v, u in r])
 
@@ -495,23 +510,30 @@ class PlanAutoscaling:
         h2 = "## " if markdown else ""
         md = _md_text if markdown else str
         t = self.race.table
+        u, g = self.hours_unit, self.gpus_per_replica
         lines = [f"{h2}Autoscaling through the week", "",
                  f"The week simulated: {md(self.race.note)}, with the log's minute-scale bursts (rate CV "
-                 f"{self.rate_cv:.3f}); scale-up lag {self.lag_min:g} min; {int(t['requests'].iloc[0]):,} requests.", ""]
+                 f"{self.rate_cv:.3f}); scale-up lag {self.lag_min:g} min; {int(t['requests'].iloc[0]):,} requests.",
+                 "",
+                 (f"GPU-hours are replicas × {g} GPU{'s' if g != 1 else ''} per replica × hours." if g else
+                  "The sweep does not say how many GPUs a replica runs on, so the hours below are replica-hours "
+                  "(multiply by GPUs per replica for GPU-hours; --tensor-parallel N with --prices says it)."),
+                 ""]
         if self.policy is None and self.unreachable:
             lines.append(f"As the plan found, {md(self.unreachable)}. No scaling policy can help either: the static "
-                         f"plan's {self.static_gpu_hours:,.0f} GPU-hours per week stand, and the rows below compare "
+                         f"plan's {self.static_gpu_hours:,.0f} {u} per week stand, and the rows below compare "
                          "fleets that all miss.")
         elif self.policy is None:
             lines.append(f"No candidate policy met the objectives in every hour: the static plan's "
-                         f"{self.static_gpu_hours:,.0f} GPU-hours per week stand.")
+                         f"{self.static_gpu_hours:,.0f} {u} per week stand.")
         else:
-            lines.append(f"Static plan: {self.static_gpu_hours:,.0f} GPU-hours per week. Cheapest policy meeting the "
-                         f"objectives in every hour: {self.policy}, {self.autoscaled_gpu_hours:,.0f} GPU-hours "
+            lines.append(f"Static plan: {self.static_gpu_hours:,.0f} {u} per week. Cheapest policy meeting the "
+                         f"objectives in every hour: {self.policy}, {self.autoscaled_gpu_hours:,.0f} {u} "
                          f"({100 * self.saved:.0f} % fewer). The schedule is in schedule.csv.")
         show = t[["policy", "gpu_hours", "saved", "goodput", "worst_hour_ttft_p99_s", "hours_met", "replicas_min",
                   "replicas_max"]].copy()
         show["gpu_hours"] = show["gpu_hours"].round(0)
+        show = show.rename(columns={"gpu_hours": u})
         show["saved"] = (100 * show["saved"]).round(1)
         show["goodput"] = show["goodput"].round(4)
         show["worst_hour_ttft_p99_s"] = show["worst_hour_ttft_p99_s"].round(2)
@@ -550,7 +572,7 @@ class WeekTooLarge(ValueError):
 
 
 def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=None, rate_cv="log",
-                     seed: int = 2026) -> PlanAutoscaling:
+                     seed: int = 2026, gpus: int | None = None) -> PlanAutoscaling:
     """Race the candidate policies through the plan's design week and keep the cheapest that
     meets the objectives in every hour.
 
@@ -567,6 +589,9 @@ def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=Non
         (:func:`log_rate_cv`), so the policies face the log's minute-scale bursts as the replay
         check does.
     seed : int
+    gpus : int, optional
+        GPUs per replica (the priced plan's, or ``--tensor-parallel``). Default: the sweep's
+        ``tensor_parallel``; when neither says, the hours are replica-hours and are named so.
 
     Returns
     -------
@@ -590,12 +615,14 @@ def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=Non
     unknown = [c for c in candidates if c not in std]
     if unknown:
         raise ValueError(f"unknown candidate policy {unknown[0]!r}; choose from {sorted(std)}")
+    if gpus is None and plan.source.get("tensor_parallel") is not None:
+        gpus = int(plan.source["tensor_parallel"])
     race = race_policies(plan, sweep, log, {c: std[c] for c in candidates}, week=week, prices=prices,
-                         rate_cv=rate_cv, seed=seed)
+                         rate_cv=rate_cv, seed=seed, gpus=gpus)
     best = race.best
     auto = race.static_gpu_hours if best is None else float(
         race.table.set_index("policy").loc[best, "gpu_hours"])
     v = plan.verification
     unreachable = v.reason.rstrip(".") if (v.status == "impossible" and v.reason) else None
     return PlanAutoscaling(race, std["schedule"], race.static_gpu_hours, best, auto, float(plan.fleet.lag_min),
-                           float(rate_cv), unreachable)
+                           float(rate_cv), unreachable, gpus)

@@ -15,6 +15,7 @@ by :func:`capbook.plan.capacity_plan`, which knows their ranges.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -24,7 +25,7 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-__all__ = ["COMMANDS", "build_parser", "cli_message", "main"]
+__all__ = ["COMMANDS", "build_parser", "cli_message", "main", "plain_text"]
 
 
 # --------------------------------------------------------------------------------------------
@@ -37,7 +38,8 @@ def add_trace_command(sub: argparse._SubParsersAction) -> None:
         help="validate a request log and print its summary",
         description=(
             "Validate a request log (CSV, Parquet or JSON lines) and print rows, span, rate, "
-            "token percentiles, Ca2, Cs2 and the peak hour. Exit status 2 when the log is invalid."
+            "token percentiles, Ca2, Cs2, the busiest clock hour and the busiest 60 minutes (a sliding window by "
+            "output tokens: the one capbook plan sizes from). Exit status 2 when the log is invalid."
         ),
     )
     p.add_argument("file", metavar="LOG",
@@ -132,7 +134,7 @@ def run_trace(args: argparse.Namespace) -> int:
             if args.engine == "spark":
                 opts.update(engine="spark", spark_master=args.spark_master)
             else:
-                opts["progress"] = size > 20_000_000
+                opts["progress"] = size > 20_000_000 and not _wants_plain(sys.stderr)
             log = read_requests(args.file, format=args.format, **opts)
         s = log.summary(sweep=sweep, concurrency=concurrency, output_cap=output_cap,
                         prefill_rate_tps=prefill, tpot_s=tpot)
@@ -254,6 +256,9 @@ def _jsonable(s: dict) -> dict:
     out["tokens"] = tok
     out["peak_to_mean"] = ptm.to_dict(orient="records")
     out["groups"] = s["groups"].to_dict(orient="records")
+    if s.get("busiest_60min") is not None:
+        out["busiest_60min"] = {k: (v.isoformat() if isinstance(v, pd.Timestamp) else v)
+                                for k, v in s["busiest_60min"].items()}
     if s["arrivals"] is not None:
         out["arrivals"] = {k: v for k, v in s["arrivals"].items()}
         out["arrivals"]["idc"] = {str(k): v for k, v in s["arrivals"]["idc"].items()}
@@ -315,11 +320,23 @@ def _print_summary(s: dict) -> None:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
     p = s["peak_to_mean"]
     if s.get("full_hours", 1) and not pd.isna(p.loc["total_tokens", "peak"]):
-        w(f"peak hour {p.loc['total_tokens', 'peak_hour']}: {int(p.loc['total_tokens', 'peak']):,} tokens, "
-          f"{int(p.loc['requests', 'peak']):,} requests; peak-to-mean {p.loc['total_tokens', 'ratio']:.2f} "
-          f"(tokens), {p.loc['requests', 'ratio']:.2f} (requests) over {s['full_hours']:,} full hours")
+        at = p.loc["total_tokens", "peak_hour"]
+        w(f"peak hour clock hour {at:%Y-%m-%d %H:%M}–{at + pd.Timedelta(hours=1):%H:%M} UTC, the busiest by tokens: "
+          f"{int(p.loc['total_tokens', 'peak']):,} tokens, {int(p.loc['requests', 'peak']):,} requests; peak-to-mean "
+          f"{p.loc['total_tokens', 'ratio']:.2f} (tokens), {p.loc['requests', 'ratio']:.2f} (requests) over "
+          f"{s['full_hours']:,} full hours")
     else:
         w("peak hour n/a (no fully covered clock hour)")
+    b = s.get("busiest_60min")
+    if b is not None:
+        figures = (f"{b['requests']:,} requests ({b['request_rate']:,.4g}/s), "
+                   f"{b['input_tokens'] + b['output_tokens']:,} tokens, {b['output_tps']:,.0f} output tokens/s")
+        if b["whole_log"]:
+            w(f"          busiest 60 minutes n/a: the log spans {format_duration(b['seconds'])}; over its span "
+              f"{figures} (capbook plan sizes from the same span of its model and tier)")
+        else:
+            w(f"          busiest 60 minutes by output tokens {b['start']:%Y-%m-%d %H:%M}–{b['end']:%H:%M} UTC "
+              f"(a sliding window; capbook plan sizes from the same window of its model and tier): {figures}")
     for note in s.get("notes", []):
         w(f"note      {cli_message(note)}")
     for cav in s.get("caveats", []):
@@ -506,9 +523,28 @@ def _sweep_options(args) -> dict:
     return opts
 
 
+#: Exit status of ``plan`` when the plan is written but NOT VERIFIED (no simulated fleet size meets
+#: the objectives), and of ``simulate`` when the simulated replicas do not meet them.
+EXIT_NOT_VERIFIED = 3
+
 # Python keyword spellings in the package's messages -> the flags that do the same thing.
 _Q = r"""['"]?"""
 _FLAG_HINTS = [
+    (r"\(simulate\s*=\s*False\)", "(--no-sim)"),
+    (r"\bsimulate\s*=\s*False\b", "--no-sim"),
+    (r"\bsweep\s*=\s*\(a capbook\.sweep\.Sweep\)", "--sweep PATH with --slots S"),
+    (r"a sweep \(with concurrency=\)", "--sweep PATH with --slots S"),
+    (r"\btpot_s\s*=", "--tpot SECONDS"),
+    (r"\bprefill_rate_tps is taken from", "the prefill rate is taken from"),
+    (r"\bsweep\s*=(?!\S)", "--sweep PATH"),
+    (r"\bload\s*=(?!\S)", "--load"),
+    (r"\bengine\s*=(?!\S)", "--engine"),
+    (r"\bpass format=(?= or a capbook\.traces\.Mapping)", "pass --format FORMAT"),
+    (r"\bor a capbook\.traces\.Mapping(?:\s+naming (?:the|your) columns)?",
+     "or rename the columns to capbook's canonical names (arrival_time, input_tokens, output_tokens, ...)"),
+    (r", or set Mapping\.time_unit", ""),
+    (r"\bpass q\s*=\s*50 for the median instead", "give the TPOT objective at a percentile the sweep reports "
+     "(--slo 'tpot=50ms,tpot_p=50' for the median)"),
     (r"drop_invalid\s*=\s*True", "--drop-invalid"),
     (r"sort\s*=\s*True", "--sort"),
     (r"check_units\s*=\s*False", "--no-unit-check"),
@@ -538,6 +574,7 @@ _FLAG_HINTS = [
     (rf"\brouter\s*=\s*{_Q}([\w-]+){_Q}", r"--router \1"),
     (r"\bslo\s*=\s*'([^']*)'", r"--slo '\1'"),
     (r"\bslo\s*=(?!\S)", "--slo"),
+    (r"^slo value for\b", "--slo: the value for"),
     (r"\bkv_cache_tokens\s*=", "--kv-cache-tokens N"),
     (r"\bkv_cache_tokens(?=\s+\d)", "--kv-cache-tokens"),
     (r"\bttft_p99_target_s\b", "--ttft-p99-target"),
@@ -578,6 +615,8 @@ def cli_message(message: str) -> str:
     import re
 
     text = str(message)
+    # the Python objects' attributes a note points to ("(sweep.saturated)"): the note says it all
+    text = re.sub(r" \((?:each with its reason in )?sweep\.[a-z_]+\)", "", text)
     for pattern, repl in _FLAG_HINTS:
         # a keyword stands on its own: not inside a path or a name (".../SERVE--max_num_seqs=4/")
         guard = r"(?<![\w/.=:-])"
@@ -601,7 +640,11 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
         description=(
             "Forecast the request log's tokens at the horizon of the decision's lead time, size the "
             "fleet from the sweep's rating, check it with Erlang C, the load-dependent model and a "
-            "fleet simulation of the log's busiest hours, and write plan.csv and plan.md. Exit status 2 on invalid input."
+            "fleet simulation of the log's busiest hours, and write plan.csv, plan.md and tenants.csv (every tenant's "
+            "tokens-per-minute limit). Exit status: 0 when the "
+            "plan is written and the fleet simulation verified it (or --no-sim skipped the simulation, as asked); "
+            "3 when the plan is written but NOT VERIFIED (no fleet size the simulation tried meets the "
+            "objectives: read the plan's reason); 2 on invalid input (nothing is written); 1 on an internal error."
         ),
     )
     _add_data_arguments(p)
@@ -628,10 +671,11 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-sim", action="store_true",
                    help="skip the fleet simulation (faster: the serving count is then Erlang C's, not verified)")
     p.add_argument("--out", default="capbook-plan", metavar="DIR",
-                   help="folder for plan.csv, plan.md and schedule.csv (default ./capbook-plan); files there that "
-                        "capbook did not write are not replaced without --force")
+                   help="folder for plan.csv, plan.md, tenants.csv and schedule.csv (default ./capbook-plan); files "
+                        "there that capbook did not write are not replaced without --force")
     p.add_argument("--force", action="store_true",
-                   help="replace plan.csv, plan.md and schedule.csv in --out even when capbook did not write them")
+                   help="replace plan.csv, plan.md, tenants.csv and schedule.csv in --out even when capbook did not "
+                        "write them")
     _add_price_arguments(p.add_argument_group("cost"))
     g = p.add_argument_group("autoscaling")
     g.add_argument("--lag", default="8", metavar="MINUTES",
@@ -885,7 +929,8 @@ def _check_out(out: str, names: Sequence[str], force: bool) -> None:
 def _write_outputs(out: str, files: dict) -> list:
     """Write ``{name: text}`` into ``out``, each to a temporary name in the same folder renamed over
     the old one (an interrupt leaves the old file or the new, never half), and record them in
-    :data:`OUTPUTS_MANIFEST`; returns the paths."""
+    :data:`OUTPUTS_MANIFEST`; returns the paths. A file is no terminal: terminal codes (in a
+    name from the user's data) are dropped."""
     import hashlib
 
     os.makedirs(out, exist_ok=True)
@@ -896,7 +941,7 @@ def _write_outputs(out: str, files: dict) -> list:
         return _atomic_write(os.path.join(out, name), data)
 
     for name, text in files.items():
-        data = text.encode("utf-8")
+        data = plain_text(text).encode("utf-8")
         written.append(put(name, data))
         mine[name] = hashlib.sha256(data).hexdigest()
     put(OUTPUTS_MANIFEST, (json.dumps({"written_by": "capbook", "files": mine}, indent=1, sort_keys=True)
@@ -936,7 +981,8 @@ def run_plan(args: argparse.Namespace) -> int:
 
     try:
         numbers = _plan_numbers(args)
-        _check_out(args.out, ["plan.csv", "plan.md"] + ([] if args.no_autoscale else ["schedule.csv"]), args.force)
+        _check_out(args.out, ["plan.csv", "plan.md", "tenants.csv"] + ([] if args.no_autoscale else ["schedule.csv"]),
+                   args.force)
         slo = SLO.parse(args.slo) if args.slo else SLO()
         inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
                                       history_label=args.history)
@@ -961,11 +1007,16 @@ def run_plan(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
     print(cli_message(plan.render()))
-    files = {"plan.csv": plan.table().to_csv(index=False), "plan.md": cli_message(plan.to_markdown())}
+    files = {"plan.csv": cli_message(plan.table().to_csv(index=False)), "plan.md": cli_message(plan.to_markdown()),
+             "tenants.csv": plan.tpm.reset_index().to_csv(index=False)}  # every tenant's limit, tokens/min
     if plan.autoscaling is not None:
         files["schedule.csv"] = plan.autoscaling.schedule_frame().to_csv(index=False)
     written = _write_outputs(args.out, files)
     print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
+    if plan.verified is False:  # written, but no fleet size met the objectives in the simulation
+        print(f"capbook plan: the plan is NOT VERIFIED (exit status {EXIT_NOT_VERIFIED}): "
+              f"{cli_message(plan.verification.reason)}", file=sys.stderr)
+        return EXIT_NOT_VERIFIED
     return 0
 
 
@@ -1122,7 +1173,7 @@ def run_predict(args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError) as exc:
         return _fail("predict", exc)
     if args.json:
-        print(json.dumps(prediction.as_dict(), indent=2))
+        print(json.dumps(_clean_json(prediction.as_dict()), indent=2))
         return 0
     _print_prediction(prediction.as_dict(), sweep.name)
     return 0
@@ -1320,7 +1371,8 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
             "router, and judge them as capbook plan does: the TTFT quantile and goodput of the objectives with "
             "95 %% confidence margins, TPOT, refusals, preemptions, prefix-cache hits and a per-replica table. "
             "With the default simulation flags, --replicas <the plan's serving count> meets the objectives and "
-            "one fewer does not. Exit status 0 whatever the verdict, 2 on invalid input."
+            "one fewer does not. Exit status: 0 when the replicas meet the objectives, 3 when they do not (the "
+            "verdict says which objective they miss), 2 on invalid input, 1 on an internal error."
         ),
     )
     _add_data_arguments(p)
@@ -1445,23 +1497,33 @@ def run_simulate(args: argparse.Namespace) -> int:
                "requested_seeds": flags["seeds"], "seed": flags["seed"], "n_requests": flags["n_requests"],
                **{k: v for k, v in s.items() if k != "per_replica"},
                "per_replica": s["per_replica"].reset_index().to_dict(orient="records"),
-               "verdict": verdict, "notes": [cli_message(n) for n in notes]}
+               "verdict": verdict, "notes": notes}
         print(json.dumps(_clean_json(out), indent=2))
-        return 0
+        return 0 if s["meets"] else EXIT_NOT_VERIFIED
     _print_simulation(s, plan, flags, how, notes, verdict)
-    return 0
+    return 0 if s["meets"] else EXIT_NOT_VERIFIED
 
 
-def _clean_json(x):
-    """``x`` with NumPy scalars as Python numbers and NaN or infinity as None (JSON has neither)."""
+#: Keys of the ``--json`` outputs whose values are the user's own data (paths, names), left as
+#: they are; every other text (notes, verdicts, reasons, caveats) speaks CLI (:func:`cli_message`).
+_JSON_DATA_KEYS = frozenset({"path", "file", "requests", "sweep", "source", "source_file", "model", "tier",
+                             "tenant", "point", "format", "name", "gpu", "start", "end", "peak_hour"})
+
+
+def _clean_json(x, key: str | None = None):
+    """``x`` with NumPy scalars as Python numbers, NaN or infinity as None (JSON has neither), and
+    the package's keyword hints in its texts as flags (``pass kv_cache_tokens=`` → ``pass
+    --kv-cache-tokens N``): what ``--json`` prints speaks the command line, as the text output does."""
     if isinstance(x, dict):
-        return {str(k): _clean_json(v) for k, v in x.items()}
+        return {str(k): _clean_json(v, str(k)) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
-        return [_clean_json(v) for v in x]
+        return [_clean_json(v, key) for v in x]
     if hasattr(x, "item"):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
         return None
+    if isinstance(x, str) and key not in _JSON_DATA_KEYS:
+        return cli_message(x)
     return x
 
 
@@ -1642,6 +1704,68 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_comman
                                                                  add_compare_command, add_simulate_command]
 
 
+#: Terminal control sequences: CSI (colours, cursor moves: ``ESC [ ... m``), OSC (titles,
+#: hyperlinks: ``ESC ] ... BEL`` or ``ESC ] ... ESC \\``), the other escapes (``ESC c``, ``ESC ( B``)
+#: and the one-byte CSI.
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|\x9b[0-9;?]*[@-~]")
+
+
+def plain_text(text: str) -> str:
+    """``text`` without terminal control sequences (colours, cursor moves, hyperlinks).
+
+    Examples
+    --------
+    >>> plain_text("\x1b[31merror\x1b[0m: bad row")
+    'error: bad row'
+    """
+    return _TERMINAL_CODES.sub("", str(text))
+
+
+def _wants_plain(stream) -> bool:
+    """True when ``stream`` should get no terminal codes: it is not a terminal (a file, a pipe, a
+    test's capture), or ``NO_COLOR`` is set to anything but the empty string (no-color.org)."""
+    if os.environ.get("NO_COLOR"):
+        return True
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError, OSError):
+        return True
+
+
+class _PlainStream:
+    """A text stream that drops terminal control sequences from what is written to it (the
+    package's messages and the user's own names and values can carry them)."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(plain_text(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def _plain_output():
+    """Inside: ``sys.stdout`` and ``sys.stderr`` drop terminal codes when they are not terminals
+    or ``NO_COLOR`` is set; restored after."""
+    saved = sys.stdout, sys.stderr
+    if _wants_plain(sys.stdout):
+        sys.stdout = _PlainStream(sys.stdout)
+    if _wants_plain(sys.stderr):
+        sys.stderr = _PlainStream(sys.stderr)
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every registered subcommand."""
     from capbook import __version__
@@ -1658,8 +1782,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``capbook`` command line; returns the exit code.
 
-    0 on success, 2 on invalid input (one message naming the flag or file), 1 on an internal
-    error (one line; ``CAPBOOK_DEBUG=1`` shows the traceback), 130 when interrupted. A closed
+    0 on success, 3 when ``plan`` writes a plan that is NOT VERIFIED or ``simulate`` finds that
+    the replicas do not meet the objectives, 2 on invalid input (one message naming the flag or
+    file), 1 on an internal error (one line; ``CAPBOOK_DEBUG=1`` shows the traceback), 130 when interrupted. A closed
     output pipe (``capbook trace LOG | head``) ends the command quietly.
     """
     parser = build_parser()
@@ -1667,6 +1792,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    with _plain_output():  # no terminal codes into files, pipes and NO_COLOR terminals
+        return _run_command(args, argv)
+
+
+def _run_command(args: argparse.Namespace, argv) -> int:
+    """Run the parsed command: its exit code, one line for an error, never a traceback."""
     try:
         code = int(args.func(args))
         sys.stdout.flush()

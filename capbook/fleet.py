@@ -745,7 +745,7 @@ def _tenant_map(x, name: str) -> dict:
     return {k: nonnegative(v, f"{name}[{k!r}]") for k, v in x.items()}
 
 
-def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None) -> pd.DataFrame:
+def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None, weights=None) -> pd.DataFrame:
     """Allocate per-tenant tokens-per-minute limits that sum below capacity (max-min fair).
 
     The budget is ``capacity_tpm × (1 − reserve)``. When the demands fit, every tenant gets its
@@ -766,6 +766,9 @@ def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None) -> pd.Dat
         minute and for tenants added later.
     minimums : mapping of str to float, optional
         Guaranteed tokens per minute for some tenants (committed contracts).
+    weights : mapping of str to float, optional
+        Tenants each entry stands for (default 1): an entry of weight ``w`` is capped at ``w ×
+        level``, so a pool of many small tenants is not capped like one tenant.
 
     Returns
     -------
@@ -784,6 +787,8 @@ def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None) -> pd.Dat
     >>> df = allocate_tpm(1000, {"a": 100, "b": 600, "c": 600}, reserve=0.1)
     >>> df["limit"].to_dict()
     {'a': 100, 'b': 400, 'c': 400}
+    >>> allocate_tpm(1000, {"a": 100, "b": 600, "pool": 600}, weights={"pool": 2})["limit"].to_dict()
+    {'a': 100, 'b': 266, 'pool': 533}
     """
     cap = positive(capacity_tpm, "capacity_tpm")
     res = number(reserve, "reserve", lo=0, hi=1, hi_open=True)
@@ -806,14 +811,21 @@ def allocate_tpm(capacity_tpm, demands, *, reserve=0.1, minimums=None) -> pd.Dat
             "buy capacity, lower the reserve or renegotiate the minimums"
         )
     hi = np.maximum(dem, lo)
+    w = np.ones(len(names))
+    if weights is not None:
+        given_w = {k: positive(v, f"weights[{k!r}]") for k, v in dict(weights).items()}
+        unknown = sorted(set(given_w) - set(d), key=str)
+        if unknown:
+            raise ValueError(f"weights names tenants that are not in demands: {unknown!r}")
+        w = np.array([given_w.get(k, 1.0) for k in names])
 
     def alloc(level: float) -> np.ndarray:
-        return np.maximum(lo, np.minimum(hi, level))
+        return np.maximum(lo, np.minimum(hi, w * level))
 
     if hi.sum() <= budget:
         lim = hi
     else:
-        a, b = 0.0, float(hi.max())
+        a, b = 0.0, float((hi / w).max())
         for _ in range(200):  # bisection on the water level; sum is monotone in the level
             mid = 0.5 * (a + b)
             if alloc(mid).sum() <= budget:

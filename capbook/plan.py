@@ -616,6 +616,10 @@ class Demand:
     mean_input_tokens, mean_output_tokens : float
         Tokens per request of the selection.
     notes : tuple of str
+    busiest : dict or None
+        The busiest 60 minutes of the selection by output tokens
+        (:func:`capbook.tracestats.busiest_window`: ``start``, ``end``, ``requests``,
+        ``output_tps``, ``whole_log``, ...), the window ``capbook trace`` prints too.
     """
 
     lead_time_weeks: float
@@ -631,21 +635,20 @@ class Demand:
     mean_input_tokens: float
     mean_output_tokens: float
     notes: tuple = ()
+    busiest: dict | None = field(default=None, repr=False)
 
 
-def _observed_peak(log: LogAggregates, model, tier) -> float:
-    """Busiest 60 minutes of output tokens/s for the selection (mean rate for shorter logs).
+def _observed_peak(log: LogAggregates, model, tier) -> dict:
+    """Busiest 60 minutes by output tokens for the selection (the whole span for shorter logs):
+    :func:`capbook.tracestats.busiest_window`, the definition ``capbook trace`` prints too.
 
     A log spanning less than an hour (first to last arrival) may still touch 60 clock minutes
     (58.4 minutes from 18:15:46 do); its busiest 60 minutes are then all of it, over its span,
     not over 3600 s.
     """
-    sel = _select(log.per_minute, model, tier)
-    per_min = sel.groupby("period_start")["output_tokens"].sum().sort_index()
-    span_s = log.log.span_s
-    if len(per_min) >= 60 and span_s >= 3600.0:
-        return float(per_min.rolling(60).sum().max()) / 3600.0
-    return float(per_min.sum()) / max(span_s, 60.0)
+    from .tracestats import busiest_window
+
+    return busiest_window(_select(log.per_minute, model, tier), log.log.span_s, log.log.start, log.log.end)
 
 
 def _hours_text(hours: pd.DatetimeIndex, most: int = 3) -> str:
@@ -691,7 +694,8 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
                          f"{math.floor(limit):g}, or a longer history")
     tot_in, tot_out, tot_req = (float(sel[c].sum()) for c in ("input_tokens", "output_tokens", "requests"))
     ratio = tot_in / tot_out
-    observed = _observed_peak(log, traffic.model, traffic.tier)
+    busiest = _observed_peak(log, traffic.model, traffic.tier)
+    observed = busiest["output_tps"]
     try:
         peaks = peak_forecast(s_out, sorted(set(HORIZONS) | {horizon}), quantile=q,
                               growth_per_week=growth, observed_peak_tps=observed)
@@ -715,7 +719,7 @@ def forecast_demand(log: LogAggregates, traffic: Traffic, *, lead_time_weeks: fl
     return Demand(lead_time_weeks=lead, horizon_weeks=horizon, quantile=q, demand_scale=scale, peaks=peaks,
                   observed_peak_output_tps=observed, output_tps=out_tps, input_tps=out_tps * ratio,
                   request_rate=out_tps / mean_out, input_per_output=ratio, mean_input_tokens=tot_in / tot_req,
-                  mean_output_tokens=mean_out, notes=tuple(notes))
+                  mean_output_tokens=mean_out, notes=tuple(notes), busiest=busiest)
 
 
 @dataclass(frozen=True)
@@ -1024,6 +1028,10 @@ def check_serving(sweep, demand: Demand, replica: Replica, queue: QueueingCheck,
     return ServingCheck(late, lq_ttft, tuple(notes))
 
 
+#: Tenants the plan lists one by one (by demand); the others share one "all others" row.
+TOP_TENANTS = 20
+
+
 @dataclass(frozen=True, eq=False)
 class TenantLimits:
     """Step 8, :func:`tenant_limits`: per-tenant tokens-per-minute limits.
@@ -1033,40 +1041,111 @@ class TenantLimits:
     capacity_tpm : float
         Tokens per minute the in-service fleet serves at the headroom.
     tpm : pandas.DataFrame
-        :func:`capbook.fleet.allocate_tpm` of the tenants' demands.
+        Every tenant, indexed by tenant: ``demand`` (its p99 minute of tokens, grown as the peak
+        grew), ``limit`` (tokens per minute, integer, never below ``floor_tpm``),
+        ``granted_share`` (limit / demand; 1 where demand is 0), ``at_floor`` (the floor set
+        the limit) and ``group`` (``"top"``, or ``"all others"`` when the tenant shares the
+        pooled row of :attr:`table`).
+    table : pandas.DataFrame
+        What the plan shows: the :data:`TOP_TENANTS` tenants with the largest demand, then, when
+        there are more, one row ``all others (k tenants)`` whose demand is the p99 minute of
+        their tokens together and whose limit is the budget they share.
+    floor_tpm : int
+        The least limit any tenant gets, tokens per minute: the p99 prompt plus the p99 output
+        of one request of the planned traffic, so every tenant can send its largest requests;
+        a tenant seen rarely or not in the busiest minutes (p99 minute 0) gets this, never 0.
     notes : tuple of str
     """
 
     capacity_tpm: float
     tpm: pd.DataFrame = field(repr=False)
+    table: pd.DataFrame = field(default=None, repr=False)
+    floor_tpm: int = 0
     notes: tuple = ()
 
 
+def _request_floor(log: LogAggregates, traffic: Traffic) -> int:
+    """Tokens of one large request of the planned traffic: p99 input + p99 output tokens."""
+    by = ("model",) if traffic.tier is None else ("model", "tier")
+    st = log.log.token_stats(by=by).reset_index()
+    st = _select(st, traffic.model, traffic.tier)
+    if st.empty:
+        return 1
+    p99 = st.groupby("tokens")["p99"].max()
+    return max(1, int(math.ceil(float(p99.get("input_tokens", 0.0)) + float(p99.get("output_tokens", 0.0)))))
+
+
 def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica: Replica, fleet_plan,
-                  reserve: float = 0.1) -> TenantLimits:
+                  reserve: float = 0.1, top: int = TOP_TENANTS) -> TenantLimits:
     """Tenant limits that sum below what the in-service fleet serves at its rating.
 
     ``fleet_plan`` is the plan's stacked fleet (serving from the fleet simulation when it
-    verified one). A tenant's demand is its p99 minute of tokens, grown as the peak grew.
+    verified one). A tenant's demand is its p99 minute of tokens, grown as the peak grew. The
+    ``top`` tenants by demand get limits of their own (:func:`capbook.fleet.allocate_tpm`,
+    max-min fair); when there are more, the others are allocated as one pool (their p99 minute
+    together, weighted by their number: max-min fair per tenant) and each of them is capped at
+    its own demand within the pool's limit. No limit is below the floor
+    (:attr:`TenantLimits.floor_tpm`): a log whose tenant column is per user holds thousands of
+    tenants that most minutes do not see, whose p99 minute is 0.
     """
     from .fleet import allocate_tpm
 
     res = number(reserve, "tpm_reserve", lo=0, hi=1, hi_open=True)
+    top = integer(top, "top", minimum=1)
     ratio, rating = demand.input_per_output, replica.rating
     per_rep_out = replica.headroom / (1.0 / rating.output_tps + ratio / rating.input_tps)
     capacity_tpm = 60.0 * fleet_plan.in_service * per_rep_out * (1.0 + ratio)
     observed = demand.observed_peak_output_tps
     growth = demand.output_tps / observed if observed > 0 else 1.0
-    notes = ()
+    notes = []
+    pooled = None
     if log.has_tenants:
         pm = _select(log.per_minute, traffic.model, traffic.tier)
         tok = (pm["input_tokens"] + pm["output_tokens"]).groupby([pm["tenant"], pm["period_start"]]).sum()
-        demands = (tok.groupby(level=0).quantile(0.99) * growth).to_dict()
-        demands = {str(k): float(v) for k, v in demands.items()}
+        d = (tok.groupby(level=0).quantile(0.99) * growth)
+        d.index = d.index.astype(str)
+        d = d.sort_index(kind="stable").sort_values(ascending=False, kind="stable")
+        if len(d) > top + 1:
+            rest = d.index[top:]
+            per_min = tok[tok.index.get_level_values(0).astype(str).isin(rest)].groupby(level=1).sum()
+            pooled = (f"all others ({len(rest):,} tenants)", float(per_min.quantile(0.99)) * growth, rest)
+        demands = {k: float(v) for k, v in d.items()}
     else:
         demands = {"all callers": 60.0 * (demand.output_tps + demand.input_tps)}
-        notes = ("the log has no tenant column: one limit for all callers",)
-    return TenantLimits(capacity_tpm, allocate_tpm(capacity_tpm, demands, reserve=res), notes)
+        notes.append("the log has no tenant column: one limit for all callers")
+    floor = _request_floor(log, traffic) if log.has_tenants else 0
+    shown = dict(list(demands.items())[:top]) if pooled else dict(demands)
+    if pooled:
+        shown[pooled[0]] = pooled[1]
+    alloc = allocate_tpm(capacity_tpm, {k: max(v, floor) for k, v in shown.items()}, reserve=res,
+                         weights={pooled[0]: len(pooled[2])} if pooled else None)
+    lim = np.maximum(alloc["limit"].to_numpy(), floor)
+    table = pd.DataFrame({"demand": [shown[k] for k in alloc.index], "limit": lim}, index=alloc.index)
+    table["tenants"] = 1
+    if pooled:
+        table.loc[pooled[0], "tenants"] = len(pooled[2])
+    full = pd.DataFrame({"demand": pd.Series(demands, dtype=float)})
+    full["group"] = "top"
+    if pooled:   # the others: each capped at its own demand within the pool's limit, never below the floor
+        others = full.index.isin(pooled[2])
+        own = np.floor(full.loc[others, "demand"].to_numpy() + 1e-9).astype(np.int64)
+        full["limit"] = table["limit"].reindex(full.index).fillna(0).astype(np.int64)
+        full.loc[others, "limit"] = np.maximum(np.minimum(own, int(table.loc[pooled[0], "limit"])), floor)
+        full.loc[others, "group"] = "all others"
+    else:
+        full["limit"] = table["limit"].reindex(full.index)
+    full["limit"] = full["limit"].astype(np.int64)
+    full.index.name = table.index.name = "tenant"
+    for f in (full, table):
+        dem = f["demand"].to_numpy(float)
+        f["granted_share"] = np.where(dem > 0, f["limit"] / np.where(dem > 0, dem, 1.0), 1.0)
+    full["at_floor"] = full["limit"] == floor
+    if float(table["limit"].sum()) > capacity_tpm * (1.0 - res) + 1:
+        notes.append(f"the floors lift the limits to {float(table['limit'].sum()):,.0f} tokens/min, above the "
+                     f"budget of {capacity_tpm * (1.0 - res):,.0f}: the fleet is too small to give every tenant "
+                     "one large request a minute")
+    return TenantLimits(capacity_tpm, full[["demand", "limit", "granted_share", "at_floor", "group"]],
+                        table[["demand", "limit", "granted_share", "tenants"]], floor, tuple(notes))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1181,6 +1260,24 @@ class CapacityPlan:
             if step is self.traffic:
                 out += self.input_notes
         return out
+
+    def _busiest_text(self) -> str:
+        """The observed peak the plan grew from, named: the busiest 60 minutes (a sliding window,
+        as ``capbook trace`` prints it beside the busiest clock hour), or the whole of a shorter log."""
+        from .tracestats import format_duration
+
+        b = self.demand.busiest
+        if b is None:
+            return f"{self.observed_peak_output_tps:,.0f} output tokens/s"
+        figures = (f"{b['requests']:,} requests of the planned traffic ({b['request_rate']:,.3g}/s), "
+                   f"{b['output_tps']:,.0f} output tokens/s")
+        if b["whole_log"]:
+            span = "" if b["start"] is None or b["end"] is None else \
+                f", {b['start']:%Y-%m-%d %H:%M:%S}–{b['end']:%H:%M:%S} UTC"
+            return (f"the log spans {format_duration(b['seconds'])}, less than an hour, so its whole span stands "
+                    f"for it{span}: {figures}")
+        return (f"the busiest 60 minutes by output tokens, {b['start']:%Y-%m-%d %H:%M}–{b['end']:%H:%M} UTC (a "
+                f"sliding window, not a clock hour; capbook trace prints both): {figures}")
 
     def headline(self) -> str:
         """The first line of :meth:`render`: the count, and how it was verified."""
@@ -1299,12 +1396,13 @@ class CapacityPlan:
         """
         from .autoscale_plan import PLAN_CANDIDATES, plan_autoscaling
 
-        prices = None
+        prices = gpus = None
         if self.pricing is not None:                      # the plan's own price, USD per GPU-hour on demand
             rp = self.pricing.cost.replica
             prices = rp.on_demand_usd_per_hour / max(int(rp.gpus), 1)
+            gpus = int(rp.gpus)                           # the GPUs the cost rows count (--tensor-parallel too)
         a = plan_autoscaling(self, sweep, log, candidates=PLAN_CANDIDATES if candidates is None else candidates,
-                             prices=prices, rate_cv=rate_cv, seed=seed)
+                             prices=prices, rate_cv=rate_cv, seed=seed, gpus=gpus)
         return dataclasses.replace(self, autoscaling=a)
 
     # -- exports -----------------------------------------------------------------------------
@@ -1324,6 +1422,12 @@ class CapacityPlan:
         add("forecast", "horizon", self.horizon_weeks, "weeks")
         add("forecast", "method", pk.method, "")
         add("forecast", "observed peak hour, output", self.observed_peak_output_tps, "tokens/s")
+        b = self.demand.busiest
+        if b is not None:
+            add("forecast", "observed peak hour: busiest 60 minutes by output tokens" if not b["whole_log"] else
+                "observed peak hour: the whole log (shorter than an hour)",
+                "" if b["start"] is None else f"{b['start']:%Y-%m-%dT%H:%M:%S}Z", "start (UTC)")
+            add("forecast", "observed peak hour, requests", b["requests"], "requests")
         add("forecast", f"P{100 * self.quantile:g} peak hour, output", pk.output_tps, "tokens/s")
         if self.demand_scale != 1:
             add("forecast", "demand scale (overlay)", self.demand_scale, "x")
@@ -1368,8 +1472,14 @@ class CapacityPlan:
                 if row["difference"] is not None and row["difference"] == row["difference"]:
                     add("cross-check", f"{name}: difference from the simulation", int(row["difference"]), "replicas")
         add("limits", "fleet capacity", self.capacity_tpm, "tokens/min")
-        for tenant, row in self.tpm.iterrows():
+        lim = self.limits
+        shown = lim.table if lim.table is not None else self.tpm
+        for tenant, row in shown.iterrows():
             add("limits", f"limit for {tenant}", int(row["limit"]), "tokens/min")
+        if lim.floor_tpm:
+            add("limits", "least limit of any tenant (p99 prompt + p99 output of one request)", lim.floor_tpm,
+                "tokens/min")
+            add("limits", "tenants", len(self.tpm), "tenants")
         add("simulation", "verification", v.status, "")
         add("simulation", "verified replicas", self.verified_total if self.verified else "not verified", "replicas")
         if self.sim:
@@ -1426,8 +1536,8 @@ class CapacityPlan:
                   f"({HORIZONS.get(self.horizon_weeks, 'custom horizon')})",
                   f"- Planned peak (P{100 * self.quantile:g} peak hour, {pk.method}): "
                   f"{self.output_tps:,.0f} output + {self.input_tps:,.0f} input tokens/s = "
-                  f"{self.request_rate:,.3g} requests/s (busiest observed hour: "
-                  f"{self.observed_peak_output_tps:,.0f} output tokens/s)",
+                  f"{self.request_rate:,.3g} requests/s at {self.mean_output_tokens:,.0f} output tokens a request",
+                  f"- Busiest observed hour: {self._busiest_text()}",
                   f"- Replica: S = {self.slots.S} slots, T = {self.service_time_s:.2f} s; rating "
                   f"{self.rating.output_tps:,.0f} output / {self.rating.input_tps:,.0f} input tokens/s",
                   f"- Serving replicas set by: {self.binding}"]
@@ -1476,8 +1586,22 @@ class CapacityPlan:
         lines += [f"- {md(name)}: {md(row['why'])}" for name, row in cc.iterrows()] + [""]
         lines += [f"{h2}Horizons", "", _frame_text(self.horizons()[["method", "peak_output_tps", "peak_input_tps",
                                                                      "replicas_by_rating", "decision"]], markdown), ""]
-        lines += [f"{h2}Per-tenant limits (tokens per minute)", "",
-                  _frame_text(self.tpm[["demand", "limit", "granted_share"]], markdown), ""]
+        lim = self.limits
+        shown = lim.table if lim.table is not None else self.tpm
+        cols = ["demand", "limit", "granted_share"] + (["tenants"] if len(shown) < len(self.tpm) else [])
+        lines += [f"{h2}Per-tenant limits (tokens per minute)", "", _frame_text(shown[cols], markdown), ""]
+        if lim.floor_tpm:
+            more = (f" The {len(shown) - 1} tenants with the largest demand are listed; the other "
+                    f"{len(self.tpm) - len(shown) + 1:,} share the last row: its demand is their p99 minute together, its "
+                    "limit the budget they share, and each of them is also capped at its own demand (every "
+                    "tenant's own limit is in tenants.csv, which capbook plan writes beside plan.csv)."
+                    if len(shown) < len(self.tpm) else "")
+            n = int((self.tpm["demand"] < lim.floor_tpm).sum())
+            who = (f"{n:,} of {len(self.tpm):,} tenants have a p99 minute below it (rarely or never in the log's busy "
+                   "minutes) and get that floor, never 0" if n else
+                   "a tenant rarely or never in the log's busy minutes would get that floor, never 0")
+            lines += [f"No limit is below {lim.floor_tpm:,} tokens per minute, the p99 prompt plus the p99 output "
+                      f"of one request, so that every tenant can send its large requests: {who}.{more}", ""]
         if self.pricing is not None:
             lines += [self.pricing.render(markdown)]
         if self.autoscaling is not None:

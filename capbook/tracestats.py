@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .sweep import Sweep
     from .traces import RequestLog
 
-__all__ = ["LogStats", "format_duration"]
+__all__ = ["LogStats", "busiest_window", "format_duration"]
 
 US_PER_S = 1_000_000  # the log's times are integer microseconds since the Unix epoch
 US_PER_H = 3_600_000_000
@@ -56,6 +56,74 @@ def format_duration(seconds: float) -> str:
         if seconds < limit:
             return f"{seconds / div:,.1f} {unit}"
     return f"{seconds / 86400:,.1f} days"
+
+
+def busiest_window(per_minute: pd.DataFrame, span_s: float, start=None, end=None, *, minutes: int = 60,
+                   measure: str = "output_tokens") -> dict:
+    """The busiest ``minutes`` consecutive whole minutes of a log, by ``measure``.
+
+    The one definition of "the busiest hour" that ``capbook plan`` sizes from and ``capbook
+    trace`` prints beside the busiest clock hour: a window sliding minute by minute, so it may
+    start at 15:23 and end at 16:23. A log spanning less than ``minutes`` (first to last
+    arrival) has no such window: its whole span stands for it, and rates are over the span.
+
+    Parameters
+    ----------
+    per_minute : pandas.DataFrame
+        Per-minute sums (:meth:`LogStats.per_minute`, any grouping: summed here) with
+        ``period_start``, ``requests``, ``input_tokens`` and ``output_tokens``.
+    span_s : float
+        Seconds from the first to the last arrival of the log.
+    start, end : pandas.Timestamp, optional
+        First and last arrival, reported for a log shorter than the window.
+    minutes : int
+        Window length in minutes (60).
+    measure : str
+        ``requests``, ``input_tokens``, ``output_tokens`` or ``total_tokens``: what "busiest" means
+        (the plan sizes from output tokens).
+
+    Returns
+    -------
+    dict
+        ``start``, ``end`` (UTC), ``seconds`` (3600 for a full window, else the span, at least
+        60), ``whole_log`` (True when the log is shorter than the window), ``measure``,
+        ``requests``, ``input_tokens``, ``output_tokens`` (sums over the window),
+        ``request_rate`` (requests/s) and ``output_tps``, ``input_tps`` (tokens/s).
+
+    Examples
+    --------
+    >>> t = pd.date_range("2026-01-01 10:00", periods=120, freq="1min", tz="UTC")
+    >>> pm = pd.DataFrame({"period_start": t, "requests": 1, "input_tokens": 0,
+    ...                    "output_tokens": [1] * 90 + [5] * 30})
+    >>> w = busiest_window(pm, 7200.0)
+    >>> str(w["start"]), w["output_tokens"], w["requests"]
+    ('2026-01-01 11:00:00+00:00', 180, 60)
+    """
+    minutes = integer(minutes, "minutes", minimum=1)
+    cols = ["requests", "input_tokens", "output_tokens"]
+    if measure not in (*cols, "total_tokens"):
+        raise ValueError(f"measure must be one of {cols + ['total_tokens']}, got {measure!r}")
+    pm = per_minute.groupby("period_start", sort=True)[cols].sum()
+    pm["total_tokens"] = pm["input_tokens"] + pm["output_tokens"]
+    if len(pm) >= minutes and span_s >= minutes * 60.0:
+        roll = pm.rolling(minutes).sum()
+        v = roll[measure].to_numpy(float)
+        i = int(np.argmax(np.where(np.isnan(v), -np.inf, v)))   # the earliest full window of the largest sum
+        sums = roll.iloc[i]
+        first = pm.index[i - minutes + 1]
+        w = {"start": first, "end": first + pd.Timedelta(minutes=minutes), "seconds": minutes * 60.0,
+             "whole_log": False}
+    else:
+        sums = pm.sum()
+        w = {"start": start if start is not None else (pm.index.min() if len(pm) else None),
+             "end": end if end is not None else None, "seconds": max(float(span_s), 60.0), "whole_log": True}
+    w["measure"] = measure
+    for c in cols:
+        w[c] = int(sums[c])
+    w["request_rate"] = w["requests"] / w["seconds"]
+    w["output_tps"] = w["output_tokens"] / w["seconds"]
+    w["input_tps"] = w["input_tokens"] / w["seconds"]
+    return w
 
 
 class LogStats:
@@ -143,6 +211,12 @@ class LogStats:
     def per_minute(self, by: Iterable[str] = ("model", "tier")) -> pd.DataFrame:
         """Per-minute sums per group on a complete index; see :meth:`aggregate`."""
         return self.aggregate(60, by)
+
+    def busiest_hour(self, measure: str = "output_tokens") -> dict:
+        """The busiest 60 consecutive minutes of the whole log by ``measure``
+        (:func:`busiest_window`: the definition ``capbook plan`` sizes from)."""
+        return busiest_window(self.per_minute(by=()), self.log.span_s, self.log.start, self.log.end,
+                              measure=measure)
 
     def token_stats(self, output_cap: int | None = None, input_cap: int | None = None,
                     by: str | Sequence[str] | None = None) -> pd.DataFrame:
@@ -438,7 +512,9 @@ class LogStats:
             ``tokens`` (:meth:`token_stats`), ``arrivals`` (:meth:`arrival_stats` or None),
             ``service`` (:meth:`service_times` or None), ``no_service`` (why ``service`` is
             None, e.g. no end_time column; "" otherwise), ``peak_to_mean``
-            (:meth:`peak_to_mean`: NaN values only with its ``caveat`` column set),
+            (:meth:`peak_to_mean`, the busiest *clock* hour: NaN values only with its ``caveat``
+            column set), ``busiest_60min`` (:meth:`busiest_hour`, the busiest 60 consecutive
+            minutes by output tokens, as ``capbook plan`` reads them; None for an empty log),
             ``full_hours`` (int, fully covered clock hours), ``coverage`` (:meth:`coverage`,
             timestamps as ISO strings) and ``caveats`` (list of str: every sentence a reader
             of the numbers must see, e.g. no full hour, shorter than a day, a zero span,
@@ -456,6 +532,7 @@ class LogStats:
             svc = None
             no_service = re.sub(r"^service_cv2: ", "", str(exc))
         ptm = self.peak_to_mean()
+        busiest = self.busiest_hour() if self.log.rows else None
         cov = self.coverage()
         caveats = [cov["caveat"]] if cov["caveat"] else []
         if self.log.span_s == 0:
@@ -471,7 +548,7 @@ class LogStats:
             "start": self.log.start, "end": self.log.end, "span_s": self.log.span_s, "rate_rps": self.log.rate,
             "status": dict(zip(status["status"], status["n"].astype(int))),
             "groups": models, "tokens": tok, "arrivals": arr, "service": svc,
-            "no_service": no_service, "peak_to_mean": ptm,
+            "no_service": no_service, "peak_to_mean": ptm, "busiest_60min": busiest,
             "full_hours": cov["full_hours"],
             "coverage": {k: (v.isoformat() if isinstance(v, pd.Timestamp) else v)
                          for k, v in cov.items()},

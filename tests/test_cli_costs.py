@@ -214,7 +214,7 @@ def test_an_unverified_plan_says_so_beside_its_price(shared_dir, tmp_path, capsy
     if not (log.is_file() and sweep.is_dir()):
         pytest.skip("the Mooncake trace or the KubeCon sweep is not in ../shared")
     assert cli_main(["plan", "--requests", str(log), "--sweep", str(sweep), "--prices", str(PRICES),
-                     "--no-autoscale", "--out", str(tmp_path)]) == 0
+                     "--no-autoscale", "--out", str(tmp_path)]) == 3   # written, NOT VERIFIED
     text = capsys.readouterr().out
     assert "NOT VERIFIED" in text.splitlines()[0]
     assert "priced are Erlang C's count, which the fleet simulation could not verify" in text.split("\nCost\n")[1]
