@@ -539,9 +539,8 @@ _FLAG_HINTS = [
     (r"\bsweep\s*=(?!\S)", "--sweep PATH"),
     (r"\bload\s*=(?!\S)", "--load"),
     (r"\bengine\s*=(?!\S)", "--engine"),
+    (r"\bpass format=\s*(?=one of)", "pass --format "),
     (r"\bpass format=(?= or a capbook\.traces\.Mapping)", "pass --format FORMAT"),
-    (r"\bor a capbook\.traces\.Mapping(?:\s+naming (?:the|your) columns)?",
-     "or rename the columns to capbook's canonical names (arrival_time, input_tokens, output_tokens, ...)"),
     (r", or set Mapping\.time_unit", ""),
     (r"\bpass q\s*=\s*50 for the median instead", "give the TPOT objective at a percentile the sweep reports "
      "(--slo 'tpot=50ms,tpot_p=50' for the median)"),
@@ -568,6 +567,7 @@ _FLAG_HINTS = [
     (r"a capbook\.traces\.Mapping naming (?:your|the) columns",
      "--columns arrival_time=COLUMN,input_tokens=COLUMN,output_tokens=COLUMN naming your columns"),
     (r"a capbook\.traces\.Mapping with (?:another|an) epoch", "--columns ...,epoch=DATE"),
+    (r"\bor a capbook\.traces\.Mapping\b", "or --columns FIELD=COLUMN,..."),
     (r"set Mapping\.time_unit", "pass --time-unit"),
     (rf"engine\s*=\s*{_Q}(duckdb|spark){_Q}", r"--engine \1"),
     (r"\bspark_master\s*=", "--spark-master"),

@@ -140,7 +140,7 @@ def test_module_entry_point(tmp_path):
     ("they then count from 1970-01-01 (a capbook.traces.Mapping with another epoch sets their start)",
      "(--columns ...,epoch=DATE sets their start)"),
     ("reads it as date-times; pass time_unit='s' (or 'ms', 'us', 'ns'), or set Mapping.time_unit",
-     "pass --time-unit s (or 'ms', 'us', 'ns'), or pass --time-unit"),
+     "pass --time-unit s (or 'ms', 'us', 'ns')"),
     ("series has 4 week(s); method='seasonal' with horizon_weeks=12 needs at least 14",
      "method='seasonal' with --horizon 12 needs"),
     ("to_pandas: the log has 6,470,000 rows, more than max_rows=5,000,000; aggregate with hourly() or pass "

@@ -461,7 +461,7 @@ def test_trace_and_plan_agree_on_a_real_log_shorter_than_an_hour(shared_dir, cap
 
 
 def test_plan_on_a_real_log_and_sweep_speaks_flags_only(shared_dir, capsys, tmp_path):
-    """Azure's conversation log on vLLM's 70B TP8 sweep (which does not record its TP): every line
+    """Azure's conversation log on vLLM's 70B TP8 sweep (TP read from its folder): every line
     printed or written names flags, never a keyword argument or a Python attribute."""
     sweep = shared_dir / "sweeps/vllm/surajssd-llm-k8s/results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
     log = shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv"
@@ -469,11 +469,9 @@ def test_plan_on_a_real_log_and_sweep_speaks_flags_only(shared_dir, capsys, tmp_
         pytest.skip(f"{sweep} is not in {shared_dir}")
     base = ["plan", "--requests", str(log), "--sweep", str(sweep), "--no-sim", "--no-autoscale",
             "--prices", str(PRICES), "--gpu", "A100-SXM-80GB"]
-    assert main([*base, "--out", str(tmp_path / "a")]) == 2
-    err = capsys.readouterr().err
-    assert "--tensor-parallel N" in err and "tensor_parallel" not in err
+    # the folder (01_tp8_pp1) and the suite's table beside the results record TP 8: no flag needed
     out = tmp_path / "b"
-    assert main([*base, "--tensor-parallel", "8", "--out", str(out)]) == 0
+    assert main([*base, "--out", str(out)]) == 0
     cap = capsys.readouterr()
     r = _rows(out)
     assert int(float(r[("cost", "GPUs")])) == 8 * int(float(r[("fleet", "total replicas")]))
