@@ -12,6 +12,9 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   arguments for :func:`capbook.traces.read_requests` (e.g. ``{"drop_invalid": true,
   "time_unit": "ms"}``) and :func:`capbook.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
+* ``CAPBOOK_SLO`` — the reader's objectives, in the syntax of ``capbook plan --slo``
+  (:meth:`capbook.plan.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
+  reads them through :func:`slo`, and ``capbook book --slo`` sets them;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
   the copy installed with the package; see :mod:`capbook.paths`).
 
@@ -50,6 +53,8 @@ __all__ = [
     "plan_log",
     "plan_inputs",
     "using_sample_data",
+    "slo",
+    "slo_given",
     "data_source",
     "requests_path",
     "sweep_path",
@@ -72,6 +77,7 @@ _ENV_HISTORY = "CAPBOOK_HISTORY"
 _ENV_PRICES = "CAPBOOK_PRICES"
 _ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
 _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
+_ENV_SLO = "CAPBOOK_SLO"
 
 #: The derived KubeCon NA 2025 inference-perf table, relative to :func:`data_dir`.
 KUBECON_FILE = Path("realdata") / "kubecon_inference_perf.csv"
@@ -156,8 +162,52 @@ def sweep_path() -> Path | None:
 
 
 def using_sample_data() -> bool:
-    """True when no reader data is configured (the book's published figures then apply)."""
-    return requests_path() is None and sweep_path() is None and prices_path() is None
+    """True when no reader data or objectives are configured (the book's published figures then apply)."""
+    return requests_path() is None and sweep_path() is None and prices_path() is None and not slo_given()
+
+
+def slo_given() -> bool:
+    """True when the reader gave objectives (``CAPBOOK_SLO``, set by ``capbook book --slo``)."""
+    return bool(os.environ.get(_ENV_SLO, "").strip())
+
+
+def slo(**sample):
+    """The objectives a chapter plans and checks against: the reader's, else the chapter's own.
+
+    With ``CAPBOOK_SLO`` set (``capbook book --slo``), the objectives ``capbook plan --slo`` would
+    use with the same text (:meth:`capbook.plan.SLO.parse`; what it leaves out takes the plan's
+    defaults). Otherwise :class:`capbook.plan.SLO` with the chapter's sample objectives
+    ``sample`` (keyword arguments of :class:`~capbook.plan.SLO`: ``ttft_target_s`` and
+    ``tpot_target_s`` in seconds, ``tpot_percentile``, ...), so the published figures hold.
+
+    Parameters
+    ----------
+    **sample
+        The chapter's own objectives, used only when the reader gave none.
+
+    Returns
+    -------
+    capbook.plan.SLO
+
+    Raises
+    ------
+    ValueError
+        When ``CAPBOOK_SLO`` does not parse; the message names the variable.
+
+    Examples
+    --------
+    >>> slo(tpot_target_s=0.05).describe()        # no CAPBOOK_SLO set: the chapter's objectives
+    'p99 TTFT ≤ 1 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
+    """
+    from .plan import SLO
+
+    text = os.environ.get(_ENV_SLO, "").strip()
+    if not text:
+        return SLO(**sample)
+    try:
+        return SLO.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{_ENV_SLO}={text!r}: {exc}") from None
 
 
 def data_source() -> dict:
@@ -170,6 +220,7 @@ def data_source() -> dict:
         "sample": using_sample_data(),
         "requests_options": requests_options() if requests_path() else {},
         "sweep_options": sweep_options() if sweep_path() else {},
+        "slo": os.environ.get(_ENV_SLO, "").strip() or None,
     }
 
 
