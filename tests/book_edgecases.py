@@ -6,9 +6,11 @@ Each generator writes one small file in a documented layout and returns its path
   tiers, first-token and end times, no tenant column), ``one_tenant``, ``tenant_per_user`` (a
   tenant for each of thousands of users, with 1–2 requests each), ``one_model``, ``minutes``
   (ten minutes), ``weeks`` (three weeks at a low rate with a daily shape) and ``no_end_times``
-  (only arrival time and the two token counts: no latency columns, model, tier or status);
+  (only arrival time and the two token counts: no latency columns, model, tier or status),
+  ``quiet`` (two days at a few requests an hour);
 * sweeps: ``p50_only`` (a capbook sweep CSV with the median percentiles only), ``single_level``
-  (one load level), ``open_loop`` (vLLM ``bench serve`` JSON files at request rates, so the
+  (one load level), ``open_two_levels`` (two request rates, the lowest level near 8, none at 1),
+  ``open_loop`` (vLLM ``bench serve`` JSON files at request rates, so the
   concurrency is Little's law's), ``closed_loop`` (the same at fixed ``max_concurrency``) and
   ``vllm_default`` (vLLM's default output: ``--metric-percentiles 99``, so medians, means and p99,
   no p95).
@@ -109,7 +111,13 @@ def log_no_end_times(folder, seed=7) -> Path:
                   folder, "no_end_times")
 
 
-LOGS = {"base": log_base, "one_tenant": log_one_tenant, "tenant_per_user": log_tenant_per_user,
+def log_quiet(folder, seed=8) -> Path:
+    """Two days at a few requests an hour (most hours' median rate rounds to 0.0 requests/s)."""
+    rng = np.random.default_rng(seed)
+    return _write(_frame(rng, _arrivals(rng, 2 * 86400, 0.004)), folder, "quiet")
+
+
+LOGS = {"base": log_base, "quiet": log_quiet, "one_tenant": log_one_tenant, "tenant_per_user": log_tenant_per_user,
         "one_model": log_one_model, "minutes": log_minutes, "weeks": log_weeks, "no_end_times": log_no_end_times}
 
 
@@ -192,5 +200,13 @@ def sweep_open_loop(folder) -> Path:
                                                          percentiles=(50, 95, 99)) for _, r in rows.iterrows()])
 
 
-SWEEPS = {"p50_only": sweep_p50_only, "single_level": sweep_single_level, "open_loop": sweep_open_loop,
+def sweep_open_two_levels(folder) -> Path:
+    """Two request rates: Little's-law levels of about 8 and 32, none at 1 (as real open-loop runs often are)."""
+    t = _illustrative()
+    rows = t[t["concurrency"].isin([8, 32])]
+    return _vllm_folder(folder, "open_two_levels", [_vllm_json(r, request_rate=round(float(r["request_throughput_rps"]), 3),
+                                                               percentiles=(50, 95, 99)) for _, r in rows.iterrows()])
+
+
+SWEEPS = {"p50_only": sweep_p50_only, "open_two_levels": sweep_open_two_levels, "single_level": sweep_single_level, "open_loop": sweep_open_loop,
           "closed_loop": sweep_closed_loop, "vllm_default": sweep_vllm_default}

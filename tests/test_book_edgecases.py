@@ -6,8 +6,8 @@ chapter in one namespace, no kernel (``run_chapter``), with the data variables s
 ``capbook book`` sets them. That executes exactly the code a build executes, hidden cells
 included, in seconds a chapter. The cases (``tests/book_edgecases.py``) are logs with no tenant
 column, one tenant, a tenant per user (thousands with one or two requests), one model, ten
-minutes, three weeks, no end times; sweeps with the median percentiles only, a single load
-level, open-loop only, closed-loop only and vLLM's default output (no p95, top level 16).
+minutes, three weeks, two quiet days, no end times; sweeps with the median percentiles only, a single load
+level, two open-loop levels with none near 1, open-loop only, closed-loop only and vLLM's default output (no p95, top level 16).
 Each pair runs the chapters its case reaches, and one pair also runs with ``--slo`` objectives
 no level meets. One full ``capbook book`` build on an edge pair is marked ``book_build``.
 
@@ -234,6 +234,7 @@ def test_log_chapters_on_each_log(case, edge, monkeypatch):
 @pytest.mark.parametrize("log, sweep, slo", [
     ("tenant_per_user", "vllm_default", None),
     ("no_end_times", "single_level", "ttft=2,tpot=40ms,tpot_p=99"),   # objectives of the reader's own
+    ("quiet", "open_two_levels", "ttft=2,tpot=60ms"),    # a few requests an hour; no level at 1
 ])
 def test_capstone_on_edge_pairs(log, sweep, slo, edge, monkeypatch):
     env = {"CAPBOOK_REQUESTS": edge[f"log:{log}"], "CAPBOOK_SWEEP": edge[f"sweep:{sweep}"]}
@@ -244,6 +245,13 @@ def test_capstone_on_edge_pairs(log, sweep, slo, edge, monkeypatch):
     assert glued["cp_slo"] == want.describe()                  # the objectives the reader gave, or plan's
     assert f"At {1000 * 0.6 * want.tpot_target_s:g} ms" in glued["cp_ex4_text"]
     assert "no plan on your data" not in printed                # planned on the reader's data, as plan does
+
+
+def test_autoscaling_on_a_quiet_log(edge, monkeypatch):
+    """Most hours of the design day have no request: the climb starts at a positive rate."""
+    glued, printed = run_chapter("autoscaling", monkeypatch, CAPBOOK_REQUESTS=edge["log:quiet"],
+                                 CAPBOOK_SWEEP=edge["sweep:open_two_levels"], CAPBOOK_SLO="ttft=2,tpot=60ms")
+    assert "no plan on your data" not in printed
 
 
 # --------------------------------------------------------------------------------------------
