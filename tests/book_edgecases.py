@@ -9,7 +9,7 @@ Each generator writes one small file in a documented layout and returns its path
   (only arrival time and the two token counts: no latency columns, model, tier or status),
   ``quiet`` (two days at a few requests an hour);
 * sweeps: ``p50_only`` (a capbook sweep CSV with the median percentiles only), ``single_level``
-  (one load level), ``open_two_levels`` (two request rates, the lowest level near 8, none at 1),
+  (one load level), ``open_from_8`` (three request rates, the lowest level near 8, none at 1),
   ``open_loop`` (vLLM ``bench serve`` JSON files at request rates, so the
   concurrency is Little's law's), ``closed_loop`` (the same at fixed ``max_concurrency``) and
   ``vllm_default`` (vLLM's default output: ``--metric-percentiles 99``, so medians, means and p99,
@@ -200,13 +200,14 @@ def sweep_open_loop(folder) -> Path:
                                                          percentiles=(50, 95, 99)) for _, r in rows.iterrows()])
 
 
-def sweep_open_two_levels(folder) -> Path:
-    """Two request rates: Little's-law levels of about 8 and 32, none at 1 (as real open-loop runs often are)."""
+def sweep_open_from_8(folder) -> Path:
+    """Three request rates: Little's-law levels of about 8, 16 and 32, none at 1 (as real open-loop runs often are)."""
     t = _illustrative()
-    rows = t[t["concurrency"].isin([8, 32])]
-    return _vllm_folder(folder, "open_two_levels", [_vllm_json(r, request_rate=round(float(r["request_throughput_rps"]), 3),
+    rows = t[t["concurrency"].isin([8, 16, 32])]
+    return _vllm_folder(folder, "open_from_8", [_vllm_json(r, request_rate=round(float(r["request_throughput_rps"]), 3),
                                                                percentiles=(50, 95, 99)) for _, r in rows.iterrows()])
 
 
-SWEEPS = {"p50_only": sweep_p50_only, "open_two_levels": sweep_open_two_levels, "single_level": sweep_single_level, "open_loop": sweep_open_loop,
+SWEEPS = {"p50_only": sweep_p50_only, "open_from_8": sweep_open_from_8, "single_level": sweep_single_level,
+          "open_loop": sweep_open_loop,
           "closed_loop": sweep_closed_loop, "vllm_default": sweep_vllm_default}

@@ -6,10 +6,10 @@ chapter in one namespace, no kernel (``run_chapter``), with the data variables s
 ``capbook book`` sets them. That executes exactly the code a build executes, hidden cells
 included, in seconds a chapter. The cases (``tests/book_edgecases.py``) are logs with no tenant
 column, one tenant, a tenant per user (thousands with one or two requests), one model, ten
-minutes, three weeks, two quiet days, no end times; sweeps with the median percentiles only, a single load
-level, two open-loop levels with none near 1, open-loop only, closed-loop only and vLLM's default output (no p95, top level 16).
-Each pair runs the chapters its case reaches, and one pair also runs with ``--slo`` objectives
-no level meets. One full ``capbook book`` build on an edge pair is marked ``book_build``.
+minutes, three weeks, two quiet days, no end times; sweeps with the median percentiles only, a
+single load level, open-loop levels from 8 (none near 1), open-loop only, closed-loop only and
+vLLM's default output (no p95, top level 16). Each pair runs the chapters its case reaches;
+the sweep chapters run once more with ``--slo`` objectives no level meets. One full ``capbook book`` build on an edge pair is marked ``book_build``.
 
 Besides not failing, each test checks the sentence a chapter writes where the data cannot give
 what it computes (the percentile used instead, the sample sweep shown instead, the tier split
@@ -210,15 +210,30 @@ def test_sweep_chapters_on_each_sweep(case, edge, monkeypatch):
             assert f"p{q} TPOT" in glued["sts_rule_text"]
 
 
-@pytest.mark.parametrize("case", ["p50_only", "single_level"])
+def test_sweep_chapters_when_no_level_meets_the_objectives(edge, monkeypatch):
+    sweep = read_sweep(edge["sweep:closed_loop"])
+    lowest = float(sweep.concurrency[0])
+    for stem in SWEEP_CHAPTERS:
+        glued, printed = run_chapter(stem, monkeypatch, CAPBOOK_REQUESTS=edge["log:base"],
+                                     CAPBOOK_SWEEP=edge["sweep:closed_loop"], CAPBOOK_SLO="tpot=5ms")
+        _no_missing(stem, glued)
+        said = f"this page reads the sweep at its lowest level, {lowest:g}"
+        assert said in (_text(glued) + printed), stem
+    assert glued["var_sweep_intro"].startswith(f"We use your sweep, closed_loop, read at {int(lowest)} running")
+
+
+@pytest.mark.parametrize("case", ["p50_only", "single_level", "open_from_8"])
 def test_textbook_breaks_on_thin_sweeps(case, edge, monkeypatch):
     glued, _ = run_chapter("textbook_breaks", monkeypatch, CAPBOOK_REQUESTS=edge["log:base"],
                            CAPBOOK_SWEEP=edge[f"sweep:{case}"])
     _no_missing("textbook_breaks", glued)
     if case == "single_level":   # the load-dependent model needs 3 levels: the sample, and why
         assert "has 1 load level" in glued["tb_sweep_intro"] and "sample sweep" in glued["tb_sweep_intro"]
-    else:                        # no p95 of TPOT or TTFT: the median, said so
+    elif case == "p50_only":     # no p95 of TPOT or TTFT: the median, said so
         assert "checked at p50" in glued["tb_sweep_intro"] and "p50 TTFT" in glued["tb_slo_intro"]
+    else:                        # no level at 1: a lone request is read at the lowest level, said so
+        lowest = float(read_sweep(edge["sweep:open_from_8"]).concurrency[0])
+        assert lowest > 1 and f"ran one request alone (its lowest is {lowest:g}" in glued["tb_sweep_intro"]
 
 
 @pytest.mark.parametrize("case", sorted(cases.LOGS))
@@ -234,7 +249,7 @@ def test_log_chapters_on_each_log(case, edge, monkeypatch):
 @pytest.mark.parametrize("log, sweep, slo", [
     ("tenant_per_user", "vllm_default", None),
     ("no_end_times", "single_level", "ttft=2,tpot=40ms,tpot_p=99"),   # objectives of the reader's own
-    ("quiet", "open_two_levels", "ttft=2,tpot=60ms"),    # a few requests an hour; no level at 1
+    ("quiet", "open_from_8", "ttft=2,tpot=60ms"),    # a few requests an hour; no level at 1
 ])
 def test_capstone_on_edge_pairs(log, sweep, slo, edge, monkeypatch):
     env = {"CAPBOOK_REQUESTS": edge[f"log:{log}"], "CAPBOOK_SWEEP": edge[f"sweep:{sweep}"]}
@@ -250,7 +265,7 @@ def test_capstone_on_edge_pairs(log, sweep, slo, edge, monkeypatch):
 def test_autoscaling_on_a_quiet_log(edge, monkeypatch):
     """Most hours of the design day have no request: the climb starts at a positive rate."""
     glued, printed = run_chapter("autoscaling", monkeypatch, CAPBOOK_REQUESTS=edge["log:quiet"],
-                                 CAPBOOK_SWEEP=edge["sweep:open_two_levels"], CAPBOOK_SLO="ttft=2,tpot=60ms")
+                                 CAPBOOK_SWEEP=edge["sweep:open_from_8"], CAPBOOK_SLO="ttft=2,tpot=60ms")
     assert "no plan on your data" not in printed
 
 
