@@ -282,7 +282,7 @@ def test_full_book_on_an_edge_pair(edge, tmp_path, capsys):
     err = capsys.readouterr().err
     assert code == 0, err[-3000:]
     assert "failed" not in err and "\x1b[" not in err
-    intro = (out / "index.html").read_text(encoding="utf-8")
+    intro = (out / "book" / "intro.html").read_text(encoding="utf-8")
     assert "ttft=2,tpot=60ms" in intro and "did not run" not in intro
     slots = (out / "book" / "sweep_to_slots.html").read_text(encoding="utf-8")
     assert "p99 TPOT" in slots and "the TPOT objective is checked at p99" in slots
