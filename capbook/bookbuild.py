@@ -103,10 +103,11 @@ def _environ(env: dict):
 
 
 def _data_env(requests, requests_format, sweep, requests_options=None, sweep_options=None,
-              history=None, prices=None) -> dict:
+              history=None, prices=None, slo=None) -> dict:
     import json
 
     return {
+        "CAPBOOK_SLO": slo if slo else None,
         "CAPBOOK_HISTORY": str(Path(history).resolve()) if history else None,
         "CAPBOOK_PRICES": str(Path(prices).resolve()) if prices else None,
         "CAPBOOK_REQUESTS": str(Path(requests).resolve()) if requests else None,
@@ -171,6 +172,8 @@ def data_note(source: dict, when: str) -> str:
         items.append(("hourly history", source["history"], None))
     if source.get("prices") and not str(source["prices"]).startswith("illustrative"):
         items.append(("prices", source["prices"], None))
+    if source.get("slo"):
+        items.append(("objectives", source["slo"], None))
     if source["sample"]:
         closing = "These are the book&#39;s sample data, so every figure matches the published book."
     else:
@@ -315,7 +318,7 @@ def _execute_timed(path: str, env: dict, timeout: int, wall_s: float = 600.0, at
         if children.stopping:
             raise _Stopped()
         if proc.returncode != 0:
-            lines = [ln for ln in (err or "").splitlines() if ln.strip()]
+            lines = [ln for ln in strip_ansi(err or "").splitlines() if ln.strip()]
             raise RuntimeError(lines[-1] if lines else f"exit status {proc.returncode}")
         return time.perf_counter() - t0
     raise AssertionError("unreachable")  # pragma: no cover
@@ -631,7 +634,28 @@ class _Signals:
 # --------------------------------------------------------------------------------------------
 # A chapter that fails on the reader's data: its source, the error at its top, a line in the intro
 # --------------------------------------------------------------------------------------------
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+#: Terminal colour and control sequences in a kernel's traceback text: CSI (``ESC[0;31m``), OSC
+#: (``ESC]8;;url ESC\`` hyperlinks, ended by BEL or ST), other two-character escapes, the same
+#: sequences written out as a repr shows them (``\x1b[0m``, ``\u001b[0m``, ``\033[0m``), and
+#: control characters other than tab and line breaks.
+_ESC = r"(?:\x1b|\\x1b|\\u001b|\\033)"
+_ANSI = re.compile(_ESC + r"(?:\[[0-9;?:]*[ -/]*[@-~]|\][^\x07\x1b\\]*(?:\x07|" + _ESC + r"\\|\\)?|[@-Z_-])"
+                   r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def strip_ansi(text) -> str:
+    r"""``text`` without terminal colour codes or other control characters (tabs and line breaks stay).
+
+    Examples
+    --------
+    >>> strip_ansi("\x1b[0;31mValueError\x1b[0m: bad \x1b]8;;file:///x.py\x1b\\x.py\x1b]8;;\x1b\\ here")
+    'ValueError: bad x.py here'
+    >>> strip_ansi(r"\x1b[31mKeyError\x1b[39m: 'tpot_p95_s' \u001b[1;32mok\033[0m")
+    "KeyError: 'tpot_p95_s' ok"
+    """
+    return _ANSI.sub("", str(text))
+
+
 #: Characters written as HTML entities in an error shown on a page: HTML's own and MyST's markup.
 _ENTITIES = {ord(ch): f"&#{ord(ch)};" for ch in "{}$`*_[]|:\\~^@#!%'\""}
 _ENTITIES.update({ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"})
@@ -640,7 +664,7 @@ _ENTITIES.update({ord("&"): "&amp;", ord("<"): "&lt;", ord(">"): "&gt;"})
 def _html_text(text: str, limit: int = 400) -> str:
     """``text`` on one line, HTML-escaped, with the characters MyST reads as markup written as entities
     (it sits in a raw HTML block, which MyST passes through unparsed; the entities make sure of it)."""
-    one = " ".join(_ANSI.sub("", str(text)).split())
+    one = " ".join(strip_ansi(text).split())
     one = "".join(ch for ch in one if ch.isprintable())
     if len(one) > limit:
         one = one[:limit - 3] + "..."
@@ -729,7 +753,7 @@ def _note_failures(root_page: Path, note: str, failed: dict) -> None:
 
 
 def _first_error(exc: BaseException) -> str:
-    text = _ANSI.sub("", str(exc))
+    text = strip_ansi(exc)
     lines = [ln for ln in text.splitlines() if ln.strip()]
     err = [ln for ln in lines if "Error" in ln or "Exception" in ln]
     return (err[-1] if err else (lines[-1] if lines else repr(exc)))[:500]
@@ -738,7 +762,7 @@ def _first_error(exc: BaseException) -> str:
 def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None, timeout: int = 300,
                keep_notebooks: bool = False, progress: bool = True, chapters: list[str] | None = None,
                jobs: int = 2, requests_options: dict | None = None,
-               sweep_options: dict | None = None, history=None, prices=None) -> int:
+               sweep_options: dict | None = None, history=None, prices=None, slo: str | None = None) -> int:
     """Execute every chapter on the given data and build the site into ``out``.
 
     Parameters
@@ -762,6 +786,10 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     prices : str or Path, optional
         Price table for the chapter on costs (``CAPBOOK_PRICES``; see
         :func:`capbook.costs.read_prices`).
+    slo : str, optional
+        The objectives, as ``capbook plan --slo`` takes them (:meth:`capbook.plan.SLO.parse`);
+        every chapter with objectives uses them (``CAPBOOK_SLO``, :func:`capbook.datasets.slo`).
+        Default: each chapter's own sample objectives.
     requests_options, sweep_options : dict, optional
         Further keyword arguments of :func:`capbook.traces.read_requests` (``drop_invalid``,
         ``time_unit``, ``sort``) and :func:`capbook.importers.read_sweep` (``load``, ``where``,
@@ -802,6 +830,13 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     jobs = integer(jobs, "jobs", minimum=1)
     timeout = integer(timeout, "timeout", minimum=1)
     out = check_out(out)
+    if slo is not None:
+        from .plan import SLO
+
+        try:
+            SLO.parse(slo)
+        except ValueError as exc:
+            raise ValueError(f"--slo {slo!r}: {exc}") from None
     for p, name in ((requests, "requests"), (sweep, "sweep"), (history, "history"), (prices, "prices")):
         if p is not None and not Path(p).exists():
             raise FileNotFoundError(f"--{name} {p}: no such file")
@@ -812,7 +847,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         if unknown:
             raise ValueError(f"chapters {sorted(unknown)} are not in _toc.yml")
         all_chapters = [p for p in all_chapters if p.stem in wanted]
-    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options, history, prices)
+    env_vars = _data_env(requests, requests_format, sweep, requests_options, sweep_options, history, prices, slo)
     with _environ(env_vars):
         source = datasets.data_source()
     env = os.environ.copy()

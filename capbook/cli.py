@@ -632,6 +632,11 @@ def _fail(command: str, exc: BaseException) -> int:
     return 2
 
 
+#: The help of ``--slo`` (plan and book take the same objectives).
+_SLO_HELP = ("objectives, e.g. 'ttft=1,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse; "
+             "default: p99 TTFT 1 s, p95 TPOT 50 ms, waits over 0.5 s for at most 1 %%)")
+
+
 def add_plan_command(sub: argparse._SubParsersAction) -> None:
     """Register ``capbook plan``."""
     p = sub.add_parser(
@@ -651,9 +656,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     _add_history_argument(p)
     p.add_argument("--model", default=None, help="model to plan (default: the one with most output tokens)")
     p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
-    p.add_argument("--slo", default=None, metavar="SPEC",
-                   help="objectives, e.g. 'ttft=1,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse; "
-                        "default: p99 TTFT 1 s, p95 TPOT 50 ms, waits over 0.5 s for at most 1 %%)")
+    p.add_argument("--slo", default=None, metavar="SPEC", help=_SLO_HELP)
     p.add_argument("--horizon", default="4", metavar="WEEKS",
                    help="lead time of the decision in weeks: 1, 4 or 12 (default 4); at most as many weeks as the "
                         "history is long (never less than 12)")
@@ -1047,6 +1050,9 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prices", metavar="CSV", default=None,
                    help="price table for the chapter on costs (gpu,on_demand_usd_per_gpu_hour,"
                         "reserved_usd_per_gpu_hour; default: the illustrative data/prices/illustrative.csv)")
+    p.add_argument("--slo", default=None, metavar="SPEC",
+                   help=_SLO_HELP.replace("default:", "every chapter with objectives uses them, as plan does; "
+                                          "default: each chapter's own, the plan's being"))
     p.add_argument("--chapters", default=None, help=argparse.SUPPRESS)  # comma-separated stems (tests)
     p.set_defaults(func=run_book)
 
@@ -1059,6 +1065,13 @@ def run_book(args: argparse.Namespace) -> int:
         timeout = _number(args.timeout, "--timeout", "a whole number of seconds >= 1", whole=True)
         jobs = _number(args.jobs, "--jobs", "a whole number of chapters >= 1", whole=True)
         bookbuild.check_out(args.out)  # before the data are read and long before any chapter runs
+        if args.slo is not None:  # as plan reads it, before the data are read
+            from capbook.plan import SLO
+
+            try:
+                SLO.parse(args.slo)
+            except ValueError as exc:
+                raise ValueError(f"--slo {args.slo!r}: {exc}") from None
         _load_inputs(args)
         prices = args.prices if _prices_flag(args) is not None else None
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
@@ -1066,7 +1079,8 @@ def run_book(args: argparse.Namespace) -> int:
                                     jobs=jobs, requests_options=_requests_options(args),
                                     sweep_options=_sweep_options(args),
                                     history=args.history if _history_flag(args) is not None else None,
-                                    prices=prices, chapters=args.chapters.split(",") if args.chapters else None)
+                                    prices=prices, slo=args.slo,
+                                    chapters=args.chapters.split(",") if args.chapters else None)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("book", exc)
 

@@ -12,6 +12,9 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   arguments for :func:`capbook.traces.read_requests` (e.g. ``{"drop_invalid": true,
   "time_unit": "ms"}``) and :func:`capbook.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
+* ``CAPBOOK_SLO`` — the reader's objectives, in the syntax of ``capbook plan --slo``
+  (:meth:`capbook.plan.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
+  reads them through :func:`slo`, and ``capbook book --slo`` sets them;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
   the copy installed with the package; see :mod:`capbook.paths`).
 
@@ -50,6 +53,8 @@ __all__ = [
     "plan_log",
     "plan_inputs",
     "using_sample_data",
+    "slo",
+    "slo_given",
     "data_source",
     "requests_path",
     "sweep_path",
@@ -72,6 +77,7 @@ _ENV_HISTORY = "CAPBOOK_HISTORY"
 _ENV_PRICES = "CAPBOOK_PRICES"
 _ENV_REQUESTS_OPTIONS = "CAPBOOK_REQUESTS_OPTIONS"
 _ENV_SWEEP_OPTIONS = "CAPBOOK_SWEEP_OPTIONS"
+_ENV_SLO = "CAPBOOK_SLO"
 
 #: The derived KubeCon NA 2025 inference-perf table, relative to :func:`data_dir`.
 KUBECON_FILE = Path("realdata") / "kubecon_inference_perf.csv"
@@ -156,8 +162,52 @@ def sweep_path() -> Path | None:
 
 
 def using_sample_data() -> bool:
-    """True when no reader data is configured (the book's published figures then apply)."""
-    return requests_path() is None and sweep_path() is None and prices_path() is None
+    """True when no reader data or objectives are configured (the book's published figures then apply)."""
+    return requests_path() is None and sweep_path() is None and prices_path() is None and not slo_given()
+
+
+def slo_given() -> bool:
+    """True when the reader gave objectives (``CAPBOOK_SLO``, set by ``capbook book --slo``)."""
+    return bool(os.environ.get(_ENV_SLO, "").strip())
+
+
+def slo(**sample):
+    """The objectives a chapter plans and checks against: the reader's, else the chapter's own.
+
+    With ``CAPBOOK_SLO`` set (``capbook book --slo``), the objectives ``capbook plan --slo`` would
+    use with the same text (:meth:`capbook.plan.SLO.parse`; what it leaves out takes the plan's
+    defaults). Otherwise :class:`capbook.plan.SLO` with the chapter's sample objectives
+    ``sample`` (keyword arguments of :class:`~capbook.plan.SLO`: ``ttft_target_s`` and
+    ``tpot_target_s`` in seconds, ``tpot_percentile``, ...), so the published figures hold.
+
+    Parameters
+    ----------
+    **sample
+        The chapter's own objectives, used only when the reader gave none.
+
+    Returns
+    -------
+    capbook.plan.SLO
+
+    Raises
+    ------
+    ValueError
+        When ``CAPBOOK_SLO`` does not parse; the message names the variable.
+
+    Examples
+    --------
+    >>> slo(tpot_target_s=0.05).describe()        # no CAPBOOK_SLO set: the chapter's objectives
+    'p99 TTFT ≤ 1 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
+    """
+    from .plan import SLO
+
+    text = os.environ.get(_ENV_SLO, "").strip()
+    if not text:
+        return SLO(**sample)
+    try:
+        return SLO.parse(text)
+    except ValueError as exc:
+        raise ValueError(f"{_ENV_SLO}={text!r}: {exc}") from None
 
 
 def data_source() -> dict:
@@ -170,6 +220,7 @@ def data_source() -> dict:
         "sample": using_sample_data(),
         "requests_options": requests_options() if requests_path() else {},
         "sweep_options": sweep_options() if sweep_path() else {},
+        "slo": os.environ.get(_ENV_SLO, "").strip() or None,
     }
 
 
@@ -673,3 +724,131 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None,
             notes = ("no sweep given: the book's illustrative sample sweep (an 8B model on one "
                      "A100) stands in for your deployment; measure yours and pass it",)
     return PlanInputs(sums, sweep, label, notes, model)
+
+
+# --------------------------------------------------------------------------------------------
+# What a chapter reads from a reader's sweep, when the sweep cannot give all of it
+# --------------------------------------------------------------------------------------------
+def load_sweep_or_sample(name: str | None = None, *, min_levels: int = 1):
+    """The book's sweep (:func:`load_sweep`), or the sample when the reader's has too few levels.
+
+    A chapter that fits a curve through the sweep's levels needs ``min_levels`` of them; a
+    reader's sweep with fewer (a single load level) cannot give it, so the chapter shows the
+    method on the sample sweep and says why, rather than fail.
+
+    Parameters
+    ----------
+    name : str, optional
+        Sample sweep (:func:`capbook.sweep.load_sample_sweep`); default the illustrative one.
+    min_levels : int
+        Load levels the chapter needs (>= 1).
+
+    Returns
+    -------
+    (capbook.sweep.Sweep, str or None)
+        The sweep, and a sentence saying why it is the sample instead of the reader's (None
+        when it is the reader's, or no reader sweep is configured).
+
+    Examples
+    --------
+    >>> sweep, note = load_sweep_or_sample(min_levels=3)   # no CAPBOOK_SWEEP: the sample, no note
+    >>> sweep.name, note
+    ('illustrative_chat', None)
+    """
+    from .validation import integer
+
+    need = integer(min_levels, "min_levels", minimum=1)
+    sweep = load_sweep(name)
+    if sweep_path() is None or len(sweep.concurrency) >= need:
+        return sweep, None
+    from .sweep import load_sample_sweep
+
+    n = len(sweep.concurrency)
+    sample = load_sample_sweep(name) if name else load_sample_sweep()
+    note = (f"Your sweep {sweep.name} has {n} load level{'s' if n != 1 else ''}; this chapter fits a curve "
+            f"through at least {need}, so it shows the method on the sample sweep {sample.name} instead. "
+            "Measure more load levels to see it on yours.")
+    print(f"capbook: {note}")
+    return sample, note
+
+
+@dataclass(frozen=True)
+class ObjectiveSlots:
+    """The slots a chapter reads a sweep at, from the objectives (:func:`slots_at_objective`).
+
+    Attributes
+    ----------
+    S : int
+        Slots per replica (>= 1).
+    q : int
+        The TPOT percentile read (the objective's, or the one the sweep reports instead).
+    choice : capbook.sweep.SlotChoice
+        :func:`capbook.sweep.choose_slots`' answer (``S`` and ``level`` moved to the lowest
+        level when no level meets the objective).
+    met : bool
+        False when no measured level meets the objective.
+    notes : tuple of str
+        Sentences for the reader: the percentile used instead of the objective's, the level
+        used when none meets it.
+    """
+
+    S: int
+    q: int
+    choice: object
+    met: bool
+    notes: tuple = ()
+
+    @property
+    def text(self) -> str:
+        """The notes as one paragraph (empty when there are none)."""
+        return " ".join(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in self.notes)
+
+
+def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> ObjectiveSlots:
+    """Slots per replica at the TPOT objective, as the plan chooses them, never failing on a valid sweep.
+
+    The TPOT percentile is the objective's when the sweep reports it, else the one
+    :meth:`capbook.sweep.Sweep.percentile_for` picks (what ``capbook plan`` does); S is
+    :func:`capbook.sweep.choose_slots`' answer. When no measured level meets the objective the
+    lowest level stands in, and a note says so: a chapter then shows its method at that level.
+
+    Parameters
+    ----------
+    sweep : capbook.sweep.Sweep
+    objectives : capbook.plan.SLO, optional
+        Default :func:`slo` with the book's 50 ms p95 TPOT.
+    margin : float
+        Share of the TPOT objective kept in reserve (as :func:`~capbook.sweep.choose_slots`).
+
+    Returns
+    -------
+    ObjectiveSlots
+
+    Examples
+    --------
+    >>> from capbook.sweep import load_sample_sweep
+    >>> pick = slots_at_objective(load_sample_sweep())
+    >>> pick.S, pick.q, pick.met, pick.notes
+    (32, 95, True, ())
+    >>> from capbook.plan import SLO
+    >>> strict = slots_at_objective(load_sample_sweep(), SLO(tpot_target_s=0.005))
+    >>> strict.S, strict.met
+    (1, False)
+    """
+    import dataclasses
+
+    from .sweep import choose_slots
+
+    objectives = objectives if objectives is not None else slo()
+    q, note = sweep.percentile_for("tpot", objectives.tpot_percentile)
+    notes = [note] if note else []
+    choice = choose_slots(sweep, objectives.tpot_target_s, q=q, margin=margin)
+    met = choice.S > 0
+    if not met:
+        lowest = float(sweep.concurrency[0])
+        choice = dataclasses.replace(choice, S=max(1, int(lowest)), level=lowest)
+        notes.append(f"no measured level of sweep {sweep.name} meets p{q} TPOT ≤ "
+                     f"{1000 * objectives.tpot_target_s:g} ms less a {100 * margin:g} % margin ({choice.reason}); "
+                     f"this page reads the sweep at its lowest level, {lowest:g}, to show the method: relax the "
+                     "TPOT objective (--slo) or measure faster hardware")
+    return ObjectiveSlots(int(choice.S), int(q), choice, met, tuple(notes))

@@ -780,19 +780,12 @@ def _split_rating(sweep, S: int, why: Exception):
 
 
 def _checked_percentile(sweep, slo: SLO, notes: list) -> SLO:
-    """The objectives with a TPOT percentile the sweep reports: the stricter one if it has it,
-    else the median (a note says which)."""
-    if sweep.has("tpot", slo.tpot_percentile):
+    """The objectives with a TPOT percentile the sweep reports (:meth:`capbook.sweep.Sweep.percentile_for`:
+    the stricter one if it has it, else the median; a note says which)."""
+    q_new, note = sweep.percentile_for("tpot", slo.tpot_percentile)
+    if note is None:
         return slo
-    have = [q_ for q_ in (99, 95, 50) if sweep.has("tpot", q_)]
-    if not have:
-        raise ValueError(f"sweep {sweep.name!r} holds no TPOT percentile (p50, p95 or p99)")
-    stricter = [q_ for q_ in have if q_ > slo.tpot_percentile]
-    q_new = min(stricter) if stricter else max(have)
-    notes.append(f"the sweep reports no p{slo.tpot_percentile} TPOT (it has "
-                 f"{', '.join(f'p{q_}' for q_ in sorted(have))}): the TPOT objective is checked at "
-                 f"p{q_new}" + ("" if stricter else ", less strict than asked: measure the "
-                                f"p{slo.tpot_percentile} to plan on it"))
+    notes.append(note)
     return dataclasses.replace(slo, tpot_percentile=q_new)
 
 

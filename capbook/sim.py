@@ -167,11 +167,17 @@ class ContinuousBatching:
         self.max_output_tokens = max_output_tokens
 
     def tpot_table(self, slots: int) -> np.ndarray:
-        """TPOT (seconds) at concurrency ``0..slots`` (entry 0 repeats entry 1)."""
+        """TPOT (seconds) at concurrency ``0..slots`` (entry 0 repeats entry 1).
+
+        From a sweep whose lowest level is above 1 (an open-loop sweep's levels are Little's
+        law's, 5.1 say), fewer sequences than that lowest level run at its TPOT: no faster than
+        measured, and no extrapolation below the data.
+        """
         n = np.arange(1, slots + 1)
         src = self.tpot_source
         if hasattr(src, "tpot"):
-            vals = np.asarray(src.tpot(n), dtype=float)
+            lowest = float(np.min(getattr(src, "concurrency", [1.0])))
+            vals = np.asarray(src.tpot(np.maximum(n, lowest)), dtype=float)
         elif callable(src):
             vals = np.asarray(src(n), dtype=float)
         else:

@@ -271,6 +271,50 @@ class Sweep:
         col = _stat_column(metric, q)
         return col in self._cols and bool(np.all(np.isfinite(self._cols[col])))
 
+    def percentile_for(self, metric: str, q) -> tuple[int, str | None]:
+        """The percentile of ``metric`` to read for an objective at percentile ``q``, and why.
+
+        ``q`` itself when the sweep reports it at every level; else the nearest stricter one it
+        reports (p99 for a p95 objective), else its highest (the median, when that is all a
+        load generator wrote): the rule :func:`capbook.plan.capacity_plan` applies. The note
+        says which was used and why (None when ``q`` is reported).
+
+        Parameters
+        ----------
+        metric : {"tpot", "ttft"}
+        q : {50, 95, 99}
+
+        Returns
+        -------
+        (int, str or None)
+
+        Raises
+        ------
+        ValueError
+            When the sweep reports none of p50, p95 and p99 of ``metric``.
+
+        Examples
+        --------
+        >>> sw = load_sample_sweep()
+        >>> sw.percentile_for("tpot", 95)
+        (95, None)
+        >>> t = sw.table.assign(tpot_p95_s=float("nan"), tpot_p99_s=float("nan"))
+        >>> q, note = Sweep.from_frame(t, name="medians").percentile_for("tpot", 95)
+        >>> q, note
+        (50, 'the sweep reports no p95 TPOT (it has p50): the TPOT objective is checked at p50, less strict than asked: measure the p95 to plan on it')
+        """
+        q = _percentile(q)
+        if self.has(metric, q):
+            return q, None
+        have = [q_ for q_ in (99, 95, 50) if self.has(metric, q_)]
+        if not have:
+            raise ValueError(f"sweep {self.name!r} holds no {metric.upper()} percentile (p50, p95 or p99)")
+        stricter = [q_ for q_ in have if q_ > q]
+        q_new = min(stricter) if stricter else max(have)
+        return q_new, (f"the sweep reports no p{q} {metric.upper()} (it has "
+                       f"{', '.join(f'p{q_}' for q_ in sorted(have))}): the {metric.upper()} objective is checked at "
+                       f"p{q_new}" + ("" if stricter else f", less strict than asked: measure the p{q} to plan on it"))
+
     # -- interpolation -----------------------------------------------------------------------
     def _column(self, metric: str, q) -> np.ndarray:
         key = (metric, q)
