@@ -633,8 +633,10 @@ def _fail(command: str, exc: BaseException) -> int:
 
 
 #: The help of ``--slo`` (plan and book take the same objectives).
-_SLO_HELP = ("objectives, e.g. 'ttft=1,tpot=50ms,wait=0.5,late=1%%' (see capbook.plan.SLO.parse; "
-             "default: p99 TTFT 1 s, p95 TPOT 50 ms, waits over 0.5 s for at most 1 %%)")
+_SLO_HELP = ("objectives, e.g. 'ttft=1,tpot=50ms,wait=0.5,late=1%%': any of ttft (s, at quantile "
+             "ttft_q, 0.99), tpot (s, at percentile tpot_p, 95), wait (s), late (share of waits over "
+             "wait), goodput (share meeting both); values take s or ms, shares a %% (default: p99 "
+             "TTFT 1 s, p95 TPOT 50 ms, waits over 0.5 s for at most 1 %%)")
 
 
 def add_plan_command(sub: argparse._SubParsersAction) -> None:

@@ -46,7 +46,7 @@ __all__ = ["KEY_ORDER", "canonical_key", "parse_gpu", "vllm_recorded", "sglang_r
 
 #: Configuration keys with a fixed meaning, in the order an error message lists them. Any
 #: other recorded key (a vLLM ``--metadata`` key such as ``deployment``) follows them.
-KEY_ORDER = ("max_num_seqs", "model", "gpu", "tensor_parallel", "engine", "precision",
+KEY_ORDER = ("max_num_seqs", "model", "params_b", "gpu", "tensor_parallel", "engine", "precision",
              "num_gpus", "pipeline_parallel", "data_parallel", "replicas", "prefill_replicas",
              "decode_replicas", "router", "workload", "dataset", "input_len", "output_len",
              "burstiness", "max_concurrency", "label", "engine_version",
@@ -297,6 +297,9 @@ _GPU_TOKEN = re.compile(_B + r"(?:(\d+)\s*x[-_ ]?)?((?:nvidia|amd|tesla)[-_ ]?)?
 _PD_TOKEN = re.compile(_B + r"(\d+)p(\d+)d" + _E, re.I)
 _REPLICAS_TOKEN = re.compile(_B + r"(?:(\d+)[-_ ]?replicas?|replicas?[-_=]?(\d+))" + _E, re.I)
 _LENGTHS_TOKEN = re.compile(_B + r"(?:in|isl)[-_=]?(\d+)[-_](?:out|osl)[-_=]?(\d+)" + _E, re.I)
+#: A model's size in a name (``llama_3_3_70b``, ``Llama-3.1-8B``, ``qwen2.5-0.5b``): billions of
+#: parameters, read only where the files do not name the model.
+_PARAMS_TOKEN = re.compile(_B + r"(\d+(?:\.\d+)?)b" + _E, re.I)
 _TP_TOKEN = re.compile(_B + r"tp[-_=]?(\d+)" + _E, re.I)
 _PP_TOKEN = re.compile(_B + r"pp[-_=]?(\d+)" + _E, re.I)
 #: vLLM's own result name: ``<label>-<rate>qps[-concurrency<N>]-<model>-<YYYYmmdd-HHMMSS>``.
@@ -323,6 +326,9 @@ def _name_families(name: str) -> dict:
     m = _LENGTHS_TOKEN.search(name)
     if m:
         out["lengths"] = {"input_len": int(m.group(1)), "output_len": int(m.group(2))}
+    m = _PARAMS_TOKEN.search(name.replace("_", "-"))
+    if m and 0 < float(m.group(1)) <= 5000:
+        out["params"] = {"params_b": float(m.group(1))}
     for fam, rx, key in (("tp", _TP_TOKEN, "tensor_parallel"), ("pp", _PP_TOKEN, "pipeline_parallel")):
         m = rx.search(name)
         if m:
@@ -376,6 +382,8 @@ def apply_path_keys(df: pd.DataFrame, found: list) -> list[str]:
             if fam not in rec or str(rec[fam][1].parent) not in ok_parents:
                 continue
             keys = rec[fam][0]
+            if fam == "params" and "model" in df and not _missing(df.at[i, "model"]):
+                continue  # the file names its model: a size in a folder's name adds nothing
             if fam == "deployment" and any(k in df and not _missing(df.at[i, k])
                                            for k in ("replicas", "prefill_replicas", "decode_replicas")):
                 continue  # the file's own record of the deployment wins

@@ -136,6 +136,10 @@ _SEND_SHARE = 0.95
 _SCHEDULE_DELAY_S = 1.0
 #: an open-loop point offered more than this multiple of the saturation rate is saturated too.
 _OVER_SATURATION = 1.02
+#: An open-loop level whose median TTFT exceeds this share of the time spent sending, and this
+#: many times the quietest level's, queued without bound (a stable queue waits about a service time).
+_BACKLOG_SHARE = 0.10
+_BACKLOG_TIMES = 10.0
 #: reported TPOT and (E2E - TTFT)/(output - 1) may differ by this share before rescaling.
 _TPOT_TOLERANCE = 0.20
 
@@ -1957,6 +1961,19 @@ def _config_labels(df: pd.DataFrame, gid: pd.Series, keys=()) -> dict:
             txt = {g: _values_txt([v]) .strip("'") for g, v in vals.items()}
             if len(set(txt.values())) == len(txt):
                 return {g: f"{c} {t}" for g, t in txt.items()}
+    # no one field tells them apart: join the fields that do, each added only when it splits more
+    parts: dict = {g: [] for g in groups}
+    for c in dict.fromkeys(("max_num_seqs", "model", "params_b", "gpu", "tensor_parallel", "engine",
+                            "precision", "workload") + tuple(k for k in keys if k != "engine_args")):
+        if c not in df:
+            continue
+        txt = {g: _values_txt([df.at[idx[0], c]]).strip("'") for g, idx in groups.items()}
+        before = len({tuple(v) for v in parts.values()})
+        if len({(tuple(parts[g]), txt[g]) for g in groups}) > before:
+            for g in groups:
+                parts[g].append(f"{c} {txt[g]}")
+        if len({tuple(v) for v in parts.values()}) == len(groups):
+            return {g: ", ".join(v) for g, v in parts.items()}
     return {g: f"config{n + 1}" for n, g in enumerate(groups)}
 
 
@@ -2004,6 +2021,22 @@ def _open_loop_levels(df: pd.DataFrame, gid: pd.Series) -> None:
             if df.at[i, "load_kind"] == "concurrency" and _finite(m) and df.at[i, "concurrency"] > float(m):
                 _saturate_df(df, i, f"concurrency {df.at[i, 'concurrency']:g} exceeds the engine's "
                                     f"max_num_seqs {float(m):g}: the engine ran {float(m):g}, the rest queued")
+        # a backlog that grew through the run: the median request waited for its first token a
+        # sizeable share of the time the client spent sending (a stable queue waits about a
+        # service time), far above the configuration's quiet TTFT
+        p50 = pd.to_numeric(df.loc[grp, "ttft_p50_s"], errors="coerce")
+        quiet = float(p50.min()) if p50.notna().any() else _NAN
+        for i in opn:
+            t, n, off = df.at[i, "ttft_p50_s"], df.at[i, "num_requests"], df.at[i, "offered_rps"]
+            if df.at[i, "saturated"] or not all(_finite(v) and float(v) > 0 for v in (t, n, off)) \
+                    or not math.isfinite(quiet):
+                continue
+            sending = float(n) / float(off)
+            if float(t) > _BACKLOG_SHARE * sending and float(t) > _BACKLOG_TIMES * quiet:
+                _saturate_df(df, i, f"backlog: the median TTFT, {float(t):.3g} s, is "
+                                    f"{float(t) / sending:.0%} of the {sending:.3g} s the client spent "
+                                    f"sending and {float(t) / quiet:.0f}× the quietest level's "
+                                    f"{quiet:.3g} s: the queue grew through the run")
         # an open-loop point offered more than the engine completed when saturated is saturated
         sat = [i for i in opn if df.at[i, "saturated"]]
         if sat:
@@ -2136,7 +2169,9 @@ def read_points(path_or_paths, *, concurrency=None, max_num_seqs=None) -> pd.Dat
     delay exceeds 1 s; open-loop points completing below 80 % of what the offered rate would
     give over the run; rate ``inf`` / GuideLLM ``throughput`` bursts; open-loop points offered
     more than 1.02 × the highest completion rate of a saturated point of the same
-    configuration; closed-loop points above ``max_num_seqs``. :class:`~capbook.sweep.Sweep`
+    configuration; open-loop points whose median TTFT exceeds 10 % of the time the client spent
+    sending (requests / offered rate) and 10 × the configuration's quietest median TTFT (a
+    backlog that grew through the run); closed-loop points above ``max_num_seqs``. :class:`~capbook.sweep.Sweep`
     keeps them out of the levels.
 
     **TPOT.** When a tool's mean TPOT differs from (mean E2E − mean TTFT) / (mean output − 1)

@@ -82,3 +82,53 @@ def test_real_sglang_files(shared_dir):
 
     assert main(["predict", "--sweep", str(out / "llama_3_3_70b_online_output.jsonl"),
                  "--where", "config=workload random 1024/1024", "--rate", "2"]) == 0
+
+
+def test_the_real_folder_keeps_its_two_models_apart(shared_dir, capsys):
+    """The folder holds Llama-3.3-70B (online and offline) and Llama-3.1-405B runs, and SGLang's
+    older lines do not name the model: the size in each file's name keeps them apart, so the
+    405B runs are never read as more levels (or repeats) of the 70B sweep."""
+    out = shared_dir / "sweeps/sglang/datacrunch-h200/sglang/outputs"
+    if not out.is_dir():
+        pytest.skip("the SGLang sweeps are not in ../shared")
+    pts = read_points(out)
+    by_file = pts.groupby(pts["source_file"].map(lambda f: f.rsplit("/", 1)[-1]))["params_b"].unique()
+    assert [list(v) for v in by_file] == [[70.0], [70.0], [405.0]]
+    assert sorted(by_file.index) == ["llama_3_3_70b_offline_output.jsonl", "llama_3_3_70b_online_output.jsonl",
+                                     "llama_405b_online_output.jsonl"]
+    # the same workload of the two models: two configurations, labelled by both fields
+    rnd = pts[pts["workload"] == "random 1024/1024"]
+    assert rnd.groupby("params_b")["config"].nunique().tolist() == [1, 1]
+    assert rnd["config"].nunique() == 2 and all("params_b" in c for c in rnd["config"])
+    from capbook.cli import main
+
+    assert main(["predict", "--sweep", str(out), "--rate", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "params_b (70," in err and "405" in err
+    # the 405B's random workload: 8 req/s offered served 3.58 with a median TTFT of 124 s (a
+    # backlog that grew through the 300 s of sending), and 4 req/s offered is above what it served
+    sw = read_sweep(out, where={"params_b": 405, "workload": "random 1024/1024"})
+    assert len(sw.table) == 2 and len(sw.saturated) == 2
+    assert sw.saturation_rps == pytest.approx(3.58, abs=0.01)
+    reasons = sorted(sw.saturated["saturation_reason"])
+    assert reasons[0].startswith("backlog: the median TTFT, 124 s, is 41% of the 300 s")
+    assert reasons[1].startswith("offered 4 req/s exceeds the 3.585 req/s")
+    sw70 = read_sweep(out, where={"params_b": 70, "workload": "random 1024/1024"})
+    assert len(sw70.table) == 4 and len(sw70.saturated) == 2   # 16 req/s and the offline burst
+
+
+def test_a_level_whose_queue_grew_through_the_run_is_saturated(tmp_path):
+    """An open-loop level can complete nearly what was offered (its requests finish in the tail
+    after sending stops) while its queue grew without bound: the median TTFT is then a sizeable
+    share of the sending time. A level waiting a second or two on a 37.5 s run is not."""
+    rates = (1.0, 2.0, 4.0, 8.0)
+    ttft = {1.0: 85.0, 2.0: 90.0, 4.0: 2000.0, 8.0: 20_000.0}     # ms; 8 req/s sends for 37.5 s
+    p = _write(tmp_path, [_line(r, new=True, median_ttft_ms=ttft[r]) for r in rates])
+    pts = read_points(p).set_index("request_rate_target")
+    assert not pts.loc[[1.0, 2.0, 4.0], "saturated"].any()
+    assert pts.loc[8.0, "saturated"]
+    assert pts.loc[8.0, "saturation_reason"].startswith("backlog: the median TTFT, 20 s, is 53% of the 37.5 s")
+    # the same level waiting 3 s (8 % of the sending time) stays a level
+    ttft[8.0] = 3000.0
+    p = _write(tmp_path, [_line(r, new=True, median_ttft_ms=ttft[r]) for r in rates], name="b.jsonl")
+    assert not read_points(p)["saturated"].any()
