@@ -1253,6 +1253,8 @@ def _parse_guidellm_csv(text, path, skipped=None):
         e2e = f("req_latency_mean_s")
         _tpot_check(row, e2e=e2e, ttft=f("ttft_mean_ms", 1e-3), out=row["mean_output_tokens"],
                     reported=f("itl_mean_ms", 1e-3), what="itl_mean_ms")
+        if prof in ("constant", "poisson"):   # the arrival process: runs at one rate with two
+            row["arrivals"] = prof              # processes are two levels, not repeats
         if kind == "throughput":
             _saturate(row, "throughput profile: every request sent at once, so the point "
                            "measures the engine saturated, not a load level")
@@ -2544,24 +2546,38 @@ def read_sweep(path_or_paths, *, load: str = "auto", where: Mapping | Callable |
         why = "; ".join(f"{p or 'point'}: {r}" for p, r in zip(sat["point"], sat["saturation_reason"]))
         raise ValueError(f"{src}: every load point is saturated ({why}); there is no level to choose "
                          "S from: measure lower request rates or a concurrency sweep")
-    dup = pts["concurrency"][pts["concurrency"].duplicated()]
+    # one load level per closed-loop concurrency, and per open-loop target rate (repeated runs at
+    # one offered rate estimate slightly different running sequences: still one level, repeated)
+    tgt = pd.to_numeric(pts.get("request_rate_target", pd.Series(_NAN, index=pts.index)), errors="coerce")
+    by_rate = pts["load_kind"].isin(_OPEN) & tgt.notna() & np.isfinite(tgt)
+    arr = pts["arrivals"] if "arrivals" in pts else pd.Series(None, index=pts.index)
+    level = pd.Series([(f"request rate {t:g} req/s" + (f" ({a} arrivals)" if isinstance(a, str) else ""))
+                       if r else f"concurrency {c:g}"
+                       for r, t, c, a in zip(by_rate, tgt, pts["concurrency"], arr)], index=pts.index)
+    dup = level[level.duplicated()]
     if len(dup):
         if repeats == "error":
-            at = pts[pts["concurrency"].isin(dup)]
+            at = pts[level.isin(dup)]
             lines = at["source_line"] if "source_line" in at else pd.Series(None, index=at.index)
             files = [f"{f} line {n:g}" if _finite(n) else f for f, n in zip(at["source_file"], lines)]
+            conc = sorted(set(at.loc[~by_rate[at.index], "concurrency"]))
+            rates = [d for d in dict.fromkeys(dup) if d.startswith("request rate")]
+            what = ", ".join(([f"concurrency {conc}"] if conc else []) + rates)
             raise ValueError(
-                f"{src} has several points at concurrency {sorted(set(dup))} ({files}); pass "
-                "repeats='mean' to average repeated runs, or where=... to choose"
+                f"{src} has several points at {what} ({files}); every key the files record is "
+                "equal, so they are repeated runs: pass repeats='mean' to average them, or "
+                "where=... to choose"
             )
-        num = [c for c in pts.columns if c not in ("num_requests", "concurrency", "saturated")
+        pts = pts.assign(_level=level.to_numpy())
+        num = [c for c in pts.columns if c not in ("num_requests", "saturated", "_level")
                and pd.api.types.is_numeric_dtype(pts[c]) and not pd.api.types.is_bool_dtype(pts[c])]
         agg = {c: "mean" for c in num}
         agg.update({"num_requests": "sum"})
-        agg.update({c: "first" for c in pts.columns if c not in agg and c != "concurrency"})
-        counts = pts.groupby("concurrency").size()
-        pts = pts.groupby("concurrency", as_index=False).agg(agg)
-        pts["runs_averaged"] = pts["concurrency"].map(counts).to_numpy()
+        agg.update({c: "first" for c in pts.columns if c not in agg and c != "_level"})
+        counts = pts.groupby("_level", sort=False).size()
+        pts = pts.groupby("_level", as_index=False, sort=False).agg(agg)
+        pts["runs_averaged"] = pts["_level"].map(counts).to_numpy()
+        pts = pts.drop(columns="_level").sort_values("concurrency", kind="stable").reset_index(drop=True)
     pts = pd.concat([pts, sat], ignore_index=True) if len(sat) else pts.copy()
     for k, v in (config or {}).items():
         if k not in CONFIG_COLUMNS:

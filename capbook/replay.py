@@ -508,11 +508,14 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         hi -= 1
     s = tried[hi]
     below = tried.get(hi - 1)
-    reason = (f"{hi} serving replicas meet the objectives in the fleet simulation ({qn} TTFT {s['ttft_q_s']:.3f} "
+    who = "one serving replica meets" if hi == 1 else f"{hi} serving replicas meet"
+    reason = (f"{who} the objectives in the fleet simulation ({qn} TTFT {s['ttft_q_s']:.3f} "
               f"± {s['ttft_q_margin_s']:.3f} s, goodput {100 * s['goodput_share']:.2f} %)")
     if below is not None:
         reason += (f"; {hi - 1} miss ({qn} TTFT {below['ttft_q_s']:.3f} s, goodput "
                    f"{100 * below['goodput_share']:.2f} %)")
+    elif hi == 1:
+        reason += f" (the peak, {lam:.3g} requests/s, is below one replica's {sat:.3g})"
     else:
         reason += f"; fewer cannot carry the peak ({lam:.3g} requests/s over {sat:.3g} a replica)"
     return Verification("verified", True, reason, hi, cap, table(), time.perf_counter() - t_start, _public(s),

@@ -262,8 +262,12 @@ class Sweep:
 
     def __repr__(self) -> str:
         c = self.config
-        return (f"Sweep(name={self.name!r}, model={c['model']!r}, gpu={c['gpu']!r}, "
-                f"tp={c['tensor_parallel']!r}, levels={[float(f'{x:.3g}') if x % 1 else int(x) for x in self._n]})")
+        # only what the sweep records: a field it does not know is left out, not shown as None
+        known = "".join(f", {k}={c[f]!r}" for k, f in (("model", "model"), ("gpu", "gpu"),
+                                                        ("tp", "tensor_parallel"))
+                        if c.get(f) is not None and not (isinstance(c[f], float) and math.isnan(c[f])))
+        return (f"Sweep(name={self.name!r}{known}, "
+                f"levels={[float(f'{x:.3g}') if x % 1 else int(x) for x in self._n]})")
 
     def has(self, metric: str, q) -> bool:
         """Whether the sweep holds ``metric`` (``"ttft"`` or ``"tpot"``) at percentile ``q``

@@ -380,16 +380,21 @@ def test_real_llmd_exp7_is_eight_configurations(exp7, capsys):
     assert "input_len (8000, 10000, 8000, 10000, 8000, 10000, 8000, 10000)" in err
     assert "--where config=A100/llm-d-1p1d" in err and "where=" not in err
     # one setup reads: three H100 runs of 3 replicas at 5.5 req/s, divided into one replica's
+    # (repeated runs at one offered rate, every recorded key equal: repeats, refused unless averaged)
     code, out = _cli(["predict", "--sweep", str(exp7), "--where", "gpu=H100", "--where", "replicas=3",
                       "--rate", "1"], capsys)
+    assert code == 2 and "several points at request rate 1.83333 req/s" in out.err
+    assert "--repeats mean" in out.err
+    code, out = _cli(["predict", "--sweep", str(exp7), "--where", "gpu=H100", "--where", "replicas=3",
+                      "--repeats", "mean", "--rate", "1"], capsys)
     assert code == 0, out.err
-    s = read_sweep(exp7, where={"gpu": "H100", "replicas": 3})
+    s = read_sweep(exp7, where={"gpu": "H100", "replicas": 3}, repeats="mean")
     files = sorted((exp7 / "collected/data/openshift/exp-7/H100/vllm-3replicas").glob("*.json"))
-    fleet = sorted(json.loads(f.read_text())["request_throughput"] for f in files)
-    assert len(s.table) == 3 and set(s.table["fleet_replicas"]) == {3}
-    assert sorted(s.table["request_throughput_rps"]) == pytest.approx([x / 3 for x in fleet])
-    assert sorted(s.table["ttft_p50_s"]) == pytest.approx(sorted(
-        json.loads(f.read_text())["median_ttft_ms"] / 1e3 for f in files))
+    runs = [json.loads(f.read_text()) for f in files]
+    assert len(s.table) == 1 and set(s.table["fleet_replicas"]) == {3} and s.table["runs_averaged"].iloc[0] == 3
+    assert s.table["request_throughput_rps"].iloc[0] == pytest.approx(
+        sum(r["request_throughput"] for r in runs) / 3 / 3)
+    assert s.table["ttft_p50_s"].iloc[0] == pytest.approx(sum(r["median_ttft_ms"] for r in runs) / 3 / 1e3)
     # the prefill/decode setups say why they are not read
     code, out = _cli(["predict", "--sweep", str(exp7), "--where", "config=H100/llm-d-2p1d", "--rate", "1"], capsys)
     assert code == 2 and "2 prefill + 1 decode" in out.err

@@ -132,3 +132,15 @@ def test_a_level_whose_queue_grew_through_the_run_is_saturated(tmp_path):
     ttft[8.0] = 3000.0
     p = _write(tmp_path, [_line(r, new=True, median_ttft_ms=ttft[r]) for r in rates], name="b.jsonl")
     assert not read_points(p)["saturated"].any()
+
+
+def test_two_runs_at_one_offered_rate_are_repeats(tmp_path):
+    """Open loop: the level is the offered rate. Two runs at 4 req/s estimate slightly different
+    running sequences, yet they are one level measured twice: refused, or averaged on request."""
+    lines = [_line(r, new=True) for r in (1.0, 2.0, 4.0)] + [_line(4.0, new=True, duration=80.0, request_throughput=3.8, median_ttft_ms=110.0)]
+    p = _write(tmp_path, lines)
+    with pytest.raises(ValueError, match=r"several points at request rate 4 req/s .*repeats='mean'"):
+        read_sweep(p)
+    sw = read_sweep(p, repeats="mean")
+    assert len(sw.table) == 3 and sw.table["runs_averaged"].max() == 2
+    assert sw.table["num_requests"].sum() == 4 * 300
