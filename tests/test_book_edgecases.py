@@ -35,6 +35,7 @@ from capbook import bookbuild, datasets  # noqa: E402
 from capbook.importers import read_sweep  # noqa: E402
 from capbook.plan import SLO  # noqa: E402
 from capbook.sweep import Sweep, load_sample_sweep  # noqa: E402
+from capbook.traces import read_requests  # noqa: E402
 
 BOOK = bookbuild.ROOT / "book"
 _ENV = ("CAPBOOK_REQUESTS", "CAPBOOK_SWEEP", "CAPBOOK_SLO", "CAPBOOK_HISTORY", "CAPBOOK_PRICES",
@@ -267,6 +268,17 @@ def test_autoscaling_on_a_quiet_log(edge, monkeypatch):
     glued, printed = run_chapter("autoscaling", monkeypatch, CAPBOOK_REQUESTS=edge["log:quiet"],
                                  CAPBOOK_SWEEP=edge["sweep:open_from_8"], CAPBOOK_SLO="ttft=2,tpot=60ms")
     assert "no plan on your data" not in printed
+
+
+def test_costs_with_a_tenant_per_user(edge, monkeypatch):
+    """Thousands of tenants: no dedicated pool each (thousands of plans, many minutes), a sentence instead."""
+    from capbook.paths import data_path
+
+    glued, _ = run_chapter("what_capacity_costs", monkeypatch, CAPBOOK_REQUESTS=edge["log:tenant_per_user"],
+                           CAPBOOK_SWEEP=data_path("sweeps", "illustrative_chat.csv"))   # a sweep naming its GPU
+    _no_missing("what_capacity_costs", glued)
+    n = read_requests(edge["log:tenant_per_user"]).to_pandas()["tenant"].nunique()
+    assert f"it has {n:,} tenants" in glued["wc_pools_text"] and "at most 50" in glued["wc_pools_text"]
 
 
 # --------------------------------------------------------------------------------------------
