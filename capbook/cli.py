@@ -1055,6 +1055,11 @@ def add_book_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--slo", default=None, metavar="SPEC",
                    help=_SLO_HELP.replace("default:", "every chapter with objectives uses them, as plan does; "
                                           "default: each chapter's own, the plan's being"))
+    p.add_argument("--gpu", metavar="NAME", default=None,
+                   help="the GPU type one replica of the sweep runs on, when the sweep does not record it "
+                        "(every chapter reads the sweep with it: KV cache, prices)")
+    p.add_argument("--tensor-parallel", metavar="N", default=None,
+                   help="GPUs per replica, when the sweep does not record it")
     p.add_argument("--chapters", default=None, help=argparse.SUPPRESS)  # comma-separated stems (tests)
     p.set_defaults(func=run_book)
 
@@ -1074,12 +1079,16 @@ def run_book(args: argparse.Namespace) -> int:
                 SLO.parse(args.slo)
             except ValueError as exc:
                 raise ValueError(f"--slo {args.slo!r}: {exc}") from None
+        sweep_options = _sweep_options(args)
+        hardware = _replica_flags(args)   # --gpu, --tensor-parallel: filled where the sweep is silent
+        if hardware:
+            sweep_options["config"] = hardware
         _load_inputs(args)
-        prices = args.prices if _prices_flag(args) is not None else None
+        prices = args.prices if args.prices is not None and _prices_flag(args) is not None else None
         return bookbuild.build_book(args.out, requests=args.requests, requests_format=args.format,
                                     sweep=args.sweep, timeout=timeout, keep_notebooks=args.keep,
                                     jobs=jobs, requests_options=_requests_options(args),
-                                    sweep_options=_sweep_options(args),
+                                    sweep_options=sweep_options,
                                     history=args.history if _history_flag(args) is not None else None,
                                     prices=prices, slo=args.slo,
                                     chapters=args.chapters.split(",") if args.chapters else None)

@@ -244,3 +244,25 @@ def test_book_number_flags_are_checked_and_named(tmp_path, capsys, argv, flag):
     err = capsys.readouterr().err
     assert err.startswith(f"capbook book: {flag} ") and err.count("\n") == 1, err
     assert not (tmp_path / "o").exists()
+
+
+def test_book_takes_the_replica_hardware_a_sweep_does_not_record(tmp_path, monkeypatch, capsys):
+    """--gpu and --tensor-parallel reach every chapter as the sweep's configuration (filled where
+    the sweep is silent), without --prices; a bad count names its flag."""
+    from capbook import bookbuild, datasets
+
+    seen = {}
+    monkeypatch.setattr(bookbuild, "build_book", lambda out, **kw: seen.update(kw) or 0)
+    sweep = data_path("sweeps", "illustrative_chat.csv")
+    t = pd.read_csv(sweep).drop(columns=["gpu", "tensor_parallel"], errors="ignore")
+    t.to_csv(tmp_path / "s.csv", index=False)
+    assert main(["book", "--sweep", str(tmp_path / "s.csv"), "--gpu", "H100-SXM-80GB",
+                 "--tensor-parallel", "4", "--out", str(tmp_path / "o")]) == 0
+    assert seen["sweep_options"]["config"] == {"gpu": "H100-SXM-80GB", "tensor_parallel": 4}
+    # what a chapter then reads through capbook.datasets
+    monkeypatch.setenv("CAPBOOK_SWEEP", str(tmp_path / "s.csv"))
+    monkeypatch.setenv("CAPBOOK_SWEEP_OPTIONS", __import__("json").dumps(seen["sweep_options"]))
+    sw = datasets.load_sweep()
+    assert sw.config["gpu"] == "H100-SXM-80GB" and sw.config["tensor_parallel"] == 4
+    assert main(["book", "--tensor-parallel", "0", "--out", str(tmp_path / "p")]) == 2
+    assert "--tensor-parallel" in capsys.readouterr().err
