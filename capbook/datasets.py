@@ -210,6 +210,23 @@ def slo(**sample):
         raise ValueError(f"{_ENV_SLO}={text!r}: {exc}") from None
 
 
+def reader_hint(exc: Exception) -> str:
+    """Why a chapter could not compute on the reader's data, naming their files and, since
+    ``capbook book`` runs the chapters, the book's flags rather than Python keywords.
+
+    >>> import os; os.environ.pop("CAPBOOK_REQUESTS", None); os.environ.pop("CAPBOOK_SWEEP", None)
+    >>> reader_hint(ValueError("pass tensor_parallel=N"))
+    'pass --tensor-parallel N to capbook book'
+    """
+    from capbook.cli import cli_message   # the same spelling the command line prints
+
+    msg = cli_message(str(exc))
+    if "--" in msg:
+        msg += " to capbook book"
+    named = [f"{what} {p.name}" for what, p in (("log", requests_path()), ("sweep", sweep_path())) if p]
+    return (f"{' and '.join(named)}: " if named else "") + msg
+
+
 def data_source() -> dict:
     """Describe the data the book is running on (shown on the first page of a built site)."""
     return {

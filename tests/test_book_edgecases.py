@@ -207,7 +207,7 @@ def test_sweep_chapters_on_each_sweep(case, edge, monkeypatch):
         _no_missing(stem, glued)
         if stem == "sweep_to_slots":
             assert glued["sts_q"] == q                      # the percentile plan would read
-            assert (q_note or "") in glued["sts_pick_text"].replace("The sweep", "the sweep")
+            assert (q_note or "") in glued["sts_rule_text"].replace("The sweep", "the sweep")
             assert f"p{q} TPOT" in glued["sts_rule_text"]
 
 
