@@ -513,7 +513,7 @@ class LogStats:
             ``service`` (:meth:`service_times` or None), ``no_service`` (why ``service`` is
             None, e.g. no end_time column; "" otherwise), ``peak_to_mean``
             (:meth:`peak_to_mean`, the busiest *clock* hour: NaN values only with its ``caveat``
-            column set), ``busiest_60min`` (:meth:`busiest_hour`, the busiest 60 consecutive
+            column set), ``busiest_60min`` (:meth:`capbook.tracestats.LogStats.busiest_hour`, the busiest 60 consecutive
             minutes by output tokens, as ``capbook plan`` reads them; None for an empty log),
             ``full_hours`` (int, fully covered clock hours), ``coverage`` (:meth:`coverage`,
             timestamps as ISO strings) and ``caveats`` (list of str: every sentence a reader
