@@ -636,11 +636,12 @@ class _Signals:
 # --------------------------------------------------------------------------------------------
 #: Terminal colour and control sequences in a kernel's traceback text: CSI (``ESC[0;31m``), OSC
 #: (``ESC]8;;url ESC\`` hyperlinks, ended by BEL or ST), other two-character escapes, the same
-#: sequences written out as a repr shows them (``\x1b[0m``, ``\u001b[0m``, ``\033[0m``), and
-#: control characters other than tab and line breaks.
+#: sequences written out as a repr shows them (``\x1b[0m``, ``\u001b[0m``, ``\033[0m``), the other
+#: escapes (``ESC c``, ``ESC ( B``), the one-byte CSI, and control characters other than tab and
+#: line breaks. The one definition: the CLI's output (:func:`capbook.cli.plain_text`) uses it too.
 _ESC = r"(?:\x1b|\\x1b|\\u001b|\\033)"
-_ANSI = re.compile(_ESC + r"(?:\[[0-9;?:]*[ -/]*[@-~]|\][^\x07\x1b\\]*(?:\x07|" + _ESC + r"\\|\\)?|[@-Z_-])"
-                   r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ANSI = re.compile(_ESC + r"(?:\[[0-9;?:<=>]*[ -/]*[@-~]|\][^\x07\x1b\\]*(?:\x07|" + _ESC + r"\\|\\)?|[ -/]*[0-~])"
+                   r"|\x9b[0-9;?]*[@-~]|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 def strip_ansi(text) -> str:

@@ -1729,12 +1729,6 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [add_trace_comman
                                                                  add_compare_command, add_simulate_command]
 
 
-#: Terminal control sequences: CSI (colours, cursor moves: ``ESC [ ... m``), OSC (titles,
-#: hyperlinks: ``ESC ] ... BEL`` or ``ESC ] ... ESC \\``), the other escapes (``ESC c``, ``ESC ( B``)
-#: and the one-byte CSI.
-_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;:?<=>]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]|\x9b[0-9;?]*[@-~]")
-
-
 def plain_text(text: str) -> str:
     """``text`` without terminal control sequences (colours, cursor moves, hyperlinks).
 
@@ -1743,7 +1737,9 @@ def plain_text(text: str) -> str:
     >>> plain_text("\x1b[31merror\x1b[0m: bad row")
     'error: bad row'
     """
-    return _TERMINAL_CODES.sub("", str(text))
+    from capbook.bookbuild import strip_ansi   # one definition of a terminal code
+
+    return strip_ansi(text)
 
 
 def _wants_plain(stream) -> bool:
