@@ -276,7 +276,7 @@ def _version(engine) -> tuple[int, int] | None:
 
 
 def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = None,
-                  max_num_batched_tokens=None, chunked_prefill=None, policy=None) -> EngineLimits:
+                  max_num_batched_tokens=None, chunked_prefill=None, policy=None, hardware=None) -> EngineLimits:
     """The engine's admission limits, from arguments, then the sweep's engine columns.
 
     Parameters
@@ -297,6 +297,9 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         Default: the flag, else on for vLLM's V1 engine (its default) and off for V0.
     policy : {"mixed", "separate"}, optional
         Default: ``"separate"`` for vLLM's V0 engine without chunked prefill, else ``"mixed"``.
+    hardware : capbook.hardware.Hardware, optional
+        The replica's model and GPU facts (flags and files); the KV-cache estimate comes from
+        them when the engine did not record its own count.
     """
     tab = sweep.table
     src: dict = {}
@@ -358,6 +361,10 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
     recorded = _col(tab, "kv_cache_tokens")   # the engine's own count (SGLang max_total_num_tokens)
     if kv_cache_tokens is None and recorded not in (None, True) and float(recorded) >= 1:
         kv, src["kv_cache_tokens"] = int(float(recorded)), "recorded by the engine"
+    elif kv_cache_tokens is None and hardware is not None and hardware.kv_cache_tokens() is not None:
+        kv = int(hardware.kv_cache_tokens())
+        src["kv_cache_tokens"] = ("recorded by the engine" if hardware.kv_cache_tokens_recorded
+                                  else "estimated from model and GPU")
     elif kv_cache_tokens is None:
         util = _col(tab, "gpu_memory_utilization")
         if util is None:
@@ -611,6 +618,8 @@ class EngineModel:
     notes: list = field(default_factory=list)
     #: the points the model was fitted to (the sweep less any levels past its throughput peak)
     fitted_sweep: object = field(default=None, repr=False)
+    #: the hardware facts the fit used (:class:`capbook.hardware.Hardware`)
+    hardware: object = field(default=None, repr=False)
 
     # -- mean-field ---------------------------------------------------------------------------
     @property
@@ -863,7 +872,7 @@ def _before_the_peak(sweep):
 
 
 def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batched_tokens=None,
-               chunked_prefill=None, policy=None, include_saturated: bool = True) -> EngineModel:
+               chunked_prefill=None, policy=None, include_saturated: bool = True, hardware=None) -> EngineModel:
     """Fit an :class:`EngineModel` to a sweep (any importer's; open- or closed-loop).
 
     Parameters
@@ -875,14 +884,24 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
         Engine limits (see :func:`engine_limits`); default: read from the sweep.
     include_saturated : bool
         Use the saturated points in the step-cost fit.
+    hardware : capbook.hardware.Hardware, optional
+        Model and GPU facts (see :func:`capbook.hardware.hardware_for`). Default: the sweep's
+        ``hardware`` attribute when the caller set one (the CLI's ``--gpu``, ``--model`` …),
+        else what the sweep's columns record.
 
     Returns
     -------
     EngineModel
     """
+    from capbook.hardware import hardware_for
+
+    if hardware is None:
+        hardware = getattr(sweep, "hardware", None)
+    if hardware is None:
+        hardware = hardware_for(sweep)
     limits = engine_limits(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens,
                            max_num_batched_tokens=max_num_batched_tokens,
-                           chunked_prefill=chunked_prefill, policy=policy)
+                           chunked_prefill=chunked_prefill, policy=policy, hardware=hardware)
     override = getattr(sweep, "_prefill_override", None)
     sweep, past = _before_the_peak(sweep)
     step, notes = fit_step_cost(sweep, include_saturated=include_saturated,
@@ -911,6 +930,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
                      "request is given that length")
     model = EngineModel(step, limits, P, L, oq, _prompt_p99(sweep), 0.0, 0.0, sweep.name, notes)
     model.fitted_sweep = sweep
+    model.hardware = hardware
     if limits.policy == "separate":
         model.step = _calibrate_separate(model, sweep, include_saturated)
     _calibrate_step(model, sweep, include_saturated)

@@ -923,7 +923,8 @@ def _fitted_engine(sweep):
     """
     from .engine import fit_engine
 
-    key = (id(sweep._table), tuple(sweep.notes), repr(sorted(getattr(sweep, "config", {}).items())))
+    key = (id(sweep._table), tuple(sweep.notes), repr(sorted(getattr(sweep, "config", {}).items())),
+           repr(getattr(sweep, "hardware", None)))
     hit = getattr(sweep, "_capbook_engine_fit", None)
     if hit is None or hit[0] != key:
         hit = (key, fit_engine(sweep))

@@ -248,7 +248,7 @@ def _max_rate(fn, sat: float, target: float, tol: float = 0.005) -> float | None
 
 def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv_cache_tokens=None,
             ttft_p99_target_s=None, seed: int = 0, requests: int = 6000, duration_s=None,
-            engine: EngineModel | None = None, models=MODELS) -> Prediction:
+            engine: EngineModel | None = None, models=MODELS, hardware=None) -> Prediction:
     """Predict one replica at an open-loop arrival rate with M/M/c, the load-dependent queue and
     the engine simulation.
 
@@ -276,6 +276,8 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
         has not grown to its steady state within one stage).
     engine : capbook.engine.EngineModel, optional
         A model already fitted with :func:`capbook.engine.fit_engine` (skips the fit).
+    hardware : capbook.hardware.Hardware, optional
+        Model and GPU facts for the fit (see :func:`capbook.engine.fit_engine`).
     models : sequence of str
         Which of :data:`MODELS` to run.
 
@@ -304,7 +306,8 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     target = None if ttft_p99_target_s is None else positive(ttft_p99_target_s, "ttft_p99_target_s")
     requests = integer(requests, "requests", minimum=1)
     duration_s = None if duration_s is None else positive(duration_s, "duration_s")
-    eng = engine or fit_engine(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens)
+    eng = engine or fit_engine(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens,
+                               hardware=hardware)
     ac = 0.5 if arrivals == "uniform" else 1.0
 
     def run(name, r):
