@@ -56,7 +56,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.loadqueue import kv_bytes_per_token
 from capbook.validation import choice, integer, nonnegative, positive, probability
 
 __all__ = [
@@ -74,63 +73,34 @@ __all__ = [
 
 _Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 
-#: Decoder architectures by the names model files and load generators use: parameters
-#: (billions), layers, KV heads, head dimension (from each model's ``config.json``).
-_MODEL_CONFIGS = [
-    (r"llama[-_ ]?3(\.[0-9])?[-_ ]?8b|meta-llama-3-8b", (8.03, 32, 8, 128)),
-    (r"llama[-_ ]?3(\.[0-9])?[-_ ]?70b|meta-llama-3-70b", (70.6, 80, 8, 128)),
-    (r"llama[-_ ]?3\.2[-_ ]?3b", (3.21, 28, 8, 128)),
-    (r"llama[-_ ]?3\.2[-_ ]?1b", (1.24, 16, 8, 64)),
-    (r"llama[-_ ]?2[-_ ]?7b", (6.74, 32, 32, 128)),
-    (r"llama[-_ ]?2[-_ ]?13b", (13.0, 40, 40, 128)),
-    (r"mistral[-_ ]?7b", (7.24, 32, 8, 128)),
-    (r"qwen2\.5[-_ ]?7b", (7.62, 28, 4, 128)),
-    (r"qwen2\.5[-_ ]?14b", (14.8, 48, 8, 128)),
-    (r"qwen2\.5[-_ ]?32b", (32.8, 64, 8, 128)),
-    (r"qwen2\.5[-_ ]?72b", (72.7, 80, 8, 128)),
-    (r"qwen3[-_ ]?8b", (8.19, 36, 8, 128)),
-    (r"qwen3[-_ ]?32b", (32.8, 64, 8, 128)),
-    (r"gemma[-_ ]?12b|gemma-3-12b", (12.0, 48, 8, 256)),
-]
-
-_GPU_MEMORY_GB = [
-    (r"h200", 141.0), (r"h100.*94|h100[-_ ]?nvl", 94.0), (r"h100|h800", 80.0),
-    (r"b200", 180.0), (r"gb200", 186.0), (r"mi300x", 192.0), (r"mi325", 256.0),
-    (r"a100.*40", 40.0), (r"a100", 80.0), (r"l40s?", 48.0), (r"l4\b|l4$|nvidia-l4", 24.0),
-    (r"a10g?\b|a10g?$", 24.0), (r"t4\b|t4$", 16.0),
-]
-_BYTES = {"bf16": 2.0, "fp16": 2.0, "float16": 2.0, "bfloat16": 2.0, "auto": 2.0, "fp8": 1.0,
-          "fp8_e4m3": 1.0, "fp8_e5m2": 1.0, "int8": 1.0, "awq": 0.5, "gptq": 0.5, "int4": 0.5,
-          "bitsandbytes": 0.5}
-
-
 def model_config(name) -> tuple[float, int, int, int] | None:
     """Architecture of a named model: ``(params_b, layers, kv_heads, head_dim)``, or None.
 
-    Matches the Hugging Face names load generators and manifests use
-    (``meta-llama/Llama-3.1-8B-Instruct``, ``Meta-Llama-3-70B``, ``Qwen2.5-7B`` …).
+    A thin reader of :data:`capbook.hardware.MODELS` (see :func:`capbook.hardware.find_model`
+    for the names it reads: ``meta-llama/Llama-3.1-8B-Instruct``, ``Meta-Llama-3-70B``,
+    ``Qwen2.5-7B`` …). For multi-head latent attention (DeepSeek-V3) ``kv_heads × head_dim`` is
+    half the latent width, so that ``2 × layers × kv_heads × head_dim`` is its KV values per token.
     """
-    if not isinstance(name, str):
+    from capbook.hardware import find_model
+
+    m = find_model(name)
+    if m is None:
         return None
-    low = name.lower().rsplit("/", 1)[-1]
-    for pat, cfg in _MODEL_CONFIGS:
-        if re.search(pat, low):
-            return cfg
-    return None
+    if m.mla:
+        return (m.params_b, m.layers, 1, (m.kv_lora_rank + (m.qk_rope_head_dim or 0)) // 2)
+    return (m.params_b, m.layers, m.kv_heads, m.head_dim)
 
 
 def gpu_memory_gb(name) -> float | None:
-    """HBM capacity (GB) of a GPU named as sweeps name it (``nvidia-h100-80gb``, ``H100 SXM``)."""
-    if not isinstance(name, str):
-        return None
-    low = name.lower()
-    m = re.search(r"(\d{2,3})\s*gb", low)
-    if m:
-        return float(m.group(1))
-    for pat, gb in _GPU_MEMORY_GB:
-        if re.search(pat, low):
-            return gb
-    return None
+    """Memory capacity (GB as sold) of a GPU named as sweeps name it (``nvidia-h100-80gb``,
+    ``H100 SXM``): the table's (:func:`capbook.hardware.find_gpu`), else a size in the name."""
+    from capbook.hardware import find_gpu
+
+    g = find_gpu(name)
+    if g is not None:
+        return g.memory_gb
+    m = re.search(r"(\d{2,3})\s*gb", name.lower()) if isinstance(name, str) else None
+    return float(m.group(1)) if m else None
 
 
 def kv_cache_tokens(model: str, gpu: str, *, tensor_parallel: int = 1,
@@ -138,23 +108,25 @@ def kv_cache_tokens(model: str, gpu: str, *, tensor_parallel: int = 1,
                     kv_cache_dtype: str | None = None) -> int | None:
     """Tokens of context the engine's KV cache holds, estimated from model and GPU names.
 
-    ``TP × memory × gpu_memory_utilization`` less the weights (parameters × bytes per
-    parameter) and an activation reserve of 5 % of the memory per GPU, divided by the KV
-    bytes per token (``2 × layers × kv_heads × head_dim × bytes``). vLLM measures the
-    activation peak at start-up instead; the estimate is within a few per cent for dense
-    models. Returns None when the model or GPU is not recognised.
+    :meth:`capbook.hardware.Hardware.kv_cache_tokens`: on each GPU, its memory times
+    ``gpu_memory_utilization`` less an activation reserve of 5 % of the memory and its share of
+    the weights (parameters × bytes per parameter), over the KV bytes a token takes on it. vLLM
+    measures the activation peak at start-up instead; the estimate is within a few per cent for
+    dense models. A GPU not in the table but with a size in its name (``XYZ-48GB``) is taken as
+    that much GDDR. Returns None when the model or GPU is not recognised.
     """
-    cfg, mem = model_config(model), gpu_memory_gb(gpu)
-    if cfg is None or mem is None:
+    from capbook.hardware import GPU, Hardware, find_gpu, find_model
+
+    arch, dev = find_model(model), find_gpu(gpu)
+    if dev is None and gpu_memory_gb(gpu) is not None:
+        dev = GPU(str(gpu), gpu_memory_gb(gpu), math.nan, {"bf16": math.nan}, "the size in the name", hbm=False)
+    if arch is None or dev is None:
         return None
     tp = integer(tensor_parallel, "tensor_parallel", minimum=1)
     gpu_memory_utilization = probability(gpu_memory_utilization, "gpu_memory_utilization", hi_open=False)
-    params_b, layers, kv_heads, head_dim = cfg
-    wbytes = _BYTES.get(str(precision or "bf16").lower().strip(), 2.0)
-    kvb = _BYTES.get(str(kv_cache_dtype or "auto").lower().strip(), 2.0)
-    free = tp * mem * 1e9 * (gpu_memory_utilization - 0.05) - params_b * 1e9 * wbytes
-    per_token = kv_bytes_per_token(layers, kv_heads, head_dim, kvb)
-    return int(free // per_token) if free > 0 else 0
+    kvd = str(kv_cache_dtype) if kv_cache_dtype is not None else "auto"
+    return Hardware(arch, dev, tp, gpu_memory_utilization, None, str(precision) if precision else arch.dtype,
+                    kvd).kv_cache_tokens()
 
 
 @dataclass(frozen=True)

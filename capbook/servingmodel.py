@@ -41,6 +41,7 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
+from . import hardware as _hw
 from .loadqueue import kv_bytes_per_token
 from .validation import array, choice, integer, probability
 
@@ -114,23 +115,37 @@ class Model:
         return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, kv_dtype_bytes)
 
 
-#: Public datasheet figures (dense BF16, no sparsity). Cited in data/README.md.
+def _gpu(name: str, key: str) -> GPU:
+    """A GPU of :data:`capbook.hardware.GPUS` under the name the sample sweeps use."""
+    g = _hw.GPUS[key]
+    return GPU(name, g.memory_gb, g.bandwidth_tbs, g.tflops["bf16"])
+
+
+def _llm(name: str, key: str, params_b: float | None = None) -> Model:
+    """A model of :data:`capbook.hardware.MODELS` under the name the sample sweeps use."""
+    m = _hw.MODELS[key]
+    return Model(name, m.params_b if params_b is None else params_b, m.layers, m.kv_heads, m.head_dim)
+
+
+#: Public datasheet figures (dense BF16, no sparsity), from :data:`capbook.hardware.GPUS`.
+#: Cited in data/README.md.
 GPUS: dict[str, GPU] = {
-    "H100-SXM-80GB": GPU("H100-SXM-80GB", 80.0, 3.35, 989.0),
-    "A100-SXM-80GB": GPU("A100-SXM-80GB", 80.0, 2.039, 312.0),
-    "A100-SXM-40GB": GPU("A100-SXM-40GB", 40.0, 1.555, 312.0),
-    "L4": GPU("L4", 24.0, 0.300, 121.0),
-    "A10": GPU("A10", 24.0, 0.600, 125.0),
-    "RTX-PRO-6000-Blackwell": GPU("RTX-PRO-6000-Blackwell", 96.0, 1.792, 500.0),
+    "H100-SXM-80GB": _gpu("H100-SXM-80GB", "H100-SXM"),
+    "A100-SXM-80GB": _gpu("A100-SXM-80GB", "A100-SXM-80GB"),
+    "A100-SXM-40GB": _gpu("A100-SXM-40GB", "A100-SXM-40GB"),
+    "L4": _gpu("L4", "L4"),
+    "A10": _gpu("A10", "A10"),
+    "RTX-PRO-6000-Blackwell": _gpu("RTX-PRO-6000-Blackwell", "RTX-PRO-6000-Blackwell"),
 }
 
-#: Model-card figures. Cited in data/README.md.
+#: Model-card figures, from :data:`capbook.hardware.MODELS`. Cited in data/README.md.
 LLMS: dict[str, Model] = {
-    "Llama-3.1-8B": Model("Llama-3.1-8B", 8.03, 32, 8, 128),
-    "Llama-3.1-70B": Model("Llama-3.1-70B", 70.6, 80, 8, 128),
-    "Llama-3.2-3B": Model("Llama-3.2-3B", 3.21, 28, 8, 128),
-    # Used only for the calibration check against a measured Gemma 12B report.
-    "Gemma-12B": Model("Gemma-12B", 12.0, 48, 8, 256),
+    "Llama-3.1-8B": _llm("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"),
+    "Llama-3.1-70B": _llm("Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct"),
+    "Llama-3.2-3B": _llm("Llama-3.2-3B", "meta-llama/Llama-3.2-3B-Instruct"),
+    # Used only for the calibration check against a measured Gemma 12B report, which was run
+    # with the model card's rounded 12B parameters (the table has config.json's 12.2B).
+    "Gemma-12B": _llm("Gemma-12B", "google/gemma-3-12b-it", params_b=12.0),
 }
 
 _PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}

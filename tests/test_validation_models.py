@@ -252,5 +252,7 @@ def test_one_kv_bytes_formula():
     assert m.kv_bytes_per_token(2.0) == lq.kv_bytes_per_token(m.layers, m.kv_heads, m.head_dim, 2.0)
     tokens = engine.kv_cache_tokens("Llama-3.1-8B", "H100 80GB")
     params_b, layers, kv_heads, head_dim = engine.model_config("Llama-3.1-8B")
-    free = 80e9 * (0.9 - 0.05) - params_b * 1e9 * 2.0
-    assert tokens == int(free // lq.kv_bytes_per_token(layers, kv_heads, head_dim, 2.0))
+    # vLLM gave the KV cache of Llama-3.1-8B on one H100 at 0.9 51.38 GiB (llm-d-benchmark,
+    # config_explorer/empirical-vllm-memory-results.md), at 128 KiB a token
+    published = 51.38 * 2 ** 30 / lq.kv_bytes_per_token(layers, kv_heads, head_dim, 2.0)
+    assert abs(tokens / published - 1) < 0.05
