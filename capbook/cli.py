@@ -739,6 +739,147 @@ def _replica_flags(args) -> dict:
     return out
 
 
+# --------------------------------------------------------------------------------------------
+# the replica's hardware and model: --gpu, --tensor-parallel, --model, --gpu-memory-utilization,
+# --max-model-len (see capbook.hardware)
+# --------------------------------------------------------------------------------------------
+_MODEL_HELP = ("the model's architecture, a Hugging Face id or short name (meta-llama/Llama-3.1-8B-Instruct, "
+               "llama-3.1-8b, qwen3-30b-a3b): sets the KV cache size and the physical step-time floor "
+               "when the sweep does not name it")
+
+
+def _add_hardware_arguments(g, *, model: bool = True, gpu: bool = True) -> None:
+    """Add the replica's hardware flags (those a command does not already have) to group ``g``."""
+    if model:
+        g.add_argument("--model", metavar="NAME", default=None, help=_MODEL_HELP)
+    if gpu:
+        g.add_argument("--gpu", metavar="NAME", default=None,
+                       help="the GPU one replica runs on (H100, nvidia-h100-80gb, A100-SXM4-40GB, L40S, MI300X ...), "
+                            "when the sweep does not record it: memory, bandwidth and FLOP/s from capbook's table")
+        g.add_argument("--tensor-parallel", metavar="N", default=None,
+                       help="GPUs per replica (tensor parallelism), when the sweep does not record it")
+    g.add_argument("--gpu-memory-utilization", metavar="X", default=None,
+                   help="share of each GPU's memory the engine takes for weights and KV cache, in (0, 1] "
+                        "(vLLM's --gpu-memory-utilization; default: recorded, else 0.9)")
+    g.add_argument("--max-model-len", metavar="N", default=None,
+                   help="longest context the engine admits, tokens (vLLM's --max-model-len; default: recorded, "
+                        "else the model's max_position_embeddings)")
+
+
+def _gpu_flag(args):
+    """The GPU ``--gpu`` names (capbook.hardware.GPU), None without the flag; raises ValueError
+    naming the flag and listing close names when capbook's table has no such GPU."""
+    name = getattr(args, "gpu", None)
+    if name is None:
+        return None
+    from capbook.hardware import GPUS, close_matches, find_gpu
+
+    g = find_gpu(name.strip()) if name.strip() else None
+    if g is None:
+        near = close_matches(name, "gpu")
+        raise ValueError(f"--gpu {name!r}: not a GPU capbook knows"
+                         + (f" (close: {', '.join(near)})" if near else "")
+                         + f"; known: {', '.join(GPUS)}")
+    return g
+
+
+def _arch_of(name):
+    from capbook.hardware import find_model
+
+    return find_model(name) if isinstance(name, str) and name.strip() else None
+
+
+def _unknown_model(name, extra: str = "") -> ValueError:
+    from capbook.hardware import MODELS, close_matches
+
+    near = close_matches(name, "model")
+    return ValueError(f"--model {name!r}: {extra}not a model architecture capbook knows"
+                      + (f" (close: {', '.join(near)})" if near else "")
+                      + f"; known: {', '.join(sorted(m.rsplit('/', 1)[-1] for m in MODELS))}")
+
+
+def _hardware_numbers(args) -> dict:
+    """--tensor-parallel, --gpu-memory-utilization and --max-model-len, checked, as keywords of
+    capbook.hardware.hardware_for (only those given)."""
+    out = {}
+    if getattr(args, "tensor_parallel", None) is not None:
+        out["tensor_parallel"] = _number(args.tensor_parallel, "--tensor-parallel",
+                                         "a whole number of GPUs per replica >= 1", whole=True)
+    if getattr(args, "gpu_memory_utilization", None) is not None:
+        out["gpu_memory_utilization"] = _number(args.gpu_memory_utilization, "--gpu-memory-utilization",
+                                                "a share of the GPU memory in (0, 1]", lo=0, hi=1, lo_open=True)
+    if getattr(args, "max_model_len", None) is not None:
+        out["max_model_len"] = _number(args.max_model_len, "--max-model-len", "a whole number of tokens >= 1",
+                                       whole=True)
+    return out
+
+
+def _log_model(args, sums, command: str) -> tuple:
+    """``--model`` of plan, simulate and compare, which names both the request log's model to plan
+    and, when capbook's table has it, the replica's architecture: returns (the log's model name to
+    plan or None, the architecture or None, notes). A name that is not one of the log's models is
+    taken as the log's model of the same architecture (``llama-3.1-8b`` for
+    ``meta-llama/Llama-3.1-8B-Instruct``), or, when the log has one model, as that model's
+    architecture; raises ValueError naming --model otherwise."""
+    import pandas as pd
+
+    name = getattr(args, "model", None)
+    if name is None:
+        return None, None, []
+    try:
+        models = sorted(map(str, pd.unique(sums.hourly["model"])))
+    except (AttributeError, KeyError):
+        models = []
+    arch = _arch_of(name)
+    if name in models or not models:
+        return name, arch, []
+    if arch is not None:
+        same = [m for m in models if _arch_of(m) == arch]
+        if len(same) == 1:
+            return same[0], arch, [f"--model {name}: the request log's model {same[0]!r} is the same architecture "
+                                   f"({arch.name}); planning it"]
+        if len(models) == 1:
+            return models[0], arch, [f"--model {name}: the request log has one model, {models[0]!r}; planning it "
+                                     f"on the architecture {arch.name}"]
+        raise ValueError(f"--model {name!r}: names the architecture {arch.name}, but the request log holds "
+                         f"{len(models)} models ({', '.join(models[:8])}) and "
+                         + (f"{len(same)} of them are that architecture" if same else "none of them is it")
+                         + "; pass --model one of the log's models")
+    raise _unknown_model(name, f"not a model of the request log ({', '.join(models[:8])}) and ")
+
+
+def _attach_hardware(sweep, args, *, arch=None, path=None, only_missing: bool = False, kv_cache_tokens=None):
+    """Build the replica's Hardware from the flags, the sweep and the files beside ``path``
+    (capbook.hardware.hardware_for) and set it as ``sweep.hardware`` (fit_engine reads it).
+    ``only_missing``: --gpu and --tensor-parallel fill what the sweep does not record (compare)."""
+    from capbook.hardware import hardware_for
+
+    gpu = _gpu_flag(args)
+    nums = _hardware_numbers(args)
+    tab = sweep.table
+    if only_missing:
+        def recorded(col):
+            return col in tab and tab[col].notna().any()
+        gpu = None if recorded("gpu") else gpu
+        if recorded("tensor_parallel"):
+            nums.pop("tensor_parallel", None)
+        arch = None if recorded("model") else arch
+    hw = hardware_for(sweep, model=arch.name if arch is not None else None,
+                      gpu=gpu.name if gpu is not None else None, path=path, kv_cache_tokens=kv_cache_tokens, **nums)
+    if kv_cache_tokens is not None:
+        hw.sources["kv_cache_tokens"] = "--kv-cache-tokens"
+    if gpu is not None:
+        hw.sources["gpu"] = f"--gpu {args.gpu}" + (f" (read as {gpu.name})" if args.gpu != gpu.name else "")
+    if arch is not None:
+        hw.sources["model"] = f"--model {args.model}" + (f" (read as {arch.name})" if args.model != arch.name else "")
+    for flag, key in (("--tensor-parallel", "tensor_parallel"), ("--gpu-memory-utilization", "gpu_memory_utilization"),
+                      ("--max-model-len", "max_model_len")):
+        if key in nums:
+            hw.sources[key] = flag
+    sweep.hardware = hw
+    return hw
+
+
 _GLOB_CHARS = "*?["
 
 
@@ -1127,6 +1268,8 @@ def add_predict_command(sub: argparse._SubParsersAction) -> None:
                    help="seed of the simulation; the same seed gives the same numbers (default 0)")
     p.add_argument("--json", action="store_true", help="print the prediction as JSON")
     _add_sweep_reading_arguments(p.add_argument_group("sweep"), prefill_rate=False)
+    _add_hardware_arguments(p.add_argument_group(
+        "the replica's hardware and model (default: what the sweep and the files beside it record)"))
     p.set_defaults(func=run_predict)
 
 
@@ -1185,7 +1328,14 @@ def _predict_inputs(args) -> tuple:
                                           "a positive number of seconds")
     # --max-num-seqs goes to the reader (which flags saturated points by it) and to the engine
     kw["max_num_seqs"] = _sweep_options(args).get("max_num_seqs")
-    return _read_sweep_flag(args), kw
+    arch = _arch_of(args.model) if args.model is not None else None
+    if args.model is not None and arch is None:
+        raise _unknown_model(args.model)
+    _gpu_flag(args)
+    _hardware_numbers(args)  # every flag checked before the sweep is read
+    sweep = _read_sweep_flag(args)
+    _attach_hardware(sweep, args, arch=arch, path=args.sweep, kv_cache_tokens=kw.get("kv_cache_tokens"))
+    return sweep, kw
 
 
 def run_predict(args: argparse.Namespace) -> int:
@@ -1197,10 +1347,17 @@ def run_predict(args: argparse.Namespace) -> int:
         prediction = predict(sweep, **kw)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("predict", exc)
+    hw = getattr(sweep, "hardware", None)
     if args.json:
-        print(json.dumps(_clean_json(prediction.as_dict()), indent=2))
+        d = prediction.as_dict()
+        if hw is not None:
+            d["hardware"] = hw.as_dict()
+        print(json.dumps(_clean_json(d), indent=2))
         return 0
     _print_prediction(prediction.as_dict(), sweep.name)
+    if hw is not None:
+        for line in hw.assumptions():
+            print(f"assume    {cli_message(line)}")
     return 0
 
 

@@ -672,7 +672,8 @@ class Hardware:
         """How :meth:`kv_cache_tokens` was reached, in words and numbers."""
         src = self.sources
         if self.kv_cache_tokens_recorded:
-            return f"recorded by the engine ({src.get('kv_cache_tokens', 'given')})"
+            how = src.get("kv_cache_tokens", "given")
+            return f"given ({how})" if how.startswith(("given", "--")) else f"recorded by the engine ({how})"
         if not self.known:
             missing = " and ".join(w for w, v in (("the model", self.model), ("the GPU", self.gpu)) if v is None)
             return f"not estimated: {missing} not known (not binding in the engine model)"
@@ -687,28 +688,33 @@ class Hardware:
         """One line per fact: its value, where it came from and the flag that overrides it."""
         src = self.sources
         m, g = self.model, self.gpu
+
+        def why(key, default, flag, extra=""):
+            s = src.get(key, default)
+            s = s + extra
+            return f"({s})" if s.startswith(flag) else f"({s}; {flag})"
+
         out = []
         if m is not None:
             attn = (f"MLA latent {m.kv_lora_rank}+{m.qk_rope_head_dim}" if m.mla else
                     f"{m.kv_heads} KV heads × {m.head_dim}")
             moe = f", {m.active_b:g}B active" if m.active_params_b is not None else ""
             out.append(f"model {m.name}: {m.params_b:g}B parameters{moe}, {m.layers} layers, {attn} "
-                       f"({src.get('model', 'given')}; figures from {m.source.split(';')[0]}; --model)")
+                       + why("model", "given", "--model", f"; figures from {m.source.split(';')[0]}"))
         else:
-            out.append(f"model unknown ({src.get('model', 'not recorded')}; --model)")
+            out.append("model unknown " + why("model", "not recorded", "--model"))
         if g is not None:
             out.append(f"GPU {g.name}: {g.memory_gb:g} {'GiB HBM' if g.hbm else 'GB'}, {g.bandwidth_tbs:g} TB/s, "
-                       f"{g.tflops['bf16']:g} dense 16-bit TFLOP/s ({src.get('gpu', 'given')}; figures from "
-                       f"{g.source.split(' (')[0]}; --gpu)")
+                       f"{g.tflops['bf16']:g} dense 16-bit TFLOP/s "
+                       + why("gpu", "given", "--gpu", f"; figures from {g.source.split(' (')[0]}"))
         else:
-            out.append(f"GPU unknown ({src.get('gpu', 'not recorded')}; --gpu)")
-        out.append(f"tensor parallel {self.tensor_parallel} GPUs per replica "
-                   f"({src.get('tensor_parallel', 'default: 1')}; --tensor-parallel)")
+            out.append("GPU unknown " + why("gpu", "not recorded", "--gpu"))
+        out.append(f"tensor parallel {self.tensor_parallel} GPU{'s' if self.tensor_parallel != 1 else ''} per replica "
+                   + why("tensor_parallel", "default: 1", "--tensor-parallel"))
         out.append(f"gpu_memory_utilization {self.gpu_memory_utilization:g} "
-                   f"({src.get('gpu_memory_utilization', 'default: vLLM 0.9')}; --gpu-memory-utilization)")
+                   + why("gpu_memory_utilization", "default: vLLM's 0.9", "--gpu-memory-utilization"))
         if self.max_model_len is not None:
-            out.append(f"max_model_len {self.max_model_len:,} tokens ({src.get('max_model_len', 'given')}; "
-                       "--max-model-len)")
+            out.append(f"max_model_len {self.max_model_len:,} tokens " + why("max_model_len", "given", "--max-model-len"))
         elif m is not None and m.max_position_embeddings:
             out.append(f"max_model_len {m.max_position_embeddings:,} tokens (default: the model's "
                        "max_position_embeddings; --max-model-len)")
@@ -749,6 +755,21 @@ def _col(tab, name):
             continue
         return v.item() if isinstance(v, np.generic) else v
     return None
+
+
+def _path_names(tab, path) -> list:
+    """Names that may say the model or GPU: the result files' names and their two folders."""
+    files = [str(v) for v in tab["source_file"].dropna().unique()][:3] if "source_file" in tab else []
+    if path is not None:
+        files.append(os.fspath(path))
+    out = []
+    for f in files:
+        parts = os.path.normpath(os.path.abspath(f)).split(os.sep)
+        for part in reversed(parts[-3:]):
+            stem = os.path.splitext(part)[0]
+            if stem and stem not in out:
+                out.append(stem)
+    return out
 
 
 def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_memory_utilization=None,
@@ -814,7 +835,19 @@ def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_
             src["model"] = facts["model"][1]
     if arch is not None and m is not None and str(m).lower() != arch.name.lower():
         src["model"] = f"{src.get('model', 'given')}: {m!r} read as {arch.name}"
+    names = _path_names(tab, path)
+    if arch is None and model is None:  # a result file or folder named after the model (llama_3_3_70b_...)
+        for n in names:
+            arch = find_model(n, params_b=_col(tab, "params_b"))
+            if arch is not None:
+                src["model"] = f"the name {n!r} beside the results"
+                break
     g = pick(gpu, "gpu", "gpu")
+    if g is None:
+        for n in names:
+            if find_gpu(n) is not None:
+                g, src["gpu"] = n, f"the name {n!r} beside the results"
+                break
     dev = find_gpu(g)
     if gpu is not None and dev is None:
         near = close_matches(gpu, "gpu")
