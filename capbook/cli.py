@@ -656,7 +656,7 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     )
     _add_data_arguments(p)
     _add_history_argument(p)
-    p.add_argument("--model", default=None, help="model to plan (default: the one with most output tokens)")
+    p.add_argument("--model", default=None, metavar="NAME", help=_LOG_MODEL_HELP)
     p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
     p.add_argument("--slo", default=None, metavar="SPEC", help=_SLO_HELP)
     p.add_argument("--horizon", default="4", metavar="WEEKS",
@@ -681,7 +681,9 @@ def add_plan_command(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--force", action="store_true",
                    help="replace plan.csv, plan.md, tenants.csv and schedule.csv in --out even when capbook did not "
                         "write them")
-    _add_price_arguments(p.add_argument_group("cost"))
+    _add_price_arguments(p.add_argument_group("cost, and the replica's hardware"))
+    _add_hardware_arguments(p.add_argument_group("the replica's hardware (with --gpu, --tensor-parallel and --model)"),
+                            model=False, gpu=False)
     g = p.add_argument_group("autoscaling")
     g.add_argument("--lag", default="8", metavar="MINUTES",
                    help="minutes from the autoscaler's trigger to a new replica serving (node, image pull, model "
@@ -699,10 +701,12 @@ def _add_price_arguments(g, *, replica: bool = True) -> None:
                         "cost of the plan (rows with step 'cost' in plan.csv, a Cost section in plan.md)")
     if replica:
         g.add_argument("--gpu", metavar="NAME", default=None,
-                       help="with --prices: the GPU type one replica runs on, when the sweep does not record it "
-                            "(or to price it as another)")
+                       help="the GPU one replica runs on, when the sweep does not record it (or to price it as "
+                            "another): with --prices its price, and always its memory, bandwidth and FLOP/s for "
+                            "the engine model (a GPU in capbook's table: H100, nvidia-h100-80gb, A100-SXM4-40GB ...)")
         g.add_argument("--tensor-parallel", metavar="N", default=None,
-                       help="with --prices: GPUs per replica, when the sweep does not record it")
+                       help="GPUs per replica, when the sweep does not record it (the price and the engine's KV "
+                            "cache)")
         g.add_argument("--saturation-price", metavar="USD", default=None,
                        help="with --prices: dollars per request served late or refused (a product number); adds the "
                             "fleet, and the peak-hour quantile, that minimise capacity plus saturation cost")
@@ -711,8 +715,6 @@ def _add_price_arguments(g, *, replica: bool = True) -> None:
 def _prices_flag(args):
     """The price table at ``--prices CSV``, read and checked, or None; errors name the flag."""
     if getattr(args, "prices", None) is None:
-        if getattr(args, "gpu", None) is not None or getattr(args, "tensor_parallel", None) is not None:
-            raise ValueError("--gpu and --tensor-parallel say how to price a replica; give --prices CSV too")
         if getattr(args, "saturation_price", None) is not None:
             raise ValueError("--saturation-price weighs late requests against the price of replicas; give --prices CSV too")
         return None
@@ -878,6 +880,43 @@ def _attach_hardware(sweep, args, *, arch=None, path=None, only_missing: bool = 
             hw.sources[key] = flag
     sweep.hardware = hw
     return hw
+
+
+_LOG_MODEL_HELP = ("model of the request log to plan (default: the one with most output tokens); when capbook's table "
+                   "has it (a Hugging Face id or short name such as llama-3.1-8b) also the replica's architecture for "
+                   "the engine model, where the sweep does not name one; a log model of the same architecture "
+                   "under another spelling is taken")
+
+
+def _plan_inputs_with_hardware(args, command: str):
+    """datasets.plan_inputs of plan and simulate, with --model read against the log (:func:`_log_model`)
+    and the replica's Hardware set on the sweep; notes go to stderr."""
+    import dataclasses
+
+    from capbook import datasets
+
+    log, sweep = _load_inputs(args)
+    inputs = datasets.plan_inputs(log, sweep, model=args.model, history=_history_flag(args),
+                                  history_label=args.history)
+    name, arch, notes = _log_model(args, inputs.log, command)
+    if name != args.model:
+        if sweep is None:  # the sample sweep follows the log's model
+            inputs = datasets.plan_inputs(log, None, model=name, history=_history_flag(args),
+                                          history_label=args.history)
+        else:
+            inputs = dataclasses.replace(inputs, model=name)
+    sw = inputs.sweep
+    recorded = _arch_of(sw.config.get("model")) if isinstance(sw.config.get("model"), str) else None
+    if arch is not None and recorded is not None and recorded != arch:
+        notes.append(f"--model {args.model}: the sweep measured {recorded.name}, another architecture; the engine "
+                     "model keeps the sweep's")
+        arch = None
+    elif recorded is not None:
+        arch = None  # the sweep's own model (and its source) stands
+    _attach_hardware(sw, args, arch=arch, path=getattr(args, "sweep", None))
+    for n in notes:
+        print(f"capbook {command}: note: {cli_message(n)}", file=sys.stderr)
+    return inputs
 
 
 _GLOB_CHARS = "*?["
@@ -1130,8 +1169,9 @@ def run_plan(args: argparse.Namespace) -> int:
         _check_out(args.out, ["plan.csv", "plan.md", "tenants.csv"] + ([] if args.no_autoscale else ["schedule.csv"]),
                    args.force)
         slo = SLO.parse(args.slo) if args.slo else SLO()
-        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
-                                      history_label=args.history)
+        _gpu_flag(args)
+        _hardware_numbers(args)  # the hardware flags checked before the data are read
+        inputs = _plan_inputs_with_hardware(args, "plan")
         prices = _prices_flag(args)
         replica = _replica_flags(args)
         lag = _number(args.lag, "--lag", "a number of minutes >= 0", zero=True)
@@ -1426,7 +1466,7 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
     _add_history_argument(p)
     g = p.add_argument_group("sweeps")
     _add_sweep_reading_arguments(g)
-    p.add_argument("--model", default=None, help="model of the log to plan (default: the one with most output tokens)")
+    p.add_argument("--model", default=None, metavar="NAME", help=_LOG_MODEL_HELP)
     p.add_argument("--tier", default="interactive", help="tier to plan ('all' for every tier; default interactive)")
     p.add_argument("--slo", default=None, metavar="SPEC", help="objectives, as for capbook plan")
     p.add_argument("--horizon", default="4", metavar="WEEKS", help="lead time in weeks (default 4)")
@@ -1444,6 +1484,8 @@ def add_compare_command(sub: argparse._SubParsersAction) -> None:
                    help="GPU type for the sweeps that do not record one")
     g.add_argument("--tensor-parallel", metavar="N", default=None,
                    help="GPUs per replica for the sweeps that do not record it")
+    _add_hardware_arguments(p.add_argument_group("every replica's hardware (with --gpu, --tensor-parallel and --model)"),
+                            model=False, gpu=False)
     p.add_argument("--out", default="capbook-compare", metavar="DIR",
                    help="folder for compare.csv and compare.md (default ./capbook-compare); files there that "
                         "capbook did not write are not replaced without --force")
@@ -1505,9 +1547,16 @@ def run_compare(args: argparse.Namespace) -> int:
                                                      "where": [], "max_num_seqs": None, "prefill_rate": None,
                                                      "sweep_concurrency": None}))
         sums = datasets.plan_log(log, history=_history_flag(args), history_label=args.history)
+        _gpu_flag(args)
+        _hardware_numbers(args)
+        model, arch, notes = _log_model(args, sums, "compare")
         sweeps = _compare_sweeps(args)
+        for item, sw in zip(list(args.sweeps) or list(COMPARE_DEFAULT), sweeps.values()):
+            _attach_hardware(sw, args, arch=arch, path=item if os.path.exists(item) else None, only_missing=True)
+        for n in notes:
+            print(f"capbook compare: note: {cli_message(n)}", file=sys.stderr)
         cmp = compare_configurations(sums, sweeps, prices, basis="reserved" if args.reserved else "on_demand",
-                                     model=args.model, tier=None if args.tier == "all" else args.tier, slo=slo,
+                                     model=model, tier=None if args.tier == "all" else args.tier, slo=slo,
                                      **numbers, simulate=not args.no_sim)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("compare", exc)
@@ -1560,7 +1609,7 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
     _add_data_arguments(p)
     _add_history_argument(p)
     g = p.add_argument_group("what to simulate (the plan's traffic and objectives)")
-    g.add_argument("--model", default=None, help="model of the log to replay (default: the one with most output tokens)")
+    g.add_argument("--model", default=None, metavar="NAME", help=_LOG_MODEL_HELP.replace("to plan", "to replay"))
     g.add_argument("--tier", default="interactive",
                    help="tier to replay ('all' for every tier; default interactive)")
     g.add_argument("--slo", default=None, metavar="SPEC",
@@ -1592,6 +1641,8 @@ def add_simulate_command(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--seed", default=SIMULATE_DEFAULTS["seed"], metavar="SEED",
                    help="seed of the simulation; the same seed gives the same numbers (default 2026, the plan's)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    _add_hardware_arguments(p.add_argument_group(
+        "the replica's hardware (default: what the sweep and the files beside it record)"), model=False)
     p.set_defaults(func=run_simulate)
 
 
@@ -1647,8 +1698,9 @@ def run_simulate(args: argparse.Namespace) -> int:
             slo = SLO.parse(args.slo) if args.slo is not None else SLO()
         except ValueError as exc:
             raise ValueError(f"--slo {args.slo!r}: {exc}") from None
-        inputs = datasets.plan_inputs(*_load_inputs(args), model=args.model, history=_history_flag(args),
-                                      history_label=args.history)
+        _gpu_flag(args)
+        _hardware_numbers(args)  # the hardware flags checked before the data are read
+        inputs = _plan_inputs_with_hardware(args, "simulate")
         # the plan without its simulated search: its peak, model, tier and objectives are all that is used
         plan = capacity_plan(**inputs.arguments, tier=None if args.tier == "all" else args.tier, slo=slo,
                              **numbers, simulate=False)

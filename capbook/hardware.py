@@ -880,6 +880,8 @@ def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_
     eng = facts.get("engine")
     if eng is not None:
         src["engine"] = eng[1]
+    elif _col(tab, "engine") is not None:
+        src["engine"] = "the sweep's engine column"
     notes = tuple(f"{v[0]} ({v[1]})" for k, v in facts.items() if k.startswith("note:"))
     return Hardware(arch, dev, tp, util, mml, wd, str(kvd) if kvd is not None else "auto", kv, src,
                     eng[0] if eng else (_col(tab, "engine") or None), notes)

@@ -901,6 +901,12 @@ class EngineCheck:
     input_tokens, output_tokens : float or None
         Request lengths asked about (the selection's means).
     notes : tuple of str
+    hardware : tuple of str
+        The replica's hardware and model facts the engine model assumed, one line each with its
+        source and the flag that overrides it (:meth:`capbook.hardware.Hardware.assumptions`).
+    extrapolation : str or None
+        How far the prediction reaches past the measured points (the fitted engine's
+        ``extrapolation``, when it states one).
     """
 
     model: str | None = None
@@ -911,6 +917,8 @@ class EngineCheck:
     input_tokens: float | None = None
     output_tokens: float | None = None
     notes: tuple = ()
+    hardware: tuple = ()
+    extrapolation: str | None = None
 
 
 def _fitted_engine(sweep):
@@ -942,16 +950,24 @@ def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: in
     and its p99 TTFT at ``peak / serving``."""
     from .predict import predict
 
+    from .hardware import hardware_for
+
     slo, lam = replica.slo, demand.request_rate
     mean_in, mean_out = demand.mean_input_tokens, demand.mean_output_tokens
     try:
+        hw = getattr(sweep, "hardware", None) or hardware_for(sweep)
+        facts = tuple(hw.assumptions())
+    except (ValueError, AttributeError, KeyError) as exc:
+        facts = (f"hardware facts not read: {exc}",)
+    try:
         eng = _fitted_engine(sweep)
+        reach = getattr(eng, "extrapolation", None)
         eng = dataclasses.replace(eng, prompt_tokens=float(mean_in), output_tokens=float(mean_out),
                                   output_quantiles=None, prompt_p99=None, notes=list(eng.notes))
         p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_target_s, seed=seed, requests=2000,
                     models=("simulation",), engine=eng)
     except ValueError as exc:
-        return EngineCheck(notes=(f"engine model not used: {exc}",))
+        return EngineCheck(notes=(f"engine model not used: {exc}",), hardware=facts)
     sim = p.models["simulation"]
     mr = sim.max_rate_rps
     notes = ()
@@ -959,7 +975,8 @@ def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: in
         notes = (f"engine model: no rate meets p99 TTFT ≤ {slo.ttft_target_s:g} s on one replica (its TTFT at "
                  "the lightest load is already above it)",)
     return EngineCheck("simulation", sim.saturation_rps, mr, int(math.ceil(lam / mr - 1e-9)) if mr else None,
-                       sim.ttft_p99_s, float(mean_in), float(mean_out), notes)
+                       sim.ttft_p99_s, float(mean_in), float(mean_out), notes, facts,
+                       None if reach is None else str(reach))
 
 
 def stack_fleet(demand: Demand, replica: Replica, queue: QueueingCheck, engine: EngineCheck | None = None, *,
@@ -1516,6 +1533,23 @@ class CapacityPlan:
             p.write_text(text, encoding="utf-8")
         return text
 
+    def _hardware_lines(self, markdown: bool) -> list:
+        """The "Hardware and model" section: the facts the engine model assumed, and how far its
+        prediction extrapolates (when the engine states it)."""
+        ec = self.engine_check
+        facts = getattr(ec, "hardware", ()) or ()
+        reach = getattr(ec, "extrapolation", None)
+        if not facts and reach is None:
+            return []
+        md = _md_text if markdown else str
+        out = [f"{'## ' if markdown else ''}Hardware and model", "",
+               "What the engine model assumed of one replica, where each fact came from, and the flag that "
+               "overrides it:", ""]
+        out += [f"- {md(line)}" for line in facts]
+        if reach is not None:
+            out.append(f"- Extrapolation: {md(reach)}")
+        return out + [""]
+
     def render(self, markdown: bool = False) -> str:
         """The plan as text for a terminal (or Markdown with ``markdown=True``)."""
         pk = self.peaks[self.horizon_weeks]
@@ -1543,6 +1577,7 @@ class CapacityPlan:
             lines.append("- The fleet simulation was skipped: the serving count is Erlang C's, not verified "
                          "against the log")
         lines.append("")
+        lines += self._hardware_lines(markdown)
         lines += [f"{h2}Replicas", "", _frame_text(self.stages()[["added", "replicas"]], markdown), ""]
         if self.sim:
             s = self.sim
