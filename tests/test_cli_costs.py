@@ -62,8 +62,9 @@ def test_plan_prices_rows_are_the_arithmetic(sample_plan):
 
 
 def test_prices_flag_errors_name_the_flag(tmp_path, capsys):
-    assert cli_main(["plan", "--no-sim", "--gpu", "H100-SXM-80GB", "--out", str(tmp_path / "a")]) == 2
-    assert "give --prices CSV too" in capsys.readouterr().err
+    # --gpu serves the engine model too (no --prices needed), but must be a GPU capbook knows
+    assert cli_main(["plan", "--no-sim", "--gpu", "H101", "--out", str(tmp_path / "a")]) == 2
+    assert "--gpu 'H101': not a GPU capbook knows" in capsys.readouterr().err
     assert cli_main(["plan", "--no-sim", "--prices", str(tmp_path / "none.csv"), "--out", str(tmp_path / "b")]) == 2
     assert "--prices" in capsys.readouterr().err
     bad = tmp_path / "bad.csv"
