@@ -700,13 +700,7 @@ def _add_price_arguments(g, *, replica: bool = True) -> None:
                         "repository's data/prices/illustrative.csv holds illustrative round numbers); adds the "
                         "cost of the plan (rows with step 'cost' in plan.csv, a Cost section in plan.md)")
     if replica:
-        g.add_argument("--gpu", metavar="NAME", default=None,
-                       help="the GPU one replica runs on, when the sweep does not record it (or to price it as "
-                            "another): with --prices its price, and always its memory, bandwidth and FLOP/s for "
-                            "the engine model (a GPU in capbook's table: H100, nvidia-h100-80gb, A100-SXM4-40GB ...)")
-        g.add_argument("--tensor-parallel", metavar="N", default=None,
-                       help="GPUs per replica, when the sweep does not record it (the price and the engine's KV "
-                            "cache)")
+        _add_gpu_arguments(g)
         g.add_argument("--saturation-price", metavar="USD", default=None,
                        help="with --prices: dollars per request served late or refused (a product number); adds the "
                             "fleet, and the peak-hour quantile, that minimise capacity plus saturation cost")
@@ -750,16 +744,23 @@ _MODEL_HELP = ("the model's architecture, a Hugging Face id or short name (meta-
                "when the sweep does not name it")
 
 
+def _add_gpu_arguments(g) -> None:
+    """--gpu and --tensor-parallel: one replica's GPU and GPU count, for the engine model (memory,
+    bandwidth, FLOP/s from capbook's table) and, with --prices, for its price."""
+    g.add_argument("--gpu", metavar="NAME", default=None,
+                   help="the GPU one replica runs on, when the sweep does not record it (or to plan and price it "
+                        "as another): its memory, bandwidth and FLOP/s for the engine model and, with --prices, "
+                        "its price (a GPU in capbook's table: H100, nvidia-h100-80gb, A100-SXM4-40GB, L40S, MI300X ...)")
+    g.add_argument("--tensor-parallel", metavar="N", default=None,
+                   help="GPUs per replica (tensor parallelism), when the sweep does not record it")
+
+
 def _add_hardware_arguments(g, *, model: bool = True, gpu: bool = True) -> None:
     """Add the replica's hardware flags (those a command does not already have) to group ``g``."""
     if model:
         g.add_argument("--model", metavar="NAME", default=None, help=_MODEL_HELP)
     if gpu:
-        g.add_argument("--gpu", metavar="NAME", default=None,
-                       help="the GPU one replica runs on (H100, nvidia-h100-80gb, A100-SXM4-40GB, L40S, MI300X ...), "
-                            "when the sweep does not record it: memory, bandwidth and FLOP/s from capbook's table")
-        g.add_argument("--tensor-parallel", metavar="N", default=None,
-                       help="GPUs per replica (tensor parallelism), when the sweep does not record it")
+        _add_gpu_arguments(g)
     g.add_argument("--gpu-memory-utilization", metavar="X", default=None,
                    help="share of each GPU's memory the engine takes for weights and KV cache, in (0, 1] "
                         "(vLLM's --gpu-memory-utilization; default: recorded, else 0.9)")

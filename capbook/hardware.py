@@ -833,8 +833,11 @@ def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_
         arch = find_model(facts["model"][0])  # the sweep's name is unknown, the server log's is not
         if arch is not None:
             src["model"] = facts["model"][1]
-    if arch is not None and m is not None and str(m).lower() != arch.name.lower():
-        src["model"] = f"{src.get('model', 'given')}: {m!r} read as {arch.name}"
+    if arch is not None and m is not None and str(m).lower() != arch.name.lower() and "model" in src \
+            and not src["model"].startswith("the name"):
+        src["model"] = f"{src['model']}: {m!r} read as {arch.name}"
+    elif arch is None and m is not None:
+        src["model"] = f"{m!r}, {src.get('model', 'recorded')}, is not in capbook's table of architectures"
     names = _path_names(tab, path)
     if arch is None and model is None:  # a result file or folder named after the model (llama_3_3_70b_...)
         for n in names:
