@@ -644,9 +644,16 @@ class Hardware:
         if not self.known:
             return None
         tp = self.tensor_parallel
-        free = self.gpu.memory_bytes * (self.gpu_memory_utilization - ACTIVATION_RESERVE) - self.weight_bytes / tp
+        free = self._free_per_gpu()
+        if free <= 0 and "tensor_parallel" not in self.sources:
+            return None  # the weights do not fit on one GPU and nobody said how many there are
         per = self.model.kv_bytes_per_token_per_gpu(tp, self._kv_value_bytes)
         return int(free // per) if free > 0 else 0
+
+    def _free_per_gpu(self) -> float:
+        """Bytes left for the KV cache on each GPU (negative when the weights do not fit)."""
+        return (self.gpu.memory_bytes * (self.gpu_memory_utilization - ACTIVATION_RESERVE)
+                - self.weight_bytes / self.tensor_parallel)
 
     def step_time_floor(self, decode_seqs, context_tokens, prompt_tokens):
         """Least time (s) a step can take on this replica: on each of its ``tensor_parallel``
@@ -654,11 +661,12 @@ class Hardware:
         :meth:`ModelArch.weights_read`, plus ``context_tokens`` of KV for each of
         ``decode_seqs`` decoded sequences) over the bandwidth and its share of the FLOPs
         (``2 × active parameters`` per token of work, ``decode_seqs + prompt_tokens`` tokens)
-        over the dense peak at the weights' precision. NaN when the model or GPU is unknown."""
+        over the dense peak at the weights' precision. NaN when the model or GPU is unknown, or
+        when the weights do not fit on one GPU and the tensor parallelism is not known."""
         d = np.asarray(decode_seqs, dtype=float)
         x = np.asarray(context_tokens, dtype=float)
         p = np.asarray(prompt_tokens, dtype=float)
-        if not self.known:
+        if not self.known or (self._free_per_gpu() <= 0 and "tensor_parallel" not in self.sources):
             return np.full(np.broadcast(d, x, p).shape, math.nan)
         tp = self.tensor_parallel
         w = self.weight_bytes * self.model.weights_read(d) / self.model.params_b / tp
@@ -678,6 +686,10 @@ class Hardware:
             missing = " and ".join(w for w, v in (("the model", self.model), ("the GPU", self.gpu)) if v is None)
             return f"not estimated: {missing} not known (not binding in the engine model)"
         tp, g = self.tensor_parallel, self.gpu
+        if self._free_per_gpu() <= 0 and "tensor_parallel" not in src:
+            return (f"not estimated: {self.weight_bytes / 1e9:.3g} GB of weights do not fit on one {g.name} and the "
+                    "sweep does not record how many GPUs a replica has: pass --tensor-parallel (not binding in the "
+                    "engine model)")
         mem = f"{g.reported_gib:g} GiB" if g.reported_gib else f"{g.memory_gb:g} {'GiB' if g.hbm else 'GB'}"
         per = self.model.kv_bytes_per_token_per_gpu(tp, self._kv_value_bytes)
         return (f"estimated: per GPU {mem} × ({self.gpu_memory_utilization:g} − "
@@ -857,7 +869,7 @@ def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_
         raise ValueError(f"gpu={gpu!r} is not in capbook's table of GPUs"
                          + (f"; close: {', '.join(near)}" if near else "")
                          + f" (the table: {', '.join(GPUS)})")
-    if dev is not None and g is not None and str(g) != dev.name:
+    if dev is not None and g is not None and str(g) != dev.name and not src["gpu"].startswith("the name"):
         src["gpu"] = f"{src.get('gpu', 'given')}: {g!r} read as {dev.name}"
     tp = pick(tensor_parallel, "tensor_parallel", "tensor_parallel")
     if tp is None and g is not None and gpu_count(str(g)):

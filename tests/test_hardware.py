@@ -313,3 +313,11 @@ def test_real_sweeps_name_their_hardware(shared_dir):
     sw = read_sweep(p, where={"params_b": 70, "workload": "random 1024/1024"}, load="rate")
     hw = hardware_for(sw, gpu="H200", tensor_parallel=4, path=p)
     assert hw.model.name == "meta-llama/Llama-3.3-70B-Instruct" and np.isfinite(hw.step_time_floor(1, 1, 0))
+
+
+def test_weights_that_do_not_fit_and_no_tensor_parallelism_leave_the_kv_unknown():
+    # 70.6B x 2 bytes = 141 GB of weights; one H200 gives 141 GiB x 0.85 = 128.7 GB
+    hw = hardware_for(model="llama-3.3-70b", gpu="H200")
+    assert hw.kv_cache_tokens() is None and "--tensor-parallel" in hw.kv_derivation()
+    assert math.isnan(hw.step_time_floor(1, 100, 0))
+    assert hardware_for(model="llama-3.3-70b", gpu="H200", tensor_parallel=1).kv_cache_tokens() == 0
