@@ -942,7 +942,8 @@ def engine_defaults(engine: str | None, version: str | None = None, gpu=None, *,
     vLLM ≥ 0.9 (``EngineArgs.get_batch_defaults``, since PR #17885): a GPU with at least 70 GiB
     that is not an A100 gets ``max_num_seqs`` 1024 and, for the API server, 8192 batched tokens;
     any other 256 and 2048. vLLM 0.8 (V1 by default): 8192 batched tokens on an H100 or H200 by
-    name, else 2048; ``max_num_seqs`` 256. vLLM's V0 engine: 256 sequences and, without chunked
+    name, else 2048; ``max_num_seqs`` 1024 until 0.8.3, then (PR #16158) 1024 on an H100/H200 and
+    256 elsewhere. vLLM's V0 engine: 256 sequences and, without chunked
     prefill, ``max(max_model_len, 2048)`` batched tokens. SGLang: ``max_running_requests =
     min(max_total_num_tokens // 2, min(max(int(max_total_num_tokens / context_len × 512),
     2048), 4096))`` (scheduler and ``ModelRunner``). TGI's launcher: ``max_concurrent_requests``
@@ -980,8 +981,13 @@ def engine_defaults(engine: str | None, version: str | None = None, gpu=None, *,
     name = dev.name.lower() if dev else ""
     if ver is not None and ver < (0, 9):
         big = "h100" in name or "h200" in name
-        return {"max_num_seqs": 256, "max_num_batched_tokens": 8192 if big else 2048, "chunked_prefill": True,
-                "sources": {"max_num_seqs": "vLLM 0.8's max_num_seqs default (256)",
+        if ver < (0, 8, 4):
+            n, why = 1024, "vLLM 0.8.0–0.8.3 V1: max_num_seqs 1024 on every GPU"
+        else:
+            n, why = (1024 if big else 256), ("vLLM 0.8.4–0.8.5 V1 (PR #16158): max_num_seqs 1024 on an H100/H200 "
+                                              "by name, else V0's 256")
+        return {"max_num_seqs": n, "max_num_batched_tokens": 8192 if big else 2048, "chunked_prefill": True,
+                "sources": {"max_num_seqs": why,
                             "max_num_batched_tokens": "vLLM 0.8 V1 API server: 8192 on an H100/H200 by name, "
                                                       "else 2048",
                             "chunked_prefill": "vLLM V1 always chunks prefills"}}

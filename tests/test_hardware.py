@@ -280,8 +280,12 @@ def test_vllm_defaults_by_version_and_gpu():
     assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (256, 2048)
     d = engine_defaults("vllm", "0.9.0", "MI300X")
     assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (1024, 8192)
-    d = engine_defaults("vllm", "0.8.3", "H100")                 # by name in 0.8
-    assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (256, 8192)
+    d = engine_defaults("vllm", "0.8.3", "A100-SXM4-40GB")       # 0.8.0-0.8.3: 1024 everywhere
+    assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (1024, 2048)
+    d = engine_defaults("vllm", "0.8.5", "L4")                   # PR #16158: back to 256 off H100/H200
+    assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (256, 2048)
+    d = engine_defaults("vllm", "0.8.5", "H100")                 # by name in 0.8
+    assert (d["max_num_seqs"], d["max_num_batched_tokens"]) == (1024, 8192)
     d = engine_defaults("vllm (V0 engine)", None, "H100", max_model_len=8192)
     assert (d["max_num_seqs"], d["max_num_batched_tokens"], d["chunked_prefill"]) == (256, 8192, False)
     assert all(isinstance(v, str) and v for v in d["sources"].values())
