@@ -745,6 +745,13 @@ class Hardware:
             out.append(f"note: {n}")
         return out
 
+    def engine_defaults(self) -> dict:
+        """:func:`engine_defaults` for this replica's engine (``engine``, its version in the text),
+        GPU, context length and KV cache."""
+        ctx = self.max_model_len or (self.model.max_position_embeddings if self.model else None)
+        return engine_defaults(self.engine, None, self.gpu, max_model_len=self.max_model_len,
+                               kv_cache_tokens=self.kv_cache_tokens(), context_len=ctx)
+
     def as_dict(self) -> dict:
         """The facts as plain values (for ``--json``), with the assumption lines."""
         return {"model": self.model.name if self.model else None, "gpu": self.gpu.name if self.gpu else None,

@@ -291,6 +291,14 @@ def test_vllm_defaults_by_version_and_gpu():
     assert all(isinstance(v, str) and v for v in d["sources"].values())
 
 
+def test_a_replica_asks_for_its_engine_defaults():
+    hw = hardware_for(path=None, model="llama-3.1-8b", gpu="A100-SXM4-40GB")
+    hw = Hardware(hw.model, hw.gpu, 1, 0.9, None, "bf16", "auto", None, {}, "vllm v0.8.3")
+    assert hw.engine_defaults()["max_num_seqs"] == 1024
+    s = Hardware(hw.model, hw.gpu, 1, 0.9, 4096, "bf16", "auto", 3000, {}, "sglang")
+    assert s.engine_defaults()["max_num_seqs"] == 1500
+
+
 def test_sglang_and_tgi_defaults():
     # SGLang: min(KV // 2, min(max(int(KV / context * 512), 2048), 4096))
     d = engine_defaults("sglang", kv_cache_tokens=171008, context_len=169000)
