@@ -833,7 +833,7 @@ def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_
             return given
         v = _col(tab, col) if col else None
         if v is not None:
-            src[label] = f"the sweep's {col} column" + (f", from {cfg_src}" if cfg_src else "")
+            src[label] = f"the sweep's {col} column" + (f"; files read beside it: {cfg_src}" if cfg_src else "")
             return v
         f = facts.get(fact or label)
         if f is not None:
