@@ -14,7 +14,7 @@ what the engine can do, and neither is in most load generators' files:
   decoded sequences with ``x`` tokens of context each and ``p`` prompt tokens takes at least
   ``max(bytes / bandwidth, FLOPs / peak)`` on each of the replica's GPUs (the roofline).
 
-:data:`GPUS` and :data:`MODELS` hold the datasheet and ``config.json`` figures, each with its
+:data:`GPUS` and :data:`ARCHITECTURES` hold the datasheet and ``config.json`` figures, each with its
 source; :func:`find_gpu` and :func:`find_model` read the names sweeps, manifests, node labels
 and folders use. :class:`Hardware` holds what is known of one replica (model, GPU, tensor
 parallelism, memory share, context length) and where each fact came from; :func:`hardware_for`
@@ -38,8 +38,8 @@ import numpy as np
 from capbook.loadqueue import kv_bytes_per_token
 from capbook.validation import integer, probability
 
-__all__ = ["GPU", "ModelArch", "Hardware", "GPUS", "MODELS", "find_gpu", "find_model", "hardware_for", "name_dtype",
-           "dtype_bytes", "gpu_count", "close_matches", "engine_defaults", "read_server_facts",
+__all__ = ["GPU", "ModelArch", "Hardware", "GPUS", "ARCHITECTURES", "find_gpu", "find_model", "hardware_for",
+           "name_dtype", "dtype_bytes", "gpu_count", "close_matches", "engine_defaults", "read_server_facts",
            "parse_server_log", "ACTIVATION_RESERVE"]
 
 #: Share of each GPU's memory kept back for activations, CUDA graphs and the allocator when the
@@ -217,20 +217,20 @@ _AMD = "https://www.amd.com/en/products/accelerators/instinct/"
 #: datasheets print the sparse figure, twice the dense one, for Ampere and later).
 GPUS: dict[str, GPU] = {g.name: g for g in [
     # -- NVIDIA Hopper
-    GPU("H100-SXM", 80.0, 3.35, {"bf16": 989.0, "fp8": 1979.0, "int8": 1979.0},
+    GPU("H100-SXM-80GB", 80.0, 3.35, {"bf16": 989.0, "fp8": 1979.0, "int8": 1979.0},
         f"NVIDIA H100 Tensor Core GPU datasheet, H100 SXM column ({_NV}h100/); 79.18 GiB reported to "
         f"PyTorch (llm-d-benchmark config_explorer/empirical-vllm-memory-results.md)", r"h100", form="sxm",
         reported_gib=79.18),
-    GPU("H100-PCIe", 80.0, 2.0, {"bf16": 756.0, "fp8": 1513.0, "int8": 1513.0},
+    GPU("H100-PCIe-80GB", 80.0, 2.0, {"bf16": 756.0, "fp8": 1513.0, "int8": 1513.0},
         f"NVIDIA H100 Tensor Core GPU datasheet, H100 PCIe column ({_NV}h100/)", r"h100", form="pcie"),
-    GPU("H100-NVL", 94.0, 3.9, {"bf16": 835.0, "fp8": 1670.0, "int8": 1670.0},
+    GPU("H100-NVL-94GB", 94.0, 3.9, {"bf16": 835.0, "fp8": 1670.0, "int8": 1670.0},
         f"NVIDIA H100 Tensor Core GPU datasheet, H100 NVL column ({_NV}h100/)", r"h100", form="nvl"),
-    GPU("H800-SXM", 80.0, 3.35, {"bf16": 989.0, "fp8": 1979.0, "int8": 1979.0},
+    GPU("H800-SXM-80GB", 80.0, 3.35, {"bf16": 989.0, "fp8": 1979.0, "int8": 1979.0},
         "NVIDIA H800 (export variant of the H100 SXM: same HBM3 and tensor cores, NVLink cut to "
         "400 GB/s); H100 SXM datasheet figures", r"h800", form="sxm"),
-    GPU("H200-SXM", 141.0, 4.8, {"bf16": 989.0, "fp8": 1979.0, "int8": 1979.0},
+    GPU("H200-SXM-141GB", 141.0, 4.8, {"bf16": 989.0, "fp8": 1979.0, "int8": 1979.0},
         f"NVIDIA H200 Tensor Core GPU datasheet, H200 SXM column ({_NV}h200/)", r"h200", form="sxm"),
-    GPU("H200-NVL", 141.0, 4.8, {"bf16": 835.0, "fp8": 1670.0, "int8": 1670.0},
+    GPU("H200-NVL-141GB", 141.0, 4.8, {"bf16": 835.0, "fp8": 1670.0, "int8": 1670.0},
         f"NVIDIA H200 Tensor Core GPU datasheet, H200 NVL column ({_NV}h200/)", r"h200", form="nvl"),
     GPU("H20", 96.0, 4.0, {"bf16": 148.0, "fp8": 296.0, "int8": 296.0},
         "NVIDIA H20 product brief (HGX H20: 96 GB HBM3, 4.0 TB/s, FP8 296 / BF16 148 TFLOPS dense)",
@@ -298,15 +298,15 @@ GPUS: dict[str, GPU] = {g.name: g for g in [
 #: Cloud instance types and VM sizes that name their GPU only by the SKU: (pattern, GPU, GPUs per
 #: instance or None when the size varies), from each cloud's instance-type documentation.
 _INSTANCES = [
-    (r"p4de\.", "A100-SXM-80GB", 8), (r"p4d\.", "A100-SXM-40GB", 8), (r"p5e[n]?\.", "H200-SXM", 8),
-    (r"p5\.", "H100-SXM", 8), (r"p6-b200", "B200", 8), (r"g6e\.", "L40S", None), (r"g6\.", "L4", None),
+    (r"p4de\.", "A100-SXM-80GB", 8), (r"p4d\.", "A100-SXM-40GB", 8), (r"p5e[n]?\.", "H200-SXM-141GB", 8),
+    (r"p5\.", "H100-SXM-80GB", 8), (r"p6-b200", "B200", 8), (r"g6e\.", "L40S", None), (r"g6\.", "L4", None),
     (r"g5\.", "A10G", None), (r"g4dn\.", "T4", None),
     (r"nd96asr_v4", "A100-SXM-40GB", 8), (r"nd96amsr_a100_v4", "A100-SXM-80GB", 8),
-    (r"nd96isr_h100_v5", "H100-SXM", 8), (r"nd96isr_h200_v5", "H200-SXM", 8),
+    (r"nd96isr_h100_v5", "H100-SXM-80GB", 8), (r"nd96isr_h200_v5", "H200-SXM-141GB", 8),
     (r"nd96isr_mi300x_v5", "MI300X", 8), (r"nc\d+ads_a100_v4", "A100-PCIe-80GB", None),
-    (r"nc\d+ads_h100_v5", "H100-NVL", None),
+    (r"nc\d+ads_h100_v5", "H100-NVL-94GB", None),
     (r"a2-ultragpu", "A100-SXM-80GB", None), (r"a2-(high|mega)gpu", "A100-SXM-40GB", None),
-    (r"a3-ultragpu", "H200-SXM", 8), (r"a3-(high|mega|edge)gpu", "H100-SXM", None),
+    (r"a3-ultragpu", "H200-SXM-141GB", 8), (r"a3-(high|mega|edge)gpu", "H100-SXM-80GB", None),
     (r"a4-highgpu", "B200", 8), (r"g2-standard", "L4", None),
 ]
 
@@ -326,7 +326,7 @@ def _m(hf, params_b, layers, kv_heads, head_dim, hidden, max_pos, *, dtype="bf16
 _MLA = "MLA: one latent of kv_lora_rank + qk_rope_head_dim values per token per layer"
 #: Model architectures by Hugging Face id, from each model's ``config.json`` (parameter counts
 #: from the model cards). ``pattern`` matches the short names load generators and folders use.
-MODELS: dict[str, ModelArch] = {m.name: m for m in [
+ARCHITECTURES: dict[str, ModelArch] = {m.name: m for m in [
     # -- Llama 2 / 3 / 3.1 / 3.2 / 3.3
     _m("meta-llama/Llama-2-7b-chat-hf", 6.74, 32, 32, 128, 4096, 4096, dtype="fp16",
        pattern=r"llama[-_ ]?2[-_ ]?7b"),
@@ -511,11 +511,11 @@ def find_model(name, *, params_b=None) -> ModelArch | None:
         return None
     low = name.strip().lower()
     base = low.rstrip("/").rsplit("/", 1)[-1]
-    for m in MODELS.values():
+    for m in ARCHITECTURES.values():
         if m.name.lower() in (low, base) or m.name.lower().rsplit("/", 1)[-1] == base:
             return m
     for text in (base, _norm(low)):
-        for m in MODELS.values():
+        for m in ARCHITECTURES.values():
             if m.pattern and re.search(m.pattern, text):
                 return m
     for fam, ids in _FAMILY_BY_SIZE.items():
@@ -526,9 +526,9 @@ def find_model(name, *, params_b=None) -> ModelArch | None:
         size = float(m.group(1)) if m.group(1) else (float(params_b) if params_b is not None else None)
         if size is None or not math.isfinite(size) or size <= 0:
             continue
-        best = min(ids, key=lambda i: abs(math.log(MODELS[i].params_b / size)))
-        if abs(MODELS[best].params_b / size - 1) <= 0.1:
-            return MODELS[best]
+        best = min(ids, key=lambda i: abs(math.log(ARCHITECTURES[i].params_b / size)))
+        if abs(ARCHITECTURES[best].params_b / size - 1) <= 0.1:
+            return ARCHITECTURES[best]
     return None
 
 
@@ -546,21 +546,21 @@ def name_dtype(name) -> str | None:
 
 
 def close_matches(name, kind: str = "gpu", n: int = 5) -> list[str]:
-    """Table names close to ``name`` (``kind`` ``"gpu"`` or ``"model"``), for an error message."""
+    """Table names close to ``name`` (``kind`` ``"gpu"`` or ``"model"``), for an error message:
+    by similarity to the whole name and to its family (``H100`` of ``H100-SXM-80GB``,
+    ``Llama-3.1-8B-Instruct`` of ``meta-llama/Llama-3.1-8B-Instruct``)."""
     import difflib
 
-    pool = list(GPUS) if kind == "gpu" else list(MODELS) + [m.rsplit("/", 1)[-1] for m in MODELS]
-    low = {p.lower(): p for p in pool}
-    hits = difflib.get_close_matches(str(name).lower(), list(low), n=n, cutoff=0.4)
-    if not hits:
-        key = re.sub(r"[^a-z]", "", str(name).lower())[:4]
-        hits = [p for p in low if key and key in re.sub(r"[^a-z]", "", p)][:n]
-    out = []
-    for h in hits:
-        full = low[h] if kind == "gpu" else next(m for m in MODELS if m.lower().endswith(h))
-        if full not in out:
-            out.append(full)
-    return out
+    pool = list(GPUS) if kind == "gpu" else list(ARCHITECTURES)
+    key = str(name).lower()
+
+    def score(full: str) -> float:
+        short = full.lower().rsplit("/", 1)[-1]
+        family = short.split("-")[0] if kind == "gpu" else short
+        return max(difflib.SequenceMatcher(None, key, s).ratio() for s in (short, family))
+
+    ranked = sorted(pool, key=score, reverse=True)
+    return [p for p in ranked[:n] if score(p) >= 0.4]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -847,7 +847,7 @@ def hardware_for(sweep=None, *, model=None, gpu=None, tensor_parallel=None, gpu_
         near = close_matches(model, "model")
         raise ValueError(f"model={model!r} is not in capbook's table of architectures"
                          + (f"; close: {', '.join(near)}" if near else "")
-                         + f" (the table: {', '.join(sorted(m.rsplit('/', 1)[-1] for m in MODELS))})")
+                         + f" (the table: {', '.join(sorted(m.rsplit('/', 1)[-1] for m in ARCHITECTURES))})")
     if arch is None and m is not None and model is None and facts.get("model"):
         arch = find_model(facts["model"][0])  # the sweep's name is unknown, the server log's is not
         if arch is not None:
@@ -1247,3 +1247,11 @@ def read_server_facts(path) -> dict:
     if "gpu" in out and "tensor_parallel" not in out and "num_gpus" in out:
         out["tensor_parallel"] = out["num_gpus"]
     return out
+
+
+def __getattr__(name):
+    """``MODELS``: another name of :data:`ARCHITECTURES` (``capbook.predict.MODELS`` names the
+    predictor's queueing models, so the table is defined under one name only)."""
+    if name == "MODELS":
+        return ARCHITECTURES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -42,6 +42,7 @@ import numpy as np
 import pandas as pd
 
 from . import hardware as _hw
+from .hardware import GPU, GPUS  # noqa: F401 - the datasheet figures behind the sample sweeps
 from .loadqueue import kv_bytes_per_token
 from .validation import array, choice, integer, probability
 
@@ -71,27 +72,6 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class GPU:
-    """One accelerator, from its public datasheet.
-
-    Attributes
-    ----------
-    name : str
-    memory_gb : float
-        HBM capacity, GB (1e9 bytes).
-    bandwidth_tbs : float
-        Peak memory bandwidth, TB/s (1e12 bytes per second).
-    bf16_tflops : float
-        Peak dense BF16 tensor throughput, TFLOP/s (without sparsity).
-    """
-
-    name: str
-    memory_gb: float
-    bandwidth_tbs: float
-    bf16_tflops: float
-
-
-@dataclass(frozen=True)
 class Model:
     """A decoder-only transformer, from its model card / ``config.json``.
 
@@ -115,30 +95,13 @@ class Model:
         return kv_bytes_per_token(self.layers, self.kv_heads, self.head_dim, kv_dtype_bytes)
 
 
-def _gpu(name: str, key: str) -> GPU:
-    """A GPU of :data:`capbook.hardware.GPUS` under the name the sample sweeps use."""
-    g = _hw.GPUS[key]
-    return GPU(name, g.memory_gb, g.bandwidth_tbs, g.tflops["bf16"])
-
-
 def _llm(name: str, key: str, params_b: float | None = None) -> Model:
-    """A model of :data:`capbook.hardware.MODELS` under the name the sample sweeps use."""
-    m = _hw.MODELS[key]
+    """A model of :data:`capbook.hardware.ARCHITECTURES` under the name the sample sweeps use."""
+    m = _hw.ARCHITECTURES[key]
     return Model(name, m.params_b if params_b is None else params_b, m.layers, m.kv_heads, m.head_dim)
 
 
-#: Public datasheet figures (dense BF16, no sparsity), from :data:`capbook.hardware.GPUS`.
-#: Cited in data/README.md.
-GPUS: dict[str, GPU] = {
-    "H100-SXM-80GB": _gpu("H100-SXM-80GB", "H100-SXM"),
-    "A100-SXM-80GB": _gpu("A100-SXM-80GB", "A100-SXM-80GB"),
-    "A100-SXM-40GB": _gpu("A100-SXM-40GB", "A100-SXM-40GB"),
-    "L4": _gpu("L4", "L4"),
-    "A10": _gpu("A10", "A10"),
-    "RTX-PRO-6000-Blackwell": _gpu("RTX-PRO-6000-Blackwell", "RTX-PRO-6000-Blackwell"),
-}
-
-#: Model-card figures, from :data:`capbook.hardware.MODELS`. Cited in data/README.md.
+#: Model-card figures, from :data:`capbook.hardware.ARCHITECTURES`. Cited in data/README.md.
 LLMS: dict[str, Model] = {
     "Llama-3.1-8B": _llm("Llama-3.1-8B", "meta-llama/Llama-3.1-8B-Instruct"),
     "Llama-3.1-70B": _llm("Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct"),
@@ -275,7 +238,7 @@ class Deployment:
         comm = 2 * self.model.layers * self.allreduce_s if self.tensor_parallel > 1 else 0.0
         base = self.step_overhead_s + comm
         compute = 2.0 * self.model.params_b * 1e9 * (batch + prompt_tokens) / (
-            self.gpu.bf16_tflops * 1e12 * self.prefill_mfu * self.tensor_parallel)
+            self.gpu.tflops['bf16'] * 1e12 * self.prefill_mfu * self.tensor_parallel)
         mem = (self.weight_bytes + context_tokens * self.kv_bytes_per_token) / self.tensor_parallel / (
             self.gpu.bandwidth_tbs * 1e12 * self.bw_efficiency)
         return max((base + compute) * prefill_scale, (base + mem) * decode_scale)
@@ -284,7 +247,7 @@ class Deployment:
         """Noise-free time of a prefill step over ``prompt_tokens`` tokens in total, seconds."""
         tokens = np.asarray(prompt_tokens, float)
         flops = 2.0 * self.model.params_b * 1e9 * tokens
-        peak = self.gpu.bf16_tflops * 1e12 * self.prefill_mfu * self.tensor_parallel
+        peak = self.gpu.tflops['bf16'] * 1e12 * self.prefill_mfu * self.tensor_parallel
         compute = flops / peak
         weights = self.weight_bytes / self.tensor_parallel / (
             self.gpu.bandwidth_tbs * 1e12 * self.bw_efficiency

@@ -18,7 +18,7 @@ def test_predict_prints_every_assumption_with_its_flag(capsys):
     lines = [ln for ln in out.splitlines() if ln.startswith("assume")]
     text = "\n".join(lines)
     assert "model meta-llama/Llama-3.1-8B-Instruct" in text and "--model llama-3.1-8b" in text
-    assert "GPU H100-SXM" in text and "--gpu H100 (read as H100-SXM)" in text
+    assert "GPU H100-SXM-80GB" in text and "--gpu H100 (read as H100-SXM-80GB)" in text
     assert "max_model_len 8,192 tokens (--max-model-len)" in text
     for flag in ("--tensor-parallel", "--gpu-memory-utilization", "--kv-cache-tokens"):
         assert flag in text
@@ -42,7 +42,7 @@ def test_predict_json_has_the_hardware(capsys):
 def test_unknown_gpu_or_model_is_a_clear_error(capsys):
     assert main(["predict", "--sweep", str(SWEEP), "--rate", "1", "--gpu", "H101"]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("capbook predict: --gpu 'H101': not a GPU capbook knows") and "H100-SXM" in err
+    assert err.startswith("capbook predict: --gpu 'H101': not a GPU capbook knows") and "H100-SXM-80GB" in err
     assert main(["predict", "--sweep", str(SWEEP), "--rate", "1", "--model", "llama-9b"]) == 2
     assert "--model 'llama-9b': not a model architecture capbook knows" in capsys.readouterr().err
     assert main(["predict", "--sweep", str(SWEEP), "--rate", "1", "--gpu-memory-utilization", "1.5"]) == 2
