@@ -936,14 +936,28 @@ def _prompt_p99(sweep):
     return None
 
 
-def _fit_points(sweep):
-    """(rate, ttft p50, ttft p99, duration) of the measured levels (not the saturated ones)."""
+def _closed_loop(tab) -> bool:
+    """The sweep's levels are client concurrencies (closed loop), not requested rates."""
+    rate = tab["request_rate_target"] if "request_rate_target" in tab else None
+    return "concurrency" in tab and (rate is None or not rate.notna().any())
+
+
+def _fit_points(sweep, slots: int | None = None):
+    """(rate, ttft p50, ttft p99, duration) of the measured levels (not the saturated ones).
+
+    In a closed-loop sweep, a level with more clients than the engine has slots (``slots``)
+    queues inside the engine: its TTFT holds that wait, which an open-loop run at its completion
+    rate does not reproduce, so it is left out (unless no level is left)."""
     tab = sweep.table
     lam = np.asarray(tab["request_throughput_rps"], dtype=float)
     p50 = np.asarray(tab["ttft_p50_s"], dtype=float)
     p99 = np.asarray(tab["ttft_p99_s"], dtype=float) if "ttft_p99_s" in tab else p50
     n = np.asarray(tab["num_requests"], dtype=float) if "num_requests" in tab else np.full(len(lam), 2000.0)
     ok = np.isfinite(lam) & (lam > 0) & np.isfinite(p50) & (p50 > 0)
+    if slots is not None and _closed_loop(tab):
+        under = np.asarray(tab["concurrency"], dtype=float) <= slots
+        if (ok & under).any():
+            ok = ok & under
     return lam[ok], p50[ok], np.where(np.isfinite(p99[ok]), p99[ok], p50[ok]), n[ok]
 
 
@@ -953,7 +967,7 @@ def _calibrate_overhead(model: "EngineModel", sweep) -> None:
     from scipy.optimize import minimize
     from scipy.special import ndtri
 
-    lam, p50, p99, n = _fit_points(sweep)
+    lam, p50, p99, n = _fit_points(sweep, model.slots)
     if not len(lam):
         return
     engine, zs = [], []
@@ -1024,6 +1038,37 @@ def _running(sweep, include_saturated: bool):
     return n[np.isfinite(n)]
 
 
+def _closed_loop_cap(sweep, include_saturated: bool) -> float | None:
+    """Sequences the engine runs at most, read off a closed-loop sweep's plateau, or None.
+
+    A closed-loop level queues inside the engine when its clients outnumber the sequences
+    decoding (:func:`_running`) by a quarter or more; when at least two such levels decode about
+    the same number of sequences (within 15 %) and complete about the same throughput (within
+    10 %), that number is the engine's effective limit."""
+    frames = [sweep.table]
+    sat = getattr(sweep, "saturated", None)
+    if include_saturated and sat is not None and len(sat):
+        frames.append(sat)
+    import pandas as pd
+
+    tab = pd.concat(frames, ignore_index=True)
+    if not _closed_loop(tab):
+        return None
+    from capbook.sweep import Sweep
+
+    one = Sweep.from_frame(tab.assign(saturated=False), name=sweep.name)
+    lam, tpot, out, _ = _points(one, False)
+    run = lam * np.maximum(out - 1, 0) * tpot
+    conc = np.asarray(one.table["concurrency"], dtype=float)
+    q = np.isfinite(run) & np.isfinite(conc) & (conc >= 1.25 * run) & (run > 0)
+    if q.sum() < 2:
+        return None
+    r, x = run[q], lam[q]
+    if np.ptp(r) > 0.15 * np.median(r) or np.ptp(x) > 0.10 * np.median(x):
+        return None
+    return float(np.median(r))
+
+
 def _slots_from_data(limits: EngineLimits, sweep, include_saturated: bool, notes: list) -> EngineLimits:
     """Raise a ``max_num_seqs`` that is only a default to what the sweep shows running.
 
@@ -1037,6 +1082,16 @@ def _slots_from_data(limits: EngineLimits, sweep, include_saturated: bool, notes
     n = _running(sweep, include_saturated)
     if not len(n):
         return limits
+    cap = _closed_loop_cap(sweep, include_saturated)
+    if cap is not None and cap < limits.max_num_seqs:
+        new = int(math.ceil(cap))
+        notes.append(f"max_num_seqs: at the highest concurrencies the sweep shows about {cap:.0f} sequences decoding "
+                     "at once (completions × output tokens × TPOT) while more clients wait and the throughput stays "
+                     f"flat: the engine admits about {new} (its limit or its KV cache), not the default "
+                     f"{limits.max_num_seqs}; the rest of the clients queue inside the engine, and their TTFT holds "
+                     "that wait (pass --max-num-seqs to set the engine's limit)")
+        sources = dict(limits.sources, max_num_seqs=f"the plateau of a closed-loop sweep ({new} decoding at once)")
+        return dataclasses.replace(limits, max_num_seqs=new, sources=sources)
     seen = float(np.max(n))
     if seen <= 1.05 * limits.max_num_seqs:
         return limits
@@ -1048,11 +1103,26 @@ def _slots_from_data(limits: EngineLimits, sweep, include_saturated: bool, notes
     return dataclasses.replace(limits, max_num_seqs=new, sources=sources)
 
 
-def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bool | None = None) -> None:
+def _largest_step(lam, tpot, out, inp, limits) -> float:
+    """Tokens of the largest step the busiest measured level would run: its decoding sequences
+    (Little's law) and the prompts of a burst of arrivals during one step (mean ``λ T`` plus
+    three standard deviations plus one), within the batched-token budget."""
+    ok = np.isfinite(lam) & np.isfinite(tpot) & (lam > 0)
+    if not ok.any():
+        return math.nan
+    i = int(np.argmax(np.where(ok, lam, -1)))
+    m = lam[i] * tpot[i]
+    k = lam[i] * tpot[i] * max(out[i] - 1, 0) + inp[i] * (m + 3 * math.sqrt(m) + 1)
+    return float(min(k, limits.max_num_batched_tokens + limits.max_num_seqs))
+
+
+def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bool | None = None,
+               k_step: float = math.nan) -> None:
     """Past the measured work per step, hold the step cost's slope to the physical floor.
 
-    The fitted cost stands where the measured points reach. Past them it goes on along its
-    tangent, and the roofline of one step (:meth:`capbook.hardware.Hardware.step_time_floor`)
+    The fitted cost stands where the measured points reach: up to ``k_step`` tokens, the largest
+    single step the busiest measured level would run (its mean steps hold ``k_seen``). Past that
+    a fitted curvature goes on along its tangent, and the roofline of one step (:meth:`capbook.hardware.Hardware.step_time_floor`)
     bounds that: at the sweep's mix of decoded and prompt tokens a step is the larger of a memory
     line (``weights / bandwidth + a_m k``) and a compute line (``a_c k``), so past their crossing
     (the knee) each further token costs at least ``a_c``, the FLOPs of one token at the GPUs'
@@ -1061,9 +1131,9 @@ def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bo
     hardware facts or where the fitted slope is already steeper (prompt tokens, compute bound in
     every measured step, are in it). With prefix caching on (or not recorded off) a prompt token may
     cost no FLOPs at all, so only the decoded tokens' share of ``a_c`` is a floor."""
-    if math.isfinite(k_seen) and k_seen > 0 and model.step.c2_s > 0:
+    if math.isfinite(k_step) and k_step > 0 and model.step.c2_s > 0:
         # a curvature fitted inside the measured points is no law past them: its tangent goes on
-        model.step = dataclasses.replace(model.step, fit_tokens=float(k_seen))
+        model.step = dataclasses.replace(model.step, fit_tokens=float(k_step))
         model.__dict__.pop("_cache", None)
     if hardware is None or not getattr(hardware, "known", False) or not math.isfinite(k_seen):
         return
@@ -1148,6 +1218,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     if limits.kv_cache_tokens is not None and limits.kv_cache_tokens < P + L:
         raise ValueError(f"kv_cache_tokens {limits.kv_cache_tokens} cannot hold one request of "
                          f"{P + L:.0f} tokens (mean prompt plus mean output)")
+    limits = _slots_from_data(limits, sweep, include_saturated, notes)
     oq = _quantile_sampler(tab, "output_tokens")
     src = limits.sources
     notes.append(
@@ -1156,24 +1227,35 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
         f"{limits.max_num_seqs} ({src.get('max_num_seqs')}), batched-token budget "
         f"{limits.max_num_batched_tokens} ({src.get('max_num_batched_tokens')}), KV cache "
         + (f"{limits.kv_cache_tokens:,} tokens ({src.get('kv_cache_tokens')})" if limits.kv_cache_tokens
-           is not None else "not binding (model or GPU not recognised; pass kv_cache_tokens=)"))
+           is not None else "not binding (no model and GPU known: pass --gpu and --model, or kv_cache_tokens=)"))
     if oq is None:
         notes.append(f"output lengths: the sweep records only the mean ({L:.4g} tokens); every "
                      "request is given that length")
-    limits = _slots_from_data(limits, sweep, include_saturated, notes)
     model = EngineModel(step, limits, P, L, oq, _prompt_p99(sweep), 0.0, 0.0, sweep.name, notes)
     model.fitted_sweep = sweep
     model.hardware = hardware
     if limits.policy == "separate":
         model.step = _calibrate_separate(model, sweep, include_saturated)
+    raw = model.step
     _calibrate_step(model, sweep, include_saturated)
     lam_, tp_, out_, inp_ = _points(sweep, include_saturated)
     k_all = lam_ * tp_ * (np.maximum(out_ - 1, 0) + inp_)
+    if model.step is not raw and model.step.cp_s is None:
+        # the refinement targets the unsaturated levels only; it must not lose the saturated ones
+        ok = np.isfinite(k_all) & np.isfinite(tp_) & (tp_ > 0)
+        worst = float(np.max(np.abs(model.step(k_all[ok]) / tp_[ok] - 1))) if ok.any() else 0.0
+        worst_raw = float(np.max(np.abs(raw(k_all[ok]) / tp_[ok] - 1))) if ok.any() else 0.0
+        if worst > max(0.15, 2 * worst_raw):
+            model.step = raw
+            model.__dict__.pop("_cache", None)
+            model.notes.append(f"step cost refinement not used: it fits the unsaturated levels but misses a measured "
+                               f"point's step time by {worst:.0%} (the fitted cost misses by {worst_raw:.0%})")
     k_seen = float(np.max(k_all[np.isfinite(k_all)])) if np.isfinite(k_all).any() else math.nan
     model.k_seen = k_seen
     thr = np.asarray(lam_, dtype=float)
     model.served_rps = float(np.nanmax(thr)) if np.isfinite(thr).any() else math.nan
-    _bend_step(model, hardware, k_seen, _as_bool(_col(tab, "prefix_caching")))
+    _bend_step(model, hardware, k_seen, _as_bool(_col(tab, "prefix_caching")),
+               _largest_step(lam_, tp_, out_, inp_, limits))
     _calibrate_overhead(model, sweep)
     k_sat = model.slots * (L - 1 + P) / L
     if k_sat > 1.5 * k_seen:
