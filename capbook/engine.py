@@ -883,6 +883,29 @@ class EngineModel:
             return None
         return float(k_max / (float(self.step(k_max)) * (L - 1 + P)))
 
+    def extrapolation(self, rate_rps: float | None = None) -> str:
+        """How far a prediction at ``rate_rps`` (default: saturation) lies past the measured points,
+        and what bounds it, in one sentence."""
+        L, P = self.output_tokens, self.prompt_tokens
+        if rate_rps is None:
+            k, at = self.slots * (L - 1 + P) / L, "at saturation"
+        else:
+            k, at = self.work_per_step(rate_rps), f"at {rate_rps:.3g} requests/s"
+        if not (math.isfinite(k) and math.isfinite(self.k_seen) and self.k_seen > 0):
+            return f"{at} the engine is past its capacity" if not math.isfinite(k) else ""
+        ratio = k / self.k_seen
+        head = (f"{at} a step holds about {k:,.0f} tokens of work, {ratio:.1f}× the most the sweep measured "
+                f"({self.k_seen:,.0f})")
+        if ratio <= 1:
+            return head + ": within the measured points"
+        hw = self.hardware
+        if self.bounded:
+            return (head + f"; past it the step cost is bounded by the physical model of {hw.model.name} on "
+                    f"{hw.tensor_parallel} × {hw.gpu.name}")
+        if ratio > self.EXTRAPOLATION_LIMIT:
+            return head + "; too far to predict without hardware facts (pass --gpu and --model)"
+        return head + "; a straight line through the sweep, with no hardware facts to bound it"
+
     def refusal(self) -> str | None:
         """Why a saturation rate is not printed (see :meth:`limit_rps`), or None."""
         lim = self.limit_rps()
