@@ -123,8 +123,10 @@ def simulate_closed(engine, concurrency: int, *, requests: int = 2000, seed: int
         :meth:`capbook.engine.EngineModel.simulate` does; a client sends its next request once it
         has seen the completion, overhead included.
     input_tokens, output_tokens : array_like of int, optional
-        Prompt and output tokens of every request (``warmup + requests`` of them, in the order
-        sent); default: drawn from the engine's fitted length distributions.
+        Prompt and output tokens of every request (``warmup + requests + concurrency`` of them,
+        in the order sent); default: drawn from the engine's fitted length distributions (the
+        output lengths geometric with the measured mean when the sweep recorded only the mean:
+        constant lengths would keep the clients in lock step).
 
     Returns
     -------
@@ -140,6 +142,12 @@ def simulate_closed(engine, concurrency: int, *, requests: int = 2000, seed: int
     rng = rng if rng is not None else np.random.default_rng(seed)
     if input_tokens is None or output_tokens is None:
         inp, out = engine._lengths(rng, total)
+        if engine.output_quantiles is None and engine.output_tokens > 1:
+            # the sweep recorded only the mean output length: the engine would give every request
+            # that length, and clients whose requests are prefilled in one step would then finish
+            # in one step and come back together for ever (lock step, and a TTFT several times too
+            # long); real lengths vary, so draw them geometric with the measured mean
+            out = np.maximum(1, rng.geometric(1.0 / float(engine.output_tokens), total)).astype(np.int64)
     else:
         inp = np.asarray(input_tokens).astype(np.int64)
         out = np.asarray(output_tokens).astype(np.int64)

@@ -321,6 +321,11 @@ def _open_run(engine, rate, n, *, arrivals, seed):
 _UNIFORM_TOOLS = ("inference-benchmarker",)
 
 
+def _lv(x) -> str:
+    """A level as printed: its rate or concurrency, ``burst`` for an open-loop level with no rate."""
+    return f"{x:.3g}" if np.isfinite(x) else "burst"
+
+
 def _meta(sweep, key):
     tab = sweep.table
     if key in tab:
@@ -422,11 +427,11 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     sat_pred = float(engine.saturation_rps(seed=seed))
     info = dict(dataset=name, tool=tool, model=meta.get("model") or _meta(sweep, "model"),
                 gpu=meta.get("gpu") or _meta(sweep, "gpu"), loop=loop, levels=len(lv),
-                fitted=", ".join(f"{x:g}" for x in lv.loc[fit_idx, "level"]),
-                predicted=", ".join(f"{x:g}" for x in lv.drop(index=fit_idx)["level"]),
+                fitted=", ".join(_lv(x) for x in lv.loc[fit_idx, "level"]),
+                predicted=", ".join(_lv(x) for x in lv.drop(index=fit_idx)["level"]),
                 saturation_measured=sat_meas, saturation_predicted=sat_pred,
                 saturation_error=_err(sat_pred, sat_meas), highest_served=float(thr_all.max()),
-                unstable="; ".join(f"{x:g}: {w}" for x, w in zip(lv["level"], lv["why"]) if w),
+                unstable="; ".join(f"{_lv(x)}: {w}" for x, w in zip(lv["level"], lv["why"]) if w),
                 engine_notes=list(engine.notes), engine=engine)
     return pd.DataFrame(rows, columns=["dataset", "loop", "level", "stable", "quantity", "predicted", "measured",
                                        "error"]), info
@@ -592,3 +597,28 @@ def shared_datasets(root, *, skipped: list | None = None) -> list:
         if (root / rel).exists():
             skipped.append((name, why))
     return out
+
+
+def shared_fidelity(root, *, fit_levels: int = 3, seed: int = 0, requests: int = 1500):
+    """The protocol on every dataset of :func:`shared_datasets` (what ``benchmarks/bench_fidelity.py``
+    prints and the chapter *Where the textbook breaks* shows).
+
+    Returns
+    -------
+    (pandas.DataFrame, pandas.DataFrame, list)
+        The per-level rows, the per-dataset table (:func:`dataset_table`) and the skipped
+        ``(name, reason)`` pairs. Empty tables when ``root`` is absent.
+    """
+    skipped: list = []
+    ds = shared_datasets(root, skipped=skipped)
+    rows, per = fidelity_datasets(ds, fit_levels=fit_levels, seed=seed, requests=requests)
+    return rows, per, skipped
+
+
+def biggest_misses(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per dataset, the predicted (level, quantity) with the largest |error|."""
+    r = rows.dropna(subset=["error"])
+    if not len(r):
+        return r
+    i = r["error"].abs().groupby(r["dataset"], sort=False).idxmax()
+    return r.loc[i.values].reset_index(drop=True)
