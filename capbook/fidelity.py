@@ -13,6 +13,20 @@ textbook breaks*), for an open-loop rate sweep of one engine:
 4. Every stage that is not stable must be predicted not stable; and the highest rate whose
    TTFT p99 meets 200 ms must fall inside the measured bracket (above the highest stable stage
    that meets it, below the lowest stage that does not).
+
+The same protocol on **any** sweep (issue 31: :func:`score_sweep`, :func:`shared_fidelity`), open-
+or closed-loop, scored with the primary model (the engine simulation):
+
+* stable levels (:func:`sweep_levels`): open loop, completions reach :func:`shortfall_share` of
+  the requested rate (a short Poisson run falls short by chance), mean schedule delay under
+  0.1 s when recorded, TTFT p50 under 0.5 s or under 5× the lightest level's, and not flagged
+  saturated by the importer; closed loop, the levels before the throughput plateau;
+* fit on the lowest three stable levels; predict every other level (open loop at its requested
+  rate, the level's requests over its duration into an idle engine; closed loop at its
+  concurrency with :func:`capbook.closedloop.simulate_closed`): throughput, mean E2E, TTFT p50
+  and p99; and the saturation, against the plateau when the sweep reaches one;
+* per dataset the median |error| of each quantity; the summary is the median over datasets,
+  plus the worst dataset's saturation error (:func:`datasets_summary`).
 """
 from __future__ import annotations
 
@@ -26,7 +40,10 @@ from capbook.engine import _row_mean
 from capbook.predict import MODELS, predict
 from capbook.validation import integer, positive
 
-__all__ = ["stable_stages", "all_stages", "fidelity", "fidelity_summary", "TARGETS", "TTFT_P99_TARGET_S"]
+__all__ = ["stable_stages", "all_stages", "fidelity", "fidelity_summary", "TARGETS", "TTFT_P99_TARGET_S",
+           "WORST_SATURATION_TARGET", "shortfall_share", "sweep_loop", "sweep_levels", "score_sweep",
+           "fidelity_datasets", "dataset_table", "datasets_summary", "shared_datasets", "shared_fidelity",
+           "biggest_misses", "kubecon_variants"]
 
 #: Targets of issue 14: the median absolute relative error over variants.
 TARGETS = {"saturation_rps": 0.10, "e2e_mean_s": 0.15, "ttft_p50_s": 0.20, "ttft_p99_s": 0.35}
@@ -376,6 +393,7 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     from capbook.engine import fit_engine
 
     fit_levels = integer(fit_levels, "fit_levels", minimum=1)
+    requests = integer(requests, "requests", minimum=1)
     name = name or sweep.name
     meta = dict(meta or {})
     lv = sweep_levels(sweep)
