@@ -65,8 +65,9 @@ def main(argv=None) -> int:
         "|err| TTFT p99": per["ttft_p99_s_median_abs_error"].map(_abs_pct),
     })
     print(show.to_string(index=False))
-    print("\n(sat meas: open loop, the median completion rate of the levels that are not stable; closed loop, "
-          "the throughput plateau; blank when the sweep reaches none. |err|: median over the dataset's "
+    print("\n(sat meas: open loop, the median completion rate of the levels that are not stable and show a queue "
+          "(TTFT p50, schedule delay or mean E2E up); closed loop, the throughput plateau; blank when the sweep "
+          "reaches none. |err|: median over the dataset's "
           "predicted levels; blank when the files record no such quantity or no level is left to predict)")
 
     print("\nLevels that are not stable (and why):")

@@ -298,6 +298,20 @@ def sweep_levels(sweep) -> pd.DataFrame:
     return df.drop(columns="_sat")
 
 
+def _queued(lv: pd.DataFrame) -> pd.Series:
+    """Open-loop levels whose requests queued: TTFT p50 at least max(0.5 s, 5× the lightest
+    level's), a mean schedule delay of 0.1 s or more, or a mean E2E at least twice the lightest
+    level's. A level that falls short of its rate with none of these (a short run whose last
+    long requests drain after the sends stop) shows no plateau."""
+    p50 = lv["ttft_p50_s"].astype(float)
+    e2e = pd.Series([_row_mean(r, "e2e") for _, r in lv.iterrows()], index=lv.index, dtype=float)
+    delay = (lv["schedule_delay_mean_s"].astype(float) if "schedule_delay_mean_s" in lv
+             else pd.Series(np.nan, index=lv.index))
+    light50 = float(p50.iloc[0]) if len(p50) and np.isfinite(p50.iloc[0]) else 0.0
+    light_e2e = float(e2e.iloc[0]) if len(e2e) and np.isfinite(e2e.iloc[0]) else np.inf
+    return (p50 >= max(0.5, 5 * light50)) | (delay >= 0.1) | (e2e >= 2 * light_e2e)
+
+
 def _level_sweep(sweep, rows: pd.DataFrame):
     from capbook.sweep import Sweep
 
@@ -336,6 +350,26 @@ def _open_run(engine, rate, n, *, arrivals, seed):
 
 #: Load generators whose open-loop levels send at evenly spaced times (constant rate, not Poisson).
 _UNIFORM_TOOLS = ("inference-benchmarker",)
+
+
+def _at_level_lengths(engine, row):
+    """The fitted engine with the prompt and output lengths the level measured (its mean prompt,
+    its prompt p99 when recorded, else the fitted p99 scaled; the output distribution scaled to
+    its mean), when they differ from the fitted ones by more than 2 %: a level's load generator
+    drew its own requests (96 ShareGPT prompts per level average 214 to 582 tokens in the AIPerf
+    Qwen3.6 sweep), and the question is how the engine serves those."""
+    from dataclasses import replace
+
+    P = float(row.get("mean_input_tokens", np.nan))
+    L = float(row.get("mean_output_tokens", np.nan))
+    if not (np.isfinite(P) and np.isfinite(L) and P >= 1 and L >= 1):
+        return engine
+    if abs(P / engine.prompt_tokens - 1) <= 0.02 and abs(L / engine.output_tokens - 1) <= 0.02:
+        return engine
+    p99 = float(row.get("input_tokens_p99", np.nan))
+    if not np.isfinite(p99):
+        p99 = engine.prompt_p99 * P / engine.prompt_tokens if engine.prompt_p99 else None
+    return replace(engine, prompt_tokens=P, output_tokens=L, prompt_p99=p99, notes=list(engine.notes))
 
 
 def _lv(x) -> str:
@@ -379,12 +413,14 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         predicted, measured, error`` (predicted / measured − 1; inf when the model calls a stable
         open-loop level past its capacity). Open-loop held-out stable levels are predicted at
         their requested rate with :func:`capbook.predict.predict` (the simulation, the level's
-        arrivals over its duration into an idle engine) for E2E and TTFT; every open-loop level
+        arrivals over its duration into an idle engine) for E2E and TTFT, with the level's own
+        prompt and output lengths (:func:`_at_level_lengths`); every open-loop level
         not fitted gets the served throughput of the level simulated as run (its requests at its
         rate); closed-loop levels are run with :func:`capbook.closedloop.simulate_closed` at
         their concurrency. The dict describes the dataset: levels fitted and predicted, the
         measured saturation (open loop: median completion rate of the levels that are not
-        stable; closed loop: median throughput of the plateau levels within
+        stable and show a queue, :func:`_queued`; closed loop: median throughput of the plateau
+        levels within
         :data:`PLATEAU_SHARE` of the best; NaN when the sweep reaches none), the predicted one
         (:meth:`capbook.engine.EngineModel.saturation_rps`), the highest served throughput and
         the engine's notes.
@@ -420,24 +456,26 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         if i in fit_idx:
             continue
         e2e_meas = _row_mean(r, "e2e")
+        eng = _at_level_lengths(engine, r)
         if loop == "closed":
-            run = simulate_closed(engine, int(round(r["level"])), requests=requests, seed=seed).summary()
+            run = simulate_closed(eng, int(round(r["level"])), requests=requests, seed=seed).summary()
             for q, meas in (("throughput_rps", r["request_throughput_rps"]), ("e2e_mean_s", e2e_meas),
                             ("ttft_p50_s", r["ttft_p50_s"]), ("ttft_p99_s", r.get("ttft_p99_s"))):
                 add(r["level"], r["stable"], q, run[q], meas)
             continue
         n = float(r["num_requests"]) if "num_requests" in r and np.isfinite(float(r["num_requests"])) else 1000.0
-        thr, *_ = _open_run(engine, float(r["level"]), n, arrivals=arrivals, seed=seed)
+        thr, *_ = _open_run(eng, float(r["level"]), n, arrivals=arrivals, seed=seed)
         add(r["level"], r["stable"], "throughput_rps", thr, r["request_throughput_rps"])
         if not r["stable"]:
             continue
-        p = predict(sub, float(r["level"]), engine=engine, seed=seed, arrivals=arrivals,
+        p = predict(sub, float(r["level"]), engine=eng, seed=seed, arrivals=arrivals,
                     duration_s=n / float(r["level"]), models=("simulation",)).models["simulation"]
         for q, meas in (("e2e_mean_s", e2e_meas), ("ttft_p50_s", r["ttft_p50_s"]), ("ttft_p99_s", r.get("ttft_p99_s"))):
             add(r["level"], True, q, getattr(p, q) if p.stable else None, meas, None if p.stable else np.inf)
     thr_all = lv["request_throughput_rps"].astype(float)
+    queued = _queued(lv) if loop == "open" else pd.Series(True, index=lv.index)
     if loop == "open":
-        unstable = lv[~lv["stable"]]
+        unstable = lv[~lv["stable"] & queued]
         sat_meas = float(np.median(unstable["request_throughput_rps"])) if len(unstable) else np.nan
     else:
         plateau = lv[~lv["stable"] & (thr_all >= PLATEAU_SHARE * thr_all.max())]
@@ -449,7 +487,8 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
                 predicted=", ".join(_lv(x) for x in lv.drop(index=fit_idx)["level"]),
                 saturation_measured=sat_meas, saturation_predicted=sat_pred,
                 saturation_error=_err(sat_pred, sat_meas), highest_served=float(thr_all.max()),
-                unstable="; ".join(f"{_lv(x)}: {w}" for x, w in zip(lv["level"], lv["why"]) if w),
+                unstable="; ".join(f"{_lv(x)}: {w}" + ("" if q else " [no queue: not counted in the plateau]")
+                                   for x, w, q in zip(lv["level"], lv["why"], queued) if w),
                 engine_notes=list(engine.notes), engine=engine)
     return pd.DataFrame(rows, columns=["dataset", "loop", "level", "stable", "quantity", "predicted", "measured",
                                        "error"]), info
