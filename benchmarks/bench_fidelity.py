@@ -77,8 +77,12 @@ def main(argv=None) -> int:
     print("\nBiggest miss per dataset (predicted / measured - 1):")
     big = biggest_misses(rows)
     for _, r in big.iterrows():
-        lvl = "burst" if pd.isna(r["level"]) else f"{r['level']:g}"
-        print(f"  {r['dataset']:34s} {r['loop']:6s} level {lvl:>7s} ({'stable' if r['stable'] else 'not stable'}) "
+        if r["quantity"] == "saturation_rps":
+            where = "the plateau"
+        else:
+            lvl = "burst" if pd.isna(r["level"]) else f"{r['level']:g}"
+            where = f"level {lvl} ({'stable' if r['stable'] else 'not stable'})"
+        print(f"  {r['dataset']:34s} {r['loop']:6s} {where:26s} "
               f"{r['quantity']:14s} predicted {r['predicted']:.4g}, measured {r['measured']:.4g} ({_pct(r['error'])})")
 
     print("\nSummary: median over datasets of each dataset's median |error|, against the issue's targets:")

@@ -409,8 +409,8 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     Returns
     -------
     (pandas.DataFrame, dict)
-        One row per (level, quantity): ``dataset, loop, level, stable, fitted, quantity,
-        predicted, measured, error`` (predicted / measured − 1; inf when the model calls a stable
+        One row per (level, quantity): ``dataset, loop, level, stable, quantity, predicted,
+        measured, error`` (and a ``saturation_rps`` row, level NaN, when the sweep reaches a plateau) (predicted / measured − 1; inf when the model calls a stable
         open-loop level past its capacity). Open-loop held-out stable levels are predicted at
         their requested rate with :func:`capbook.predict.predict` (the simulation, the level's
         arrivals over its duration into an idle engine) for E2E and TTFT, with the level's own
@@ -481,6 +481,9 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         plateau = lv[~lv["stable"] & (thr_all >= PLATEAU_SHARE * thr_all.max())]
         sat_meas = float(np.median(plateau["request_throughput_rps"])) if len(plateau) else np.nan
     sat_pred = float(engine.saturation_rps(seed=seed))
+    if np.isfinite(sat_meas):
+        rows.append(dict(dataset=name, loop=loop, level=np.nan, stable=False, quantity="saturation_rps",
+                         predicted=sat_pred, measured=sat_meas, error=_err(sat_pred, sat_meas)))
     info = dict(dataset=name, tool=tool, model=meta.get("model") or _meta(sweep, "model"),
                 gpu=meta.get("gpu") or _meta(sweep, "gpu"), loop=loop, levels=len(lv),
                 fitted=", ".join(_lv(x) for x in lv.loc[fit_idx, "level"]),
