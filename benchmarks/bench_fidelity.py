@@ -57,7 +57,9 @@ def main(argv=None) -> int:
     show = pd.DataFrame({
         "dataset": per["dataset"], "tool": per["tool"], "model": per["model"].str.rsplit("/", n=1).str[-1],
         "GPU": per["gpu"], "loop": per["loop"], "fitted": per["fitted"], "predicted": per["predicted"],
-        "sat meas": per["saturation_measured"].round(3), "sat pred": per["saturation_predicted"].round(3),
+        "sat meas": per["saturation_measured"].round(3),
+        "sat pred": [f"refused >{lim:.3g}" if ref else f"{v:.4g}" for v, ref, lim in
+                     zip(per["saturation_predicted"], per["saturation_refused"], per["limit_rps"])],
         "sat err": per["saturation_error"].map(_pct), "served max": per["highest_served"].round(3),
         "|err| thr": per["throughput_rps_median_abs_error"].map(_abs_pct),
         "|err| E2E": per["e2e_mean_s_median_abs_error"].map(_abs_pct),
@@ -69,6 +71,12 @@ def main(argv=None) -> int:
           "(TTFT p50, schedule delay or mean E2E up); closed loop, the throughput plateau; blank when the sweep "
           "reaches none. |err|: median over the dataset's "
           "predicted levels; blank when the files record no such quantity or no level is left to predict)")
+
+    print("\nRefusals (the fit may not be asked that far; capbook.engine.ExtrapolationError):")
+    for _, r in per.iterrows():
+        if r["saturation_refused"] or r["refused_levels"]:
+            print(f"  {r['dataset']}: {r['refused_levels']} level(s) past {r['limit_rps']:.3g} req/s refused"
+                  + (f"; saturation refused: {r['saturation_refused']}" if r["saturation_refused"] else ""))
 
     print("\nLevels that are not stable (and why):")
     for _, r in per.iterrows():
@@ -87,8 +95,9 @@ def main(argv=None) -> int:
 
     print("\nSummary: median over datasets of each dataset's median |error|, against the issue's targets:")
     s = datasets_summary(per)
-    s["median_abs_error"] = (100 * s["median_abs_error"]).round(1).astype(str) + " %"
-    s["target"] = (100 * s["target"]).round(0).astype(str).str.replace("nan", "-") + " %"
+    s["median_abs_error"] = [("" if pd.isna(v) else f"{100 * v:.1f} %") for v in s["median_abs_error"]]
+    s["target"] = [("" if pd.isna(v) else f"{100 * v:.0f} %") for v in s["target"]]
+    s["met"] = [("" if v is None or pd.isna(v) else str(v)) for v in s["met"]]
     print(s.to_string(index=False))
     print(f"(targets: {', '.join(f'{k} {100 * v:.0f} %' for k, v in TARGETS.items())}; worst saturation "
           f"{100 * WORST_SATURATION_TARGET:.0f} %)")

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from capbook.engine import _row_mean
+from capbook.engine import ExtrapolationError, _row_mean
 from capbook.predict import MODELS, predict
 from capbook.validation import integer, positive
 
@@ -348,6 +348,7 @@ def _open_run(engine, rate, n, *, arrivals, seed):
             float(np.mean(e2e)))
 
 
+_ROW_COLUMNS = ["dataset", "loop", "level", "stable", "quantity", "predicted", "measured", "error", "refused"]
 #: Load generators whose open-loop levels send at evenly spaced times (constant rate, not Poisson).
 _UNIFORM_TOOLS = ("inference-benchmarker",)
 
@@ -441,14 +442,17 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     fit_idx = list(st.index[:k])
     sub = _level_sweep(sweep, lv.loc[fit_idx])
     engine = fit_engine(sub)
+    limit = engine.limit_rps()     # the highest rate the fit may be asked about (None: any)
     rows = []
 
-    def add(level, stable, q, pred, meas, err=None):
+    def add(level, stable, q, pred, meas, err=None, refused=False):
         if meas is None or not np.isfinite(float(meas)):
             return
+        if refused:
+            pred, err = None, np.nan
         rows.append(dict(dataset=name, loop=loop, level=float(level), stable=bool(stable), quantity=q,
                          predicted=np.nan if pred is None else float(pred), measured=float(meas),
-                         error=_err(pred, meas) if err is None else err))
+                         error=_err(pred, meas) if err is None else err, refused=bool(refused)))
 
     tool = meta.get("tool") or _meta(sweep, "format")
     arrivals = "uniform" if tool in _UNIFORM_TOOLS else "poisson"
@@ -459,19 +463,32 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         eng = _at_level_lengths(engine, r)
         if loop == "closed":
             run = simulate_closed(eng, int(round(r["level"])), requests=requests, seed=seed).summary()
+            # a level whose simulated throughput lies past the fit's limit is refused, as predict refuses it
+            refused = limit is not None and run["throughput_rps"] > limit
             for q, meas in (("throughput_rps", r["request_throughput_rps"]), ("e2e_mean_s", e2e_meas),
                             ("ttft_p50_s", r["ttft_p50_s"]), ("ttft_p99_s", r.get("ttft_p99_s"))):
-                add(r["level"], r["stable"], q, run[q], meas)
+                add(r["level"], r["stable"], q, run[q], meas, refused=refused)
             continue
         n = float(r["num_requests"]) if "num_requests" in r and np.isfinite(float(r["num_requests"])) else 1000.0
-        thr, *_ = _open_run(eng, float(r["level"]), n, arrivals=arrivals, seed=seed)
-        add(r["level"], r["stable"], "throughput_rps", thr, r["request_throughput_rps"])
+        rate = float(r["level"])
+        refused = limit is not None and not rate <= limit
+        qs = (("e2e_mean_s", e2e_meas), ("ttft_p50_s", r["ttft_p50_s"]), ("ttft_p99_s", r.get("ttft_p99_s")))
+        p = None
+        if r["stable"] and not refused:
+            try:
+                p = predict(sub, rate, engine=eng, seed=seed, arrivals=arrivals, duration_s=n / rate,
+                            models=("simulation",)).models["simulation"]
+            except ExtrapolationError:
+                refused = True
+        thr = math.nan if refused else _open_run(eng, rate, n, arrivals=arrivals, seed=seed)[0]
+        add(r["level"], r["stable"], "throughput_rps", thr, r["request_throughput_rps"], refused=refused)
         if not r["stable"]:
             continue
-        p = predict(sub, float(r["level"]), engine=eng, seed=seed, arrivals=arrivals,
-                    duration_s=n / float(r["level"]), models=("simulation",)).models["simulation"]
-        for q, meas in (("e2e_mean_s", e2e_meas), ("ttft_p50_s", r["ttft_p50_s"]), ("ttft_p99_s", r.get("ttft_p99_s"))):
-            add(r["level"], True, q, getattr(p, q) if p.stable else None, meas, None if p.stable else np.inf)
+        for q, meas in qs:
+            if refused:
+                add(r["level"], True, q, None, meas, refused=True)
+            else:
+                add(r["level"], True, q, getattr(p, q) if p.stable else None, meas, None if p.stable else np.inf)
     thr_all = lv["request_throughput_rps"].astype(float)
     queued = _queued(lv) if loop == "open" else pd.Series(True, index=lv.index)
     if loop == "open":
@@ -480,21 +497,26 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     else:
         plateau = lv[~lv["stable"] & (thr_all >= PLATEAU_SHARE * thr_all.max())]
         sat_meas = float(np.median(plateau["request_throughput_rps"])) if len(plateau) else np.nan
-    sat_pred = float(engine.saturation_rps(seed=seed))
+    try:
+        sat_pred, sat_refused = float(engine.saturation_rps(seed=seed)), ""
+    except ExtrapolationError as exc:      # too far past the measured work per step, nothing to bound it
+        sat_pred, sat_refused = math.nan, str(exc)
     if np.isfinite(sat_meas):
         rows.append(dict(dataset=name, loop=loop, level=np.nan, stable=False, quantity="saturation_rps",
-                         predicted=sat_pred, measured=sat_meas, error=_err(sat_pred, sat_meas)))
+                         predicted=sat_pred, measured=sat_meas, error=_err(sat_pred, sat_meas),
+                         refused=bool(sat_refused)))
     info = dict(dataset=name, tool=tool, model=meta.get("model") or _meta(sweep, "model"),
                 gpu=meta.get("gpu") or _meta(sweep, "gpu"), loop=loop, levels=len(lv),
                 fitted=", ".join(_lv(x) for x in lv.loc[fit_idx, "level"]),
                 predicted=", ".join(_lv(x) for x in lv.drop(index=fit_idx)["level"]),
                 saturation_measured=sat_meas, saturation_predicted=sat_pred,
                 saturation_error=_err(sat_pred, sat_meas), highest_served=float(thr_all.max()),
+                limit_rps=np.nan if limit is None else float(limit), saturation_refused=sat_refused,
+                refused_levels=int(sum(1 for x in rows if x["refused"] and x["quantity"] == "throughput_rps")),
                 unstable="; ".join(f"{_lv(x)}: {w}" + ("" if q else " [no queue: not counted in the plateau]")
                                    for x, w, q in zip(lv["level"], lv["why"], queued) if w),
                 engine_notes=list(engine.notes), engine=engine)
-    return pd.DataFrame(rows, columns=["dataset", "loop", "level", "stable", "quantity", "predicted", "measured",
-                                       "error"]), info
+    return pd.DataFrame(rows, columns=_ROW_COLUMNS), info
 
 
 def fidelity_datasets(datasets, *, fit_levels: int = 3, seed: int = 0, requests: int = 1500):
@@ -514,7 +536,7 @@ def fidelity_datasets(datasets, *, fit_levels: int = 3, seed: int = 0, requests:
         rows.append(r)
         infos.append(info)
     table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
-        columns=["dataset", "loop", "level", "stable", "quantity", "predicted", "measured", "error"])
+        columns=_ROW_COLUMNS)
     return table, dataset_table(table, infos)
 
 
@@ -536,7 +558,9 @@ def dataset_table(rows: pd.DataFrame, infos) -> pd.DataFrame:
 def datasets_summary(per_dataset: pd.DataFrame) -> pd.DataFrame:
     """Median over datasets of each dataset's median |error| (saturation: |error| of each dataset
     that reaches a plateau), against :data:`TARGETS`; plus the worst dataset's saturation error
-    against :data:`WORST_SATURATION_TARGET`."""
+    against :data:`WORST_SATURATION_TARGET`. Refusals (:class:`capbook.engine.ExtrapolationError`:
+    the fit may not be asked that far) carry no error: they are counted on rows of their own
+    (``datasets`` holds the count), not in the medians."""
     out = []
     cols = {"saturation_rps": "saturation_error", "e2e_mean_s": "e2e_mean_s_median_abs_error",
             "ttft_p50_s": "ttft_p50_s_median_abs_error", "ttft_p99_s": "ttft_p99_s_median_abs_error",
@@ -547,6 +571,13 @@ def datasets_summary(per_dataset: pd.DataFrame) -> pd.DataFrame:
         t = TARGETS.get(q, np.nan)
         out.append(dict(quantity=q, median_abs_error=med, target=t,
                         met=bool(med <= t) if np.isfinite(t) and np.isfinite(med) else None, datasets=int(len(v))))
+    if "saturation_refused" in per_dataset:
+        ref = per_dataset["saturation_refused"].astype(bool)
+        reached = per_dataset["saturation_measured"].notna()
+        out.append(dict(quantity="saturation refused (of those reaching a plateau)", median_abs_error=np.nan,
+                        target=np.nan, met=None, datasets=int((ref & reached).sum())))
+        out.append(dict(quantity="levels refused (past the fit's limit)", median_abs_error=np.nan, target=np.nan,
+                        met=None, datasets=int(per_dataset["refused_levels"].sum())))
     v = per_dataset["saturation_error"].abs().dropna() if "saturation_error" in per_dataset else pd.Series(dtype=float)
     worst = float(v.max()) if len(v) else np.nan
     who = per_dataset.loc[v.idxmax(), "dataset"] if len(v) else ""
