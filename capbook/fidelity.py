@@ -373,6 +373,26 @@ def _at_level_lengths(engine, row):
     return replace(engine, prompt_tokens=P, output_tokens=L, prompt_p99=p99, notes=list(engine.notes))
 
 
+def _simulated(engine, rate, *, arrivals, seed, duration_s):
+    """The engine simulation's answer at ``rate`` without the refusal (what
+    :func:`capbook.predict.predict` would say, its latencies None past the saturation)."""
+    from types import SimpleNamespace
+
+    sat = _unrefused(engine, seed)
+    run = engine.simulate(rate, arrivals=arrivals, seed=seed, duration_s=duration_s)
+    ok = rate < sat and len(run.ttft_s) > 0
+    q = (lambda x, p: float(np.quantile(x, p)) if ok else None)
+    return SimpleNamespace(stable=ok, ttft_p50_s=q(run.ttft_s, 0.5), ttft_p99_s=q(run.ttft_s, 0.99),
+                           e2e_mean_s=float(np.mean(run.e2e_s)) if ok else None)
+
+
+def _unrefused(engine, seed) -> float:
+    """What the simulated engine itself gives for saturation, past the refusal (a diagnostic of
+    how far off the refused extrapolation would have been; NaN when the engine has no such call)."""
+    f = getattr(engine, "simulated_saturation_rps", None)
+    return float(f(seed=seed)) if f is not None else math.nan
+
+
 def _lv(x) -> str:
     """A level as printed: its rate or concurrency, ``burst`` for an open-loop level with no rate."""
     return f"{x:.3g}" if np.isfinite(x) else "burst"
@@ -388,7 +408,7 @@ def _meta(sweep, key):
 
 
 def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: int = 0,
-                requests: int = 1500, meta: dict | None = None) -> tuple[pd.DataFrame, dict]:
+                requests: int = 1500, meta: dict | None = None, refuse: bool = True) -> tuple[pd.DataFrame, dict]:
     """The issue-31 protocol on one sweep (open- or closed-loop): fit on the lowest stable levels,
     predict every other level and the saturation.
 
@@ -404,6 +424,11 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         Seed of every simulation.
     requests : int
         Measured requests of each closed-loop simulation.
+    refuse : bool
+        Honour the fit's refusals (:meth:`capbook.engine.EngineModel.limit_rps`): a level or
+        saturation past the limit is recorded as refused, without an error. False: a diagnostic
+        of what the refused extrapolation would have said (the simulated engine's own numbers,
+        its saturation without the measured floor).
     meta : dict, optional
         ``tool``, ``model``, ``gpu`` to show (default: the sweep's columns).
 
@@ -442,7 +467,7 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     fit_idx = list(st.index[:k])
     sub = _level_sweep(sweep, lv.loc[fit_idx])
     engine = fit_engine(sub)
-    limit = engine.limit_rps()     # the highest rate the fit may be asked about (None: any)
+    limit = engine.limit_rps() if refuse else None   # the highest rate the fit may be asked about (None: any)
     rows = []
 
     def add(level, stable, q, pred, meas, err=None, refused=False):
@@ -479,7 +504,10 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
                 p = predict(sub, rate, engine=eng, seed=seed, arrivals=arrivals, duration_s=n / rate,
                             models=("simulation",)).models["simulation"]
             except ExtrapolationError:
-                refused = True
+                if refuse:
+                    refused = True
+                else:
+                    p = _simulated(eng, rate, arrivals=arrivals, seed=seed, duration_s=n / rate)
         thr = math.nan if refused else _open_run(eng, rate, n, arrivals=arrivals, seed=seed)[0]
         add(r["level"], r["stable"], "throughput_rps", thr, r["request_throughput_rps"], refused=refused)
         if not r["stable"]:
@@ -498,7 +526,8 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         plateau = lv[~lv["stable"] & (thr_all >= PLATEAU_SHARE * thr_all.max())]
         sat_meas = float(np.median(plateau["request_throughput_rps"])) if len(plateau) else np.nan
     try:
-        sat_pred, sat_refused = float(engine.saturation_rps(seed=seed)), ""
+        sat_pred, sat_refused = (float(engine.saturation_rps(seed=seed)) if refuse
+                                 else _unrefused(engine, seed)), ""
     except ExtrapolationError as exc:      # too far past the measured work per step, nothing to bound it
         sat_pred, sat_refused = math.nan, str(exc)
     if np.isfinite(sat_meas):
@@ -512,6 +541,7 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
                 saturation_measured=sat_meas, saturation_predicted=sat_pred,
                 saturation_error=_err(sat_pred, sat_meas), highest_served=float(thr_all.max()),
                 limit_rps=np.nan if limit is None else float(limit), saturation_refused=sat_refused,
+                saturation_unrefused=_unrefused(engine, seed) if sat_refused else sat_pred,
                 refused_levels=int(sum(1 for x in rows if x["refused"] and x["quantity"] == "throughput_rps")),
                 unstable="; ".join(f"{_lv(x)}: {w}" + ("" if q else " [no queue: not counted in the plateau]")
                                    for x, w, q in zip(lv["level"], lv["why"], queued) if w),
@@ -519,7 +549,7 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
     return pd.DataFrame(rows, columns=_ROW_COLUMNS), info
 
 
-def fidelity_datasets(datasets, *, fit_levels: int = 3, seed: int = 0, requests: int = 1500):
+def fidelity_datasets(datasets, *, fit_levels: int = 3, seed: int = 0, requests: int = 1500, refuse: bool = True):
     """Run :func:`score_sweep` on each ``(name, sweep)`` or ``(name, sweep, meta)``.
 
     Returns
@@ -532,7 +562,8 @@ def fidelity_datasets(datasets, *, fit_levels: int = 3, seed: int = 0, requests:
     for item in datasets:
         name, sw = item[0], item[1]
         meta = item[2] if len(item) > 2 else None
-        r, info = score_sweep(sw, name=name, fit_levels=fit_levels, seed=seed, requests=requests, meta=meta)
+        r, info = score_sweep(sw, name=name, fit_levels=fit_levels, seed=seed, requests=requests, meta=meta,
+                              refuse=refuse)
         rows.append(r)
         infos.append(info)
     table = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(
@@ -690,7 +721,7 @@ def shared_datasets(root, *, skipped: list | None = None) -> list:
     return out
 
 
-def shared_fidelity(root, *, fit_levels: int = 3, seed: int = 0, requests: int = 1500):
+def shared_fidelity(root, *, fit_levels: int = 3, seed: int = 0, requests: int = 1500, refuse: bool = True):
     """The protocol on every dataset of :func:`shared_datasets` (what ``benchmarks/bench_fidelity.py``
     prints and the chapter *Where the textbook breaks* shows).
 
@@ -702,7 +733,7 @@ def shared_fidelity(root, *, fit_levels: int = 3, seed: int = 0, requests: int =
     """
     skipped: list = []
     ds = shared_datasets(root, skipped=skipped)
-    rows, per = fidelity_datasets(ds, fit_levels=fit_levels, seed=seed, requests=requests)
+    rows, per = fidelity_datasets(ds, fit_levels=fit_levels, seed=seed, requests=requests, refuse=refuse)
     return rows, per, skipped
 
 

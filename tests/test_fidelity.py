@@ -218,3 +218,29 @@ def test_the_drain_of_a_short_run_is_simulated():
     uniform = _open_run(eng, 16.0, 200, arrivals="uniform", seed=0)[0]
     # evenly spaced: the last send at 199/16 s, done L t0 (+ one step boundary) later
     assert uniform == pytest.approx(200 / (199 / 16 + L * T0), rel=0.01)
+
+
+def test_refusals_are_recorded_not_scored():
+    """A fit whose saturation lies past its limit (no hardware facts, more than 3x past the
+    measured work per step) records the saturation and the levels past the limit as refused;
+    refuse=False gives the simulated engine's own numbers instead."""
+    import math
+
+    from capbook.fidelity import score_sweep
+    from capbook.sweep import load_sample_sweep
+
+    from capbook.sweep import Sweep
+
+    full = load_sample_sweep("llama8b_h100_chat")
+    # no model or GPU named: nothing bounds the step past the measured work
+    sw = Sweep.from_frame(full.table.drop(columns=[c for c in ("model", "gpu", "params_b") if c in full.table]),
+                          name="anonymous")
+    rows, info = score_sweep(sw)
+    if math.isnan(info["limit_rps"]):
+        pytest.skip("the engine bounds this fit without hardware facts (no refusal to check)")
+    thr = rows[rows["quantity"] == "throughput_rps"]
+    assert info["saturation_refused"] and math.isnan(info["saturation_predicted"])
+    past = thr["refused"]
+    assert past.any() and thr.loc[past, "predicted"].isna().all() and thr.loc[past, "error"].isna().all()
+    rows_u, info_u = score_sweep(sw, refuse=False)
+    assert not rows_u["refused"].any() and info_u["saturation_predicted"] > 0
