@@ -51,6 +51,9 @@ def main(argv=None) -> int:
     t = time.perf_counter()
     rows, per, skipped = shared_fidelity(root)
     wall = time.perf_counter() - t
+    if per.empty:
+        print(f"bench_fidelity: no sweep of 4 levels or more under {root}; skipped ({len(skipped)} left out)")
+        return 0
 
     print(f"Part 1: every real sweep in {root} with at least 4 levels of one configuration: fit on the lowest 3 "
           "stable levels, predict the rest\n")
