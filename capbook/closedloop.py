@@ -170,7 +170,7 @@ def simulate_closed(engine, concurrency: int, *, requests: int = 2000, seed: int
     f.core.n = 0                               # every request is sent by the loop (the first N at time 0)
     a = f.a
     over_l = over.tolist()
-    state = {"next": first_n}
+    state = {"next": 0}
     kind = len(f.core.handlers)
 
     def issue(t):
@@ -211,7 +211,6 @@ def simulate_closed(engine, concurrency: int, *, requests: int = 2000, seed: int
                 f._start(rep, t)
 
     f.core.handlers.append(send)
-    state["next"] = 0
     for t_first in starts.tolist():
         issue(t_first)
     done = _DoneList(f.done)
@@ -225,6 +224,9 @@ def simulate_closed(engine, concurrency: int, *, requests: int = 2000, seed: int
     if refused.all():
         raise ValueError(f"every request is longer than the engine's KV cache ({engine.limits.kv_cache_tokens} "
                          "tokens): nothing to simulate")
+    if state["next"] < total:      # the loop stalled (a request never finished): say so, do not measure
+        raise ValueError(f"the closed loop stopped after {state['next']} of {total} requests: a request never "
+                         "finished on this engine (check its limits: max_num_seqs, kv_cache_tokens)")
     # requests in the order they were sent
     order = np.argsort(sent, kind="stable")
     meas = np.zeros(total, dtype=bool)
