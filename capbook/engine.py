@@ -460,6 +460,12 @@ def _points(sweep, include_saturated: bool = True):
         for _, r in tab.iterrows():
             e2e, ttft = _row_mean(r, "e2e"), _row_mean(r, "ttft")
             o = float(r["mean_output_tokens"])
+            p50 = r.get("ttft_p50_s")
+            if e2e is not None and ttft is None and p50 is not None and np.isfinite(float(p50)) \
+                    and float(p50) < 0.25 * e2e:
+                # no mean TTFT (SGLang's older files): its median stands in while it is a small part of
+                # the mean E2E — the decode phase is then the mean, not the median inter-token latency
+                ttft = float(p50)
             if e2e is not None and ttft is not None and np.isfinite(e2e) and np.isfinite(ttft) and o > 1:
                 t = (float(e2e) - float(ttft)) / (o - 1)
             else:
@@ -965,7 +971,7 @@ def _closed_loop(tab) -> bool:
     return "concurrency" in tab and (rate is None or not rate.notna().any())
 
 
-def _fit_points(sweep, slots: int | None = None):
+def _fit_points(sweep, slots: int | None = None, column: str = "request_throughput_rps"):
     """(rate, ttft p50, ttft p99, duration) of the measured levels (not the saturated ones).
 
     In a closed-loop sweep, a level with more clients than the engine has slots (``slots``)
@@ -973,10 +979,13 @@ def _fit_points(sweep, slots: int | None = None):
     rate does not reproduce, so it is left out (unless no level is left)."""
     tab = sweep.table
     lam = np.asarray(tab["request_throughput_rps"], dtype=float)
+    lam_ok = np.isfinite(lam) & (lam > 0)
+    if column != "request_throughput_rps":      # another column, on the same levels
+        lam = np.asarray(tab[column], dtype=float)
     p50 = np.asarray(tab["ttft_p50_s"], dtype=float)
     p99 = np.asarray(tab["ttft_p99_s"], dtype=float) if "ttft_p99_s" in tab else p50
     n = np.asarray(tab["num_requests"], dtype=float) if "num_requests" in tab else np.full(len(lam), 2000.0)
-    ok = np.isfinite(lam) & (lam > 0) & np.isfinite(p50) & (p50 > 0)
+    ok = lam_ok & np.isfinite(p50) & (p50 > 0)
     if slots is not None and _closed_loop(tab):
         under = np.asarray(tab["concurrency"], dtype=float) <= slots
         if (ok & under).any():
@@ -990,14 +999,24 @@ def _calibrate_overhead(model: "EngineModel", sweep) -> None:
     from scipy.optimize import minimize
     from scipy.special import ndtri
 
-    lam, p50, p99, n = _fit_points(sweep, model.slots)
+    closed = _closed_loop(sweep.table)
+    # a closed-loop sweep is simulated as it ran (N clients, the engine's own queue in TTFT);
+    # an open-loop one at each level's completion rate
+    lam, p50, p99, n = _fit_points(sweep, None if closed else model.slots)
     if not len(lam):
         return
+    conc = _fit_points(sweep, None, column="concurrency")[0] if closed else None
     engine, zs = [], []
     rng = np.random.default_rng(3)
-    for lm, k in zip(lam, n):
-        run = model.simulate(lm, requests=int(min(max(k, 1500), 6000)), seed=5)
-        e = run.ttft_s if len(run.ttft_s) else np.array([0.0])
+    for j, (lm, k) in enumerate(zip(lam, n)):
+        if closed and np.isfinite(conc[j]) and conc[j] >= 1:
+            from capbook.closedloop import simulate_closed
+
+            e = simulate_closed(model, int(round(conc[j])), requests=int(min(max(k, 800), 3000)), seed=5,
+                                overhead=False).ttft_s
+        else:
+            e = model.simulate(lm, requests=int(min(max(k, 1500), 6000)), seed=5).ttft_s
+        e = e if len(e) else np.array([0.0])
         engine.append(e)
         zs.append(ndtri(rng.permutation((np.arange(len(e)) + 0.5) / len(e))))
 
