@@ -1187,10 +1187,19 @@ def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bo
     a_m = (L - 1) / w * ctx * hardware.kv_bytes_per_token / bw                 # KV reads per token of work
     a_c = 2.0 * hardware.model.active_b * 1e9 / (hardware.tensor_parallel
                                                   * hardware.gpu.peak_flops(hardware.weight_dtype))
+    st = model.step
+    eff = ""
     if prefix_caching is not False:
         # a prompt token found in the prefix cache costs no FLOPs: only the decoded tokens are sure
         # to be computed (prefix caching is on unless the sweep records it off: vLLM V1, SGLang)
         a_c *= (L - 1) / w
+    elif P > 0 and st.c_s > a_m:
+        # every prompt token is computed: the fitted slope is the prompt tokens' FLOPs at the
+        # efficiency the engine reaches (η of the dense peak) plus the decoded tokens' KV reads,
+        # c = (P / w) a_c / η + a_m; past the knee every token costs a_c / η
+        eta = min(1.0, max(0.25, (P / w) * a_c / (st.c_s - a_m)))
+        a_c /= eta
+        eff = f" at the {eta:.0%} of the dense peak the fitted prompt tokens reach"
     where = f"{hardware.model.name} on {hardware.tensor_parallel} × {hardware.gpu.name}"
     if a_c <= a_m:
         model.notes.append(f"physical model ({where}): the step stays memory bound at every batch "
@@ -1199,20 +1208,19 @@ def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bo
         return
     knee = base / (a_c - a_m)
     kb = max(k_seen, knee)
-    st = model.step
     slope = st.c_s + 2 * st.c2_s * min(kb, st.fit_tokens)
     if slope >= a_c:
         model.notes.append(
             f"physical model ({where}): past {knee:.0f} tokens of work a step is compute bound, "
-            f"{a_c * 1e6:.3g} µs per token at the dense peak; the fitted {slope * 1e6:.3g} µs per token is steeper, "
-            "so it stands")
+            f"{a_c * 1e6:.3g} µs per token{eff or ' at the dense peak'}; the fitted {slope * 1e6:.3g} µs per token is "
+            "steeper, so it stands")
         return
     model.step = dataclasses.replace(st, bend_tokens=float(kb), bend_s=float(a_c - slope))
     model.__dict__.pop("_cache", None)
     model.notes.append(
         f"physical model ({where}): past {knee:.0f} tokens of work a step is compute bound, {a_c * 1e6:.3g} µs per "
-        f"token at the dense peak, steeper than the fitted {slope * 1e6:.3g} µs; past {kb:.0f} tokens (the most the "
-        f"sweep measured, or the knee) the step cost rises at {a_c * 1e6:.3g} µs per token")
+        f"token{eff or ' at the dense peak'}, steeper than the fitted {slope * 1e6:.3g} µs; past {kb:.0f} tokens (the "
+        f"most the sweep measured, or the knee) the step cost rises at {a_c * 1e6:.3g} µs per token")
 
 
 def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batched_tokens=None,
