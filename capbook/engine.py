@@ -456,15 +456,17 @@ def _points(sweep, include_saturated: bool = True):
     if include_saturated and sat is not None and len(sat):
         frames.append(sat)
     lam, tpot, out, inp = [], [], [], []
-    for tab in frames:
+    for f, tab in enumerate(frames):
         for _, r in tab.iterrows():
             e2e, ttft = _row_mean(r, "e2e"), _row_mean(r, "ttft")
             o = float(r["mean_output_tokens"])
             p50 = r.get("ttft_p50_s")
-            if e2e is not None and ttft is None and p50 is not None and np.isfinite(float(p50)) \
+            if f == 0 and e2e is not None and ttft is None and p50 is not None and np.isfinite(float(p50)) \
                     and float(p50) < 0.25 * e2e:
-                # no mean TTFT (SGLang's older files): its median stands in while it is a small part of
-                # the mean E2E — the decode phase is then the mean, not the median inter-token latency
+                # no mean TTFT (SGLang's older files): at a level the engine keeps up with, its median
+                # stands in — the decode phase is then the mean, as the step identity needs, not the median
+                # inter-token latency. Not at a saturated level, whose E2E holds stalls (requests retracted
+                # for KV space) that are not decode steps.
                 ttft = float(p50)
             if e2e is not None and ttft is not None and np.isfinite(e2e) and np.isfinite(ttft) and o > 1:
                 t = (float(e2e) - float(ttft)) / (o - 1)
