@@ -1195,7 +1195,7 @@ def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bo
         # a prompt token found in the prefix cache costs no FLOPs: only the decoded tokens are sure
         # to be computed (prefix caching is on unless the sweep records it off: vLLM V1, SGLang)
         a_c *= (L - 1) / w
-    elif P > 0 and st.c_s > a_m:
+    elif P > 0 and st.c_s > a_m and model.limits.policy == "mixed":
         # every prompt token is computed: the fitted slope is the prompt tokens' FLOPs at the
         # efficiency the engine reaches (η of the dense peak) plus the decoded tokens' KV reads,
         # c = (P / w) a_c / η + a_m; past the knee every token costs a_c / η
