@@ -50,6 +50,7 @@ which runs any number of them behind a router.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -59,6 +60,7 @@ import numpy as np
 from capbook.validation import choice, integer, nonnegative, positive, probability
 
 __all__ = [
+    "ExtrapolationError",
     "StepCost",
     "EngineLimits",
     "EngineModel",
@@ -147,17 +149,41 @@ class StepCost:
         :meth:`capbook.sweep.Sweep.set_prefill_rate`): a step then takes
         ``t0_s + c_s d + c2_s d² + cp_s p`` for ``d`` decoded sequences and ``p`` prompt
         tokens. None: prompt tokens cost what decode tokens cost (``k = d + p`` above).
+    bend_tokens : float
+        Work per step (tokens) past which the physical model bends the cost (inf: no bend): the
+        larger of the most work per step the sweep measured and the roofline's knee, where
+        the step's FLOPs overtake its HBM traffic (:meth:`capbook.hardware.Hardware.step_time_floor`).
+    bend_s : float
+        Extra cost of each token of work past ``bend_tokens``, seconds: the physical model's
+        compute time per token less its memory time per token (the slope the step gains once it
+        is compute bound), 0 without hardware facts.
     """
 
     t0_s: float
     c_s: float
     c2_s: float = 0.0
     cp_s: float | None = None
+    bend_tokens: float = math.inf
+    bend_s: float = 0.0
+    fit_tokens: float = math.inf
+
+    def _quad(self, k):
+        """The fitted polynomial up to ``fit_tokens``, its tangent past it."""
+        kf = self.fit_tokens
+        if self.c2_s <= 0 or not math.isfinite(kf):
+            return self.c_s * k + self.c2_s * k * k
+        ke = np.minimum(k, kf)
+        return self.c_s * ke + self.c2_s * ke * ke + (self.c_s + 2 * self.c2_s * kf) * np.maximum(k - kf, 0.0)
+
+    def _bend(self, k):
+        if self.bend_s <= 0 or not math.isfinite(self.bend_tokens):
+            return 0.0
+        return self.bend_s * np.maximum(k - self.bend_tokens, 0.0)
 
     def __call__(self, tokens):
         """Step time in seconds for ``tokens`` tokens of work (array allowed)."""
         k = np.asarray(tokens, dtype=float)
-        return self.t0_s + self.c_s * k + self.c2_s * k * k
+        return self.t0_s + self._quad(k) + self._bend(k)
 
     def step(self, decode, prompt):
         """Step time in seconds of a step decoding ``decode`` sequences and prefilling ``prompt``
@@ -166,7 +192,22 @@ class StepCost:
         p = np.asarray(prompt, dtype=float)
         if self.cp_s is None:
             return self(d + p)
-        return self.t0_s + self.c_s * d + self.c2_s * d * d + self.cp_s * p
+        return self.t0_s + self._quad(d) + self.cp_s * p + self._bend(d + p)
+
+    def pieces(self):
+        """The cost as ``(from_tokens, t0, c, c2)`` pieces in increasing order of tokens: on each,
+        ``t = t0 + c k + c2 k²`` (the fit, then its tangent past ``fit_tokens``, then the bend)."""
+        out = [(0.0, self.t0_s, self.c_s, self.c2_s)]
+        kf = self.fit_tokens
+        if self.c2_s > 0 and math.isfinite(kf):
+            slope = self.c_s + 2 * self.c2_s * kf
+            out.append((kf, self.t0_s - self.c2_s * kf * kf, slope, 0.0))
+        kb = self.bend_tokens
+        if self.bend_s > 0 and math.isfinite(kb):
+            # the bend starts at or past fit_tokens (bend_tokens >= the most work measured)
+            f, t0, c, c2 = out[-1]
+            out.append((kb, t0 - self.bend_s * kb, c + self.bend_s, c2))
+        return out
 
 
 @dataclass(frozen=True)
@@ -354,6 +395,20 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
     return EngineLimits(n, kv, budget, bool(chunked_prefill), policy, src)
 
 
+class ExtrapolationError(ValueError):
+    """A prediction too far past what the sweep measured, with nothing to bound it.
+
+    Attributes
+    ----------
+    limit_rps : float or None
+        The highest rate the fit may be asked about, req/s.
+    """
+
+    def __init__(self, message: str, limit_rps: float | None = None):
+        super().__init__(message)
+        self.limit_rps = limit_rps
+
+
 # -- fitting ------------------------------------------------------------------------------------
 
 def _row_mean(row, what: str):
@@ -373,10 +428,18 @@ def _points(sweep, include_saturated: bool = True):
     if include_saturated and sat is not None and len(sat):
         frames.append(sat)
     lam, tpot, out, inp = [], [], [], []
-    for tab in frames:
+    for f, tab in enumerate(frames):
         for _, r in tab.iterrows():
             e2e, ttft = _row_mean(r, "e2e"), _row_mean(r, "ttft")
             o = float(r["mean_output_tokens"])
+            p50 = r.get("ttft_p50_s")
+            if f == 0 and e2e is not None and ttft is None and p50 is not None and np.isfinite(float(p50)) \
+                    and float(p50) < 0.25 * e2e:
+                # no mean TTFT (SGLang's older files): at a level the engine keeps up with, its median
+                # stands in — the decode phase is then the mean, as the step identity needs, not the median
+                # inter-token latency. Not at a saturated level, whose E2E holds stalls (requests retracted
+                # for KV space) that are not decode steps.
+                ttft = float(p50)
             if e2e is not None and ttft is not None and np.isfinite(e2e) and np.isfinite(ttft) and o > 1:
                 t = (float(e2e) - float(ttft)) / (o - 1)
             else:
@@ -592,6 +655,13 @@ class EngineModel:
     fitted_sweep: object = field(default=None, repr=False)
     #: the hardware facts the fit used (:class:`capbook.hardware.Hardware`)
     hardware: object = field(default=None, repr=False)
+    #: the most work per step (tokens) the fitted points measured
+    k_seen: float = math.nan
+    #: the highest completion rate the sweep measured being served (req/s): a floor on capacity
+    served_rps: float = math.nan
+
+    #: how far past the measured work per step a prediction may go without hardware facts
+    EXTRAPOLATION_LIMIT = 3.0
 
     # -- mean-field ---------------------------------------------------------------------------
     @property
@@ -621,20 +691,30 @@ class EngineModel:
         those that arrive during it (inf when the prompts alone would fill the engine)."""
         n = np.asarray(running, dtype=float)
         lam = nonnegative(arrival_rps, "arrival_rps")
-        t0, c, c2, P = self.step.t0_s, self.step.c_s, self.step.c2_s, self.prompt_tokens
+        P = self.prompt_tokens
         if self.limits.policy == "separate":
             busy = lam * float(self.step(P))
             if busy >= 1:
                 return np.full_like(n, math.inf)
             return np.asarray(self.step(n)) / (1 - busy)
         a = lam * P
-        with np.errstate(invalid="ignore", divide="ignore"):
-            if c2 > 0 and a > 0:
-                disc = (1 - a * c) ** 2 - 4 * a * c2 * (n + a * t0)
-                k = np.where(disc >= 0, ((1 - a * c) - np.sqrt(np.maximum(disc, 0))) / (2 * a * c2), np.inf)
-            else:
-                k = np.where(1 - a * c > 0, (n + a * t0) / (1 - a * c), np.inf)
-        k = np.where(k >= 0, k, np.inf)
+
+        def solve(t0, c, c2):
+            # k = n + a t(k): the step's tokens are its decodes plus the prompts arriving during it
+            with np.errstate(invalid="ignore", divide="ignore"):
+                if c2 > 0 and a > 0:
+                    disc = (1 - a * c) ** 2 - 4 * a * c2 * (n + a * t0)
+                    k = np.where(disc >= 0, ((1 - a * c) - np.sqrt(np.maximum(disc, 0))) / (2 * a * c2), np.inf)
+                else:
+                    k = np.where(1 - a * c > 0, (n + a * t0) / (1 - a * c), np.inf)
+            return np.where(k >= 0, k, np.inf)
+
+        # the cost is piecewise (the fit, its tangent, the physical bend) and increasing: the
+        # solution lies on the last piece whose start it passes
+        k = None
+        for start, pt0, pc, pc2 in self.step.pieces():
+            kk = solve(pt0, pc, pc2)
+            k = kk if k is None else np.where(k > start, kk, k)
         return np.where(np.isfinite(k), np.asarray(self.step(np.where(np.isfinite(k), k, 0))), np.inf)
 
     def overhead_quantile(self, q) -> np.ndarray:
@@ -744,9 +824,105 @@ class EngineModel:
         arr = float(meas.sum() / max(a.max() - warm, 1e-9)) if meas.any() else math.nan
         return EngineRun(ttft, e2e, tpot[np.isfinite(tpot)], comp, arr, int((~finished).sum()), npre)
 
+    @property
+    def bounded(self) -> bool:
+        """The hardware facts (model and GPU) bound the extrapolation past the measured work."""
+        hw = self.hardware
+        return bool(hw is not None and getattr(hw, "known", False))
+
+    def work_per_step(self, rate_rps: float) -> float:
+        """Mean tokens of work per step at ``rate_rps`` completions per second (mean field: the
+        step-time identity ``k = λ t(k) (L − 1 + P)``; inf past the mean-field capacity)."""
+        lam = nonnegative(rate_rps, "rate_rps")
+        w = self.output_tokens - 1 + self.prompt_tokens
+        lo, hi = 0.0, self.slots * w / max(self.output_tokens, 1.0)
+        if lam * float(self.step(hi)) * w > hi:
+            return math.inf
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            if lam * float(self.step(mid)) * w > mid:
+                lo = mid
+            else:
+                hi = mid
+        return hi
+
+    def limit_rps(self) -> float | None:
+        """The highest rate this fit may be asked about, req/s, or None when nothing limits it.
+
+        Without hardware facts the step cost past the measured work per step is a straight line
+        through the sweep, and a real step turns compute bound somewhere past it: a prediction
+        more than :attr:`EXTRAPOLATION_LIMIT` times past the most work per step the sweep
+        measured is refused. None when the hardware facts bound the extrapolation or when
+        saturation lies within the limit."""
+        if self.bounded or not math.isfinite(self.k_seen) or self.k_seen <= 0:
+            return None
+        L, P = self.output_tokens, self.prompt_tokens
+        k_sat = self.slots * (L - 1 + P) / L
+        k_max = self.EXTRAPOLATION_LIMIT * self.k_seen
+        if k_sat <= k_max:
+            return None
+        return float(k_max / (float(self.step(k_max)) * (L - 1 + P)))
+
+    def extrapolation(self, rate_rps: float | None = None) -> str:
+        """How far a prediction at ``rate_rps`` (default: saturation) lies past the measured points,
+        and what bounds it, in one sentence."""
+        L, P = self.output_tokens, self.prompt_tokens
+        if rate_rps is None:
+            k, at = self.slots * (L - 1 + P) / L, "at saturation"
+        else:
+            k, at = self.work_per_step(rate_rps), f"at {rate_rps:.3g} requests/s"
+        if not (math.isfinite(k) and math.isfinite(self.k_seen) and self.k_seen > 0):
+            return f"{at} the engine is past its capacity" if not math.isfinite(k) else ""
+        ratio = k / self.k_seen
+        head = (f"{at} a step holds about {k:,.0f} tokens of work, {ratio:.1f}× the most the sweep measured "
+                f"({self.k_seen:,.0f})")
+        if ratio <= 1:
+            return head + ": within the measured points"
+        hw = self.hardware
+        if self.bounded:
+            return (head + f"; past it the step cost is bounded by the physical model of {hw.model.name} on "
+                    f"{hw.tensor_parallel} × {hw.gpu.name}")
+        if ratio > self.EXTRAPOLATION_LIMIT:
+            return head + "; too far to predict without hardware facts (pass --gpu and --model)"
+        return head + "; a straight line through the sweep, with no hardware facts to bound it"
+
+    def refusal(self) -> str | None:
+        """Why a saturation rate is not printed (see :meth:`limit_rps`), or None."""
+        lim = self.limit_rps()
+        if lim is None:
+            return None
+        L, P = self.output_tokens, self.prompt_tokens
+        return (f"cannot predict past {lim:.3g} req/s from this sweep: its points reach {self.k_seen:.0f} tokens "
+                f"of work per step and saturation needs about {self.slots * (L - 1 + P) / L:.0f}, more than "
+                f"{self.EXTRAPOLATION_LIMIT:g}× past what was measured, and no model or GPU is known to bound the "
+                "step cost there; measure closer to saturation or pass --gpu and --model")
+
     def saturation_rps(self, *, seed: int = 0) -> float:
-        """Completion rate of the simulated engine with requests always waiting (req/s)."""
+        """Completion rate of the simulated engine with requests always waiting (req/s).
+
+        Never below the highest completion rate the sweep measured being served
+        (:attr:`served_rps`): that rate was carried, so capacity is at least that.
+
+        Raises
+        ------
+        ExtrapolationError
+            When the saturation lies too far past the measured work per step and no hardware
+            facts bound it (:meth:`limit_rps`).
+        """
+        why = self.refusal()
+        if why is not None:
+            raise ExtrapolationError(why, self.limit_rps())
         key = ("sat", seed)
+        cache = self.__dict__.setdefault("_cache", {})
+        if key not in cache:
+            sim = self.simulate(0.0, backlog=True, seed=seed).completion_rps
+            cache[key] = max(sim, self.served_rps) if math.isfinite(self.served_rps) else sim
+        return cache[key]
+
+    def simulated_saturation_rps(self, *, seed: int = 0) -> float:
+        """The simulated engine's own completion rate with requests always waiting (req/s),
+        without the measured floor of :meth:`saturation_rps` and without the refusal."""
+        key = ("simsat", seed)
         cache = self.__dict__.setdefault("_cache", {})
         if key not in cache:
             cache[key] = self.simulate(0.0, backlog=True, seed=seed).completion_rps
@@ -763,14 +939,31 @@ def _prompt_p99(sweep):
     return None
 
 
-def _fit_points(sweep):
-    """(rate, ttft p50, ttft p99, duration) of the measured levels (not the saturated ones)."""
+def _closed_loop(tab) -> bool:
+    """The sweep's levels are client concurrencies (closed loop), not requested rates."""
+    rate = tab["request_rate_target"] if "request_rate_target" in tab else None
+    return "concurrency" in tab and (rate is None or not rate.notna().any())
+
+
+def _fit_points(sweep, slots: int | None = None, column: str = "request_throughput_rps"):
+    """(rate, ttft p50, ttft p99, duration) of the measured levels (not the saturated ones).
+
+    In a closed-loop sweep, a level with more clients than the engine has slots (``slots``)
+    queues inside the engine: its TTFT holds that wait, which an open-loop run at its completion
+    rate does not reproduce, so it is left out (unless no level is left)."""
     tab = sweep.table
     lam = np.asarray(tab["request_throughput_rps"], dtype=float)
+    lam_ok = np.isfinite(lam) & (lam > 0)
+    if column != "request_throughput_rps":      # another column, on the same levels
+        lam = np.asarray(tab[column], dtype=float)
     p50 = np.asarray(tab["ttft_p50_s"], dtype=float)
     p99 = np.asarray(tab["ttft_p99_s"], dtype=float) if "ttft_p99_s" in tab else p50
     n = np.asarray(tab["num_requests"], dtype=float) if "num_requests" in tab else np.full(len(lam), 2000.0)
-    ok = np.isfinite(lam) & (lam > 0) & np.isfinite(p50) & (p50 > 0)
+    ok = lam_ok & np.isfinite(p50) & (p50 > 0)
+    if slots is not None and _closed_loop(tab):
+        under = np.asarray(tab["concurrency"], dtype=float) <= slots
+        if (ok & under).any():
+            ok = ok & under
     return lam[ok], p50[ok], np.where(np.isfinite(p99[ok]), p99[ok], p50[ok]), n[ok]
 
 
@@ -780,14 +973,24 @@ def _calibrate_overhead(model: "EngineModel", sweep) -> None:
     from scipy.optimize import minimize
     from scipy.special import ndtri
 
-    lam, p50, p99, n = _fit_points(sweep)
+    closed = _closed_loop(sweep.table)
+    # a closed-loop sweep is simulated as it ran (N clients, the engine's own queue in TTFT);
+    # an open-loop one at each level's completion rate
+    lam, p50, p99, n = _fit_points(sweep, None if closed else model.slots)
     if not len(lam):
         return
+    conc = _fit_points(sweep, None, column="concurrency")[0] if closed else None
     engine, zs = [], []
     rng = np.random.default_rng(3)
-    for lm, k in zip(lam, n):
-        run = model.simulate(lm, requests=int(min(max(k, 1500), 6000)), seed=5)
-        e = run.ttft_s if len(run.ttft_s) else np.array([0.0])
+    for j, (lm, k) in enumerate(zip(lam, n)):
+        if closed and np.isfinite(conc[j]) and conc[j] >= 1:
+            from capbook.closedloop import simulate_closed
+
+            e = simulate_closed(model, int(round(conc[j])), requests=int(min(max(k, 800), 3000)), seed=5,
+                                overhead=False).ttft_s
+        else:
+            e = model.simulate(lm, requests=int(min(max(k, 1500), 6000)), seed=5).ttft_s
+        e = e if len(e) else np.array([0.0])
         engine.append(e)
         zs.append(ndtri(rng.permutation((np.arange(len(e)) + 0.5) / len(e))))
 
@@ -843,6 +1046,157 @@ def _before_the_peak(sweep):
     return kept, note
 
 
+def _running(sweep, include_saturated: bool):
+    """Sequences decoding at once at each measured point, by Little's law on the decode phase:
+    completions per second × (output tokens − 1) × mean TPOT."""
+    lam, tpot, out, _ = _points(sweep, include_saturated)
+    n = lam * np.maximum(out - 1, 0) * tpot
+    return n[np.isfinite(n)]
+
+
+def _closed_loop_cap(sweep, include_saturated: bool) -> float | None:
+    """Sequences the engine runs at most, read off a closed-loop sweep's plateau, or None.
+
+    A closed-loop level queues inside the engine when its clients outnumber the sequences
+    decoding (:func:`_running`) by a quarter or more; when at least two such levels decode about
+    the same number of sequences (within 15 %) and complete about the same throughput (within
+    10 %), that number is the engine's effective limit."""
+    frames = [sweep.table]
+    sat = getattr(sweep, "saturated", None)
+    if include_saturated and sat is not None and len(sat):
+        frames.append(sat)
+    import pandas as pd
+
+    tab = pd.concat(frames, ignore_index=True)
+    if not _closed_loop(tab):
+        return None
+    from capbook.sweep import Sweep
+
+    one = Sweep.from_frame(tab.assign(saturated=False), name=sweep.name)
+    lam, tpot, out, _ = _points(one, False)
+    run = lam * np.maximum(out - 1, 0) * tpot
+    conc = np.asarray(one.table["concurrency"], dtype=float)
+    q = np.isfinite(run) & np.isfinite(conc) & (conc >= 1.25 * run) & (run > 0)
+    if q.sum() < 2:
+        return None
+    r, x = run[q], lam[q]
+    if np.ptp(r) > 0.15 * np.median(r) or np.ptp(x) > 0.10 * np.median(x):
+        return None
+    return float(np.median(r))
+
+
+def _slots_from_data(limits: EngineLimits, sweep, include_saturated: bool, notes: list) -> EngineLimits:
+    """Raise a ``max_num_seqs`` that is only a default to what the sweep shows running.
+
+    When the engine's limit is not recorded, a measured point that ran more sequences at once
+    (:func:`_running`) than the default allows shows the default is wrong for this engine
+    (SGLang, TGI and newer vLLM on large GPUs admit far more than 256): the limit becomes at
+    least what ran."""
+    src = str(limits.sources.get("max_num_seqs", ""))
+    if src in ("flag", "given") or src.startswith("recorded"):
+        return limits
+    n = _running(sweep, include_saturated)
+    if not len(n):
+        return limits
+    cap = _closed_loop_cap(sweep, include_saturated)
+    if cap is not None and cap < limits.max_num_seqs:
+        new = int(math.ceil(cap))
+        notes.append(f"max_num_seqs: at the highest concurrencies the sweep shows about {cap:.0f} sequences decoding "
+                     "at once (completions × output tokens × TPOT) while more clients wait and the throughput stays "
+                     f"flat: the engine admits about {new} (its limit or its KV cache), not the default "
+                     f"{limits.max_num_seqs}; the rest of the clients queue inside the engine, and their TTFT holds "
+                     "that wait (pass --max-num-seqs to set the engine's limit)")
+        sources = dict(limits.sources, max_num_seqs=f"the plateau of a closed-loop sweep ({new} decoding at once)")
+        return dataclasses.replace(limits, max_num_seqs=new, sources=sources)
+    seen = float(np.max(n))
+    if seen <= 1.05 * limits.max_num_seqs:
+        return limits
+    new = int(math.ceil(seen))
+    notes.append(f"max_num_seqs: the sweep shows about {seen:.0f} sequences decoding at once (completions × output "
+                 f"tokens × TPOT), more than the default {limits.max_num_seqs} allows; taken as {new}, at least what "
+                 "ran (pass --max-num-seqs to set the engine's limit)")
+    sources = dict(limits.sources, max_num_seqs=f"at least what the sweep shows running ({new})")
+    return dataclasses.replace(limits, max_num_seqs=new, sources=sources)
+
+
+def _largest_step(lam, tpot, out, inp, limits) -> float:
+    """Tokens of the largest step the busiest measured level would run: its decoding sequences
+    (Little's law) and the prompts of a burst of arrivals during one step (mean ``λ T`` plus
+    three standard deviations plus one), within the batched-token budget."""
+    ok = np.isfinite(lam) & np.isfinite(tpot) & (lam > 0)
+    if not ok.any():
+        return math.nan
+    i = int(np.argmax(np.where(ok, lam, -1)))
+    m = lam[i] * tpot[i]
+    k = lam[i] * tpot[i] * max(out[i] - 1, 0) + inp[i] * (m + 3 * math.sqrt(m) + 1)
+    return float(min(k, limits.max_num_batched_tokens + limits.max_num_seqs))
+
+
+def _bend_step(model: "EngineModel", hardware, k_seen: float, prefix_caching: bool | None = None,
+               k_step: float = math.nan) -> None:
+    """Past the measured work per step, hold the step cost's slope to the physical floor.
+
+    The fitted cost stands where the measured points reach: up to ``k_step`` tokens, the largest
+    single step the busiest measured level would run (its mean steps hold ``k_seen``). Past that
+    a fitted curvature goes on along its tangent, and the roofline of one step (:meth:`capbook.hardware.Hardware.step_time_floor`)
+    bounds that: at the sweep's mix of decoded and prompt tokens a step is the larger of a memory
+    line (``weights / bandwidth + a_m k``) and a compute line (``a_c k``), so past their crossing
+    (the knee) each further token costs at least ``a_c``, the FLOPs of one token at the GPUs'
+    dense peak. Where the tangent is shallower than that (a sweep measured only light, memory-bound
+    steps), the slope becomes ``a_c`` past ``max(k_seen, knee)``. Nothing changes without
+    hardware facts or where the fitted slope is already steeper (prompt tokens, compute bound in
+    every measured step, are in it). With prefix caching on (or not recorded off) a prompt token may
+    cost no FLOPs at all, so only the decoded tokens' share of ``a_c`` is a floor."""
+    if math.isfinite(k_step) and k_step > 0 and model.step.c2_s > 0:
+        # a curvature fitted inside the measured points is no law past them: its tangent goes on
+        model.step = dataclasses.replace(model.step, fit_tokens=float(k_step))
+        model.__dict__.pop("_cache", None)
+    if hardware is None or not getattr(hardware, "known", False) or not math.isfinite(k_seen):
+        return
+    L, P = model.output_tokens, model.prompt_tokens
+    w = max(L - 1 + P, 1.0)
+    ctx = P + L / 2
+    bw = hardware.tensor_parallel * hardware.gpu.bandwidth_tbs * 1e12          # bytes/s of the replica
+    base = hardware.weight_bytes / bw                                          # the weights' read, s
+    a_m = (L - 1) / w * ctx * hardware.kv_bytes_per_token / bw                 # KV reads per token of work
+    a_c = 2.0 * hardware.model.active_b * 1e9 / (hardware.tensor_parallel
+                                                  * hardware.gpu.peak_flops(hardware.weight_dtype))
+    st = model.step
+    eff = ""
+    if prefix_caching is not False:
+        # a prompt token found in the prefix cache costs no FLOPs: only the decoded tokens are sure
+        # to be computed (prefix caching is on unless the sweep records it off: vLLM V1, SGLang)
+        a_c *= (L - 1) / w
+    elif P > 0 and st.c_s > a_m and model.limits.policy == "mixed":
+        # every prompt token is computed: the fitted slope is the prompt tokens' FLOPs at the
+        # efficiency the engine reaches (η of the dense peak) plus the decoded tokens' KV reads,
+        # c = (P / w) a_c / η + a_m; past the knee every token costs a_c / η
+        eta = min(1.0, max(0.25, (P / w) * a_c / (st.c_s - a_m)))
+        a_c /= eta
+        eff = f" at the {eta:.0%} of the dense peak the fitted prompt tokens reach"
+    where = f"{hardware.model.name} on {hardware.tensor_parallel} × {hardware.gpu.name}"
+    if a_c <= a_m:
+        model.notes.append(f"physical model ({where}): the step stays memory bound at every batch "
+                           f"({a_c * 1e6:.3g} µs of FLOPs ≤ {a_m * 1e6:.3g} µs of KV reads per token); the fitted "
+                           "cost is extrapolated as it is")
+        return
+    knee = base / (a_c - a_m)
+    kb = max(k_seen, knee)
+    slope = st.c_s + 2 * st.c2_s * min(kb, st.fit_tokens)
+    if slope >= a_c:
+        model.notes.append(
+            f"physical model ({where}): past {knee:.0f} tokens of work a step is compute bound, "
+            f"{a_c * 1e6:.3g} µs per token{eff or ' at the dense peak'}; the fitted {slope * 1e6:.3g} µs per token is "
+            "steeper, so it stands")
+        return
+    model.step = dataclasses.replace(st, bend_tokens=float(kb), bend_s=float(a_c - slope))
+    model.__dict__.pop("_cache", None)
+    model.notes.append(
+        f"physical model ({where}): past {knee:.0f} tokens of work a step is compute bound, {a_c * 1e6:.3g} µs per "
+        f"token{eff or ' at the dense peak'}, steeper than the fitted {slope * 1e6:.3g} µs; past {kb:.0f} tokens (the "
+        f"most the sweep measured, or the knee) the step cost rises at {a_c * 1e6:.3g} µs per token")
+
+
 def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batched_tokens=None,
                chunked_prefill=None, policy=None, include_saturated: bool = True, hardware=None) -> EngineModel:
     """Fit an :class:`EngineModel` to a sweep (any importer's; open- or closed-loop).
@@ -888,6 +1242,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     if limits.kv_cache_tokens is not None and limits.kv_cache_tokens < P + L:
         raise ValueError(f"kv_cache_tokens {limits.kv_cache_tokens} cannot hold one request of "
                          f"{P + L:.0f} tokens (mean prompt plus mean output)")
+    limits = _slots_from_data(limits, sweep, include_saturated, notes)
     oq = _quantile_sampler(tab, "output_tokens")
     src = limits.sources
     notes.append(
@@ -896,7 +1251,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
         f"{limits.max_num_seqs} ({src.get('max_num_seqs')}), batched-token budget "
         f"{limits.max_num_batched_tokens} ({src.get('max_num_batched_tokens')}), KV cache "
         + (f"{limits.kv_cache_tokens:,} tokens ({src.get('kv_cache_tokens')})" if limits.kv_cache_tokens
-           is not None else "not binding (model or GPU not recognised; pass kv_cache_tokens=)"))
+           is not None else "not binding (no model and GPU known: pass --gpu and --model, or kv_cache_tokens=)"))
     if oq is None:
         notes.append(f"output lengths: the sweep records only the mean ({L:.4g} tokens); every "
                      "request is given that length")
@@ -905,18 +1260,39 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     model.hardware = hardware
     if limits.policy == "separate":
         model.step = _calibrate_separate(model, sweep, include_saturated)
+    raw = model.step
     _calibrate_step(model, sweep, include_saturated)
-    _calibrate_overhead(model, sweep)
     lam_, tp_, out_, inp_ = _points(sweep, include_saturated)
     k_all = lam_ * tp_ * (np.maximum(out_ - 1, 0) + inp_)
+    if model.step is not raw and model.step.cp_s is None:
+        # the refinement targets the unsaturated levels only; it must not lose the saturated ones
+        ok = np.isfinite(k_all) & np.isfinite(tp_) & (tp_ > 0)
+        worst = float(np.max(np.abs(model.step(k_all[ok]) / tp_[ok] - 1))) if ok.any() else 0.0
+        worst_raw = float(np.max(np.abs(raw(k_all[ok]) / tp_[ok] - 1))) if ok.any() else 0.0
+        if worst > max(0.15, 2 * worst_raw):
+            model.step = raw
+            model.__dict__.pop("_cache", None)
+            model.notes.append(f"step cost refinement not used: it fits the unsaturated levels but misses a measured "
+                               f"point's step time by {worst:.0%} (the fitted cost misses by {worst_raw:.0%})")
     k_seen = float(np.max(k_all[np.isfinite(k_all)])) if np.isfinite(k_all).any() else math.nan
+    model.k_seen = k_seen
+    thr = np.asarray(lam_, dtype=float)
+    model.served_rps = float(np.nanmax(thr)) if np.isfinite(thr).any() else math.nan
+    _bend_step(model, hardware, k_seen, _as_bool(_col(tab, "prefix_caching")),
+               _largest_step(lam_, tp_, out_, inp_, limits))
+    _calibrate_overhead(model, sweep)
     k_sat = model.slots * (L - 1 + P) / L
     if k_sat > 1.5 * k_seen:
+        bound = ("the physical model of the hardware bends the step cost past "
+                 f"{model.step.bend_tokens:.0f} tokens ({model.step.bend_s * 1e6:.3g} µs more per token, compute bound)"
+                 if model.step.bend_s > 0 else
+                 "the physical model of the hardware checks it (the fitted slope is steeper than a step's FLOPs at "
+                 "the dense peak), but a real step often turns steeper still past a few hundred tokens, so the "
+                 "saturation rate may be optimistic" if hardware.known
+                 else "nothing bounds the straight line: no model or GPU is known (pass --gpu and --model)")
         model.notes.append(
-            f"extrapolated: the measured points reach {k_seen:.0f} tokens of work per step, saturation needs "
-            f"about {k_sat:.0f}; a real step often costs more per token past a few hundred tokens (it turns "
-            "compute bound), so the saturation rate may be optimistic — measure up to saturation and the "
-            "saturated points enter the fit")
+            f"extrapolated {k_sat / k_seen:.1f}× past the measured work per step: the measured points reach "
+            f"{k_seen:.0f} tokens of work per step, saturation needs about {k_sat:.0f}; {bound}")
     spec = _col(tab, "num_speculative_tokens")
     if spec is not None or "eagle" in str(_col(tab, "engine_args") or "").lower():
         model.notes.append("speculative decoding: the fit folds the acceptance rate into the step cost as if it "

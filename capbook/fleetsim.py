@@ -268,6 +268,12 @@ class _Fleet:
         step, lim = engine.step, engine.limits
         self.t0, self.c, self.c2 = step.t0_s, step.c_s, step.c2_s
         self.cp = getattr(step, "cp_s", None)      # a prompt token's own cost, when measured apart
+        self.kb = float(getattr(step, "bend_tokens", _INF))   # past it, each token costs bs more
+        self.bs = float(getattr(step, "bend_s", 0.0)) if self.kb < _INF else 0.0
+        kf = float(getattr(step, "fit_tokens", _INF))         # past it, the fit's tangent
+        self.kf = kf if (self.c2 > 0 and kf < _INF) else _INF
+        self.qf = (self.c + self.c2 * kf) * kf if self.kf < _INF else 0.0
+        self.sf = self.c + 2 * self.c2 * kf if self.kf < _INF else 0.0
         self.budget_max = int(lim.max_num_batched_tokens)
         self.chunked = bool(lim.chunked_prefill)
         self.separate = lim.policy == "separate"
@@ -569,11 +575,15 @@ class _Fleet:
         else:
             k = n_dec + p_tok
             decoded = n_dec > 0
-        if self.cp is None:
-            dt = self.t0 + (self.c + self.c2 * k) * k
+        d = k if self.cp is None else k - p_tok
+        if d > self.kf:
+            dt = self.t0 + self.qf + self.sf * (d - self.kf)
         else:
-            d = k - p_tok
-            dt = self.t0 + (self.c + self.c2 * d) * d + self.cp * p_tok
+            dt = self.t0 + (self.c + self.c2 * d) * d
+        if self.cp is not None:
+            dt += self.cp * p_tok
+        if self.bs and k > self.kb:
+            dt += self.bs * (k - self.kb)
         m = 1
         if decoded and p_tok == 0 and not prefilling and not done_pf:
             fin = r.finish

@@ -974,7 +974,8 @@ def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: in
     if mr is None:
         notes = (f"engine model: no rate meets p99 TTFT ≤ {slo.ttft_target_s:g} s on one replica (its TTFT at "
                  "the lightest load is already above it)",)
-    return EngineCheck("simulation", sim.saturation_rps, mr, int(math.ceil(lam / mr - 1e-9)) if mr else None,
+    sat = sim.saturation_rps if math.isfinite(sim.saturation_rps) else None   # None: not predicted (refused)
+    return EngineCheck("simulation", sat, mr, int(math.ceil(lam / mr - 1e-9)) if mr else None,
                        sim.ttft_p99_s, float(mean_in), float(mean_out), notes, facts,
                        None if reach is None else str(reach))
 

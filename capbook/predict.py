@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.engine import EngineModel, _row_mean, fit_engine
+from capbook.engine import EngineModel, ExtrapolationError, _row_mean, fit_engine
 from capbook.loadqueue import highest_passing
 from capbook.validation import choice, integer, positive
 
@@ -210,7 +210,10 @@ def _load_dependent(engine: EngineModel, rate, ac_factor):
 
 
 def _ld_saturation(engine: EngineModel) -> float:
-    """Highest rate the birth–death model carries: the fixed point of ``R = S / (L t_step(S, R))``."""
+    """Highest rate the birth–death model carries: the fixed point of ``R = S / (L t_step(S, R))``
+    (NaN when the fit may not be extrapolated that far: :meth:`EngineModel.limit_rps`)."""
+    if engine.limit_rps() is not None:
+        return math.nan
     S, L = engine.slots, engine.output_tokens
     lo, hi = 0.0, engine.mean_field_saturation_rps() * 4 + 1.0
     for _ in range(100):
@@ -224,8 +227,14 @@ def _ld_saturation(engine: EngineModel) -> float:
 
 
 def _simulation(engine: EngineModel, rate, arrivals, seed, requests, duration_s=None):
-    sat = engine.saturation_rps(seed=seed)
     notes = ["step-level engine simulation"]
+    lim = engine.limit_rps()
+    if lim is not None:   # saturation too far past the measured work: not a number, but rates below the limit are
+        if rate > lim:
+            raise ExtrapolationError(engine.refusal(), lim)
+        sat = math.nan
+    else:
+        sat = engine.saturation_rps(seed=seed)
     if rate >= sat:
         return ModelPrediction("simulation", sat, False, None, None, None, None, notes=notes)
     run = engine.simulate(rate, arrivals=arrivals, seed=seed, requests=requests, duration_s=duration_s)
@@ -309,6 +318,9 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     eng = engine or fit_engine(sweep, max_num_seqs=max_num_seqs, kv_cache_tokens=kv_cache_tokens,
                                hardware=hardware)
     ac = 0.5 if arrivals == "uniform" else 1.0
+    limit = eng.limit_rps()
+    if limit is not None and rate > limit:
+        raise ExtrapolationError(eng.refusal(), limit)
 
     def run(name, r):
         if name == "mmc":
@@ -321,10 +333,15 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     for name in models:
         p = run(name, rate)
         if target is not None:
-            p.max_rate_rps = _max_rate(lambda r, n=name: run(n, r), p.saturation_rps, target)
+            top = p.saturation_rps if math.isfinite(p.saturation_rps) else (limit or math.nan)
+            if name == "mmc" or math.isfinite(top):
+                p.max_rate_rps = _max_rate(lambda r, n=name: run(n, r), top if name != "mmc" else p.saturation_rps,
+                                           target)
         out[name] = p
     primary = PRIMARY_MODEL if PRIMARY_MODEL in out else list(out)[0]
     notes = list(eng.notes)
+    if limit is not None:
+        notes.append(f"saturation not predicted: {eng.refusal()}")
     if not out[primary].stable:
         notes.append(f"{rate:g} req/s is past the predicted capacity of {out[primary].saturation_rps:.4g} "
                      "req/s: the queue grows without bound, so no latency is predicted")

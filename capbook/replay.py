@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from .engine import ExtrapolationError
 from .validation import integer
 
 if TYPE_CHECKING:  # the plan imports this module; its types are only annotations here
@@ -449,9 +450,19 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     notes = _without_tokens_note(data)
     why = _impossible(slo, data, engine)
     lam = plan.request_rate
-    sat = _saturation(engine, data)
+    floor_n = 1
+    try:
+        sat = _saturation(engine, data)
+    except ExtrapolationError as exc:
+        # no hardware facts bound the engine past the sweep: each replica is kept within what it supports
+        sat = float(exc.limit_rps)
+        floor_n = max(1, int(math.ceil(lam / sat - 1e-9)))
+        notes.append(f"each replica is kept below {sat:.3g} requests/s, the most this sweep supports predicting "
+                     f"({exc}); so at least {floor_n} serving replicas are simulated, and the count may overbuy — "
+                     "pass --gpu and --model (or measure closer to saturation) for the smallest fleet")
     if start is None:
         start = max(1, int(math.floor(lam / sat)) if sat and math.isfinite(sat) else 1)
+    start = max(start, floor_n)
     cap = int(min(max(8 * start, start + 64), SIM_CAP_MAX))
     tried: dict[int, dict] = {}
 
@@ -472,7 +483,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         return Verification("impossible", False, "no fleet size can meet the objectives (adding replicas cannot "
                             "help): " + "; ".join(why), None, cap, table(), time.perf_counter() - t_start,
                             _public(s), router, tuple(notes))
-    lo, n = start - 1, start
+    lo, n = max(start, floor_n) - 1, max(start, floor_n)
     found = None
     step = 1
     while n <= cap:
@@ -502,7 +513,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
             hi = mid
         else:
             lo = mid
-    while hi > 1 and hi - 1 not in tried:      # the search started at ``start``: check below it too
+    while hi > floor_n and hi - 1 not in tried:      # the search started at ``start``: check below it too
         if not ok(hi - 1):
             break
         hi -= 1
