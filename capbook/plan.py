@@ -905,8 +905,8 @@ class EngineCheck:
         The replica's hardware and model facts the engine model assumed, one line each with its
         source and the flag that overrides it (:meth:`capbook.hardware.Hardware.assumptions`).
     extrapolation : str or None
-        How far the prediction reaches past the measured points (the fitted engine's
-        ``extrapolation``, when it states one).
+        How far the prediction at the per-replica rate reaches past the measured points
+        (:meth:`capbook.engine.EngineModel.extrapolation`).
     """
 
     model: str | None = None
@@ -961,7 +961,8 @@ def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: in
         facts = (f"hardware facts not read: {exc}",)
     try:
         eng = _fitted_engine(sweep)
-        reach = getattr(eng, "extrapolation", None)
+        reach = getattr(eng, "extrapolation", None)   # how far the plan's per-replica rate lies past the sweep
+        reach = (reach(lam / max(serving, 1)) if callable(reach) else reach) or None
         eng = dataclasses.replace(eng, prompt_tokens=float(mean_in), output_tokens=float(mean_out),
                                   output_quantiles=None, prompt_p99=None, notes=list(eng.notes))
         p = predict(sweep, lam / max(serving, 1), ttft_p99_target_s=slo.ttft_target_s, seed=seed, requests=2000,
