@@ -78,7 +78,7 @@ _Z99 = 2.3263478740408408  # standard normal 0.99 quantile
 def model_config(name) -> tuple[float, int, int, int] | None:
     """Architecture of a named model: ``(params_b, layers, kv_heads, head_dim)``, or None.
 
-    A thin reader of :data:`capbook.hardware.MODELS` (see :func:`capbook.hardware.find_model`
+    A thin reader of :data:`capbook.hardware.ARCHITECTURES` (see :func:`capbook.hardware.find_model`
     for the names it reads: ``meta-llama/Llama-3.1-8B-Instruct``, ``Meta-Llama-3-70B``,
     ``Qwen2.5-7B`` …). For multi-head latent attention (DeepSeek-V3) ``kv_heads × head_dim`` is
     half the latent width, so that ``2 × layers × kv_heads × head_dim`` is its KV values per token.

@@ -612,6 +612,11 @@ class Hardware:
         return self.model is not None and self.gpu is not None
 
     @property
+    def tensor_parallel_known(self) -> bool:
+        """The GPUs per replica were given or recorded (not vLLM's default of one)."""
+        return "tensor_parallel" in self.sources
+
+    @property
     def weight_bytes(self) -> float:
         """Bytes of the replica's weights: the released checkpoint's measured size when it is
         mixed-precision and served as released, else parameters × bytes per parameter."""

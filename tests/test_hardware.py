@@ -335,3 +335,9 @@ def test_weights_that_do_not_fit_and_no_tensor_parallelism_leave_the_kv_unknown(
     assert hw.kv_cache_tokens() is None and "--tensor-parallel" in hw.kv_derivation()
     assert math.isnan(hw.step_time_floor(1, 100, 0))
     assert hardware_for(model="llama-3.3-70b", gpu="H200", tensor_parallel=1).kv_cache_tokens() == 0
+
+
+def test_whether_the_tensor_parallelism_is_known():
+    assert not hardware_for(model="llama-3.3-70b", gpu="H200").tensor_parallel_known
+    assert hardware_for(model="llama-3.3-70b", gpu="H200", tensor_parallel=4).tensor_parallel_known
+    assert hardware_for(gpu="4xNVIDIA_L40S").tensor_parallel == 4   # a count in the GPU name
