@@ -318,12 +318,29 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
     src: dict = {}
     args = _col(tab, "engine_args")
     engine = str(_col(tab, "engine") or "")
+    low = engine.lower()
+    defaults = None
+    if re.search(r"sglang|tgi|text-generation|vllm", low) and "modelled" not in low:
+        # a real engine named by the files: its own defaults, which depend on its version and GPU
+        from capbook.hardware import engine_defaults
+
+        mml0 = _col(tab, "max_model_len")
+        hw_kv = hardware.kv_cache_tokens() if hardware is not None else None
+        ctx = None
+        if hardware is not None:
+            ctx = hardware.max_model_len or (getattr(hardware.model, "max_position_embeddings", None)
+                                             if hardware.model is not None else None)
+        defaults = engine_defaults(engine, None, hardware.gpu if hardware is not None else None,
+                                   max_model_len=int(float(mml0)) if mml0 not in (None, True) else None,
+                                   kv_cache_tokens=hw_kv, context_len=ctx)
 
     if max_num_seqs is None:
         m = _col(tab, "max_num_seqs")
         if m is None:
             m = _engine_flag(args, "max_num_seqs")
-        if m is None:
+        if m is None and defaults is not None and defaults.get("max_num_seqs"):
+            n, src["max_num_seqs"] = int(defaults["max_num_seqs"]), "default: " + defaults["sources"]["max_num_seqs"]
+        elif m is None:
             n, src["max_num_seqs"] = 256, "vLLM's default; the sweep does not record it"
         else:
             n, src["max_num_seqs"] = int(float(m)), "flag"
@@ -340,7 +357,10 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
         cp = _as_bool(_col(tab, "chunked_prefill"))
         if cp is None:
             cp = _as_bool(_engine_flag(args, "enable_chunked_prefill"))
-        if cp is None:
+        if cp is None and defaults is not None and v1 is not False:
+            cp = bool(defaults["chunked_prefill"])
+            src["chunked_prefill"] = "default: " + defaults["sources"]["chunked_prefill"]
+        elif cp is None:
             cp = v1 is not False
             src["chunked_prefill"] = "default"
         else:
@@ -364,6 +384,9 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
             b = _engine_flag(args, "max_num_batched_tokens")
         if b not in (None, True):
             budget, src["max_num_batched_tokens"] = int(float(b)), "flag"
+        elif defaults is not None and v1 is not False and chunked_prefill == bool(defaults["chunked_prefill"]):
+            budget = int(defaults["max_num_batched_tokens"])
+            src["max_num_batched_tokens"] = "default: " + defaults["sources"]["max_num_batched_tokens"]
         else:
             budget = 8192 if chunked_prefill else max(mml or 0, 2048)
             src["max_num_batched_tokens"] = "default"
