@@ -198,11 +198,19 @@ def test_a_short_run_that_drains_is_no_plateau(shared_dir):
     rows, info = score_sweep(sw)
     assert info["fitted"] == "1, 4" and np.isnan(info["saturation_measured"])
     assert info["unstable"].count("[no queue: not counted in the plateau]") == 2
-    # fitted on 1 and 4 req/s (37 tokens of work per step at most) with no known GPU, the fit may
-    # not be asked past 3x that work: 16 req/s and the burst are refused, not scored
-    assert info["limit_rps"] < 16 and info["refused_levels"] == 2 and info["saturation_refused"]
+    # fitted on 1 and 4 req/s (37 tokens of work per step at most); the files name the GPU (the Azure
+    # VM Standard_ND96asr_v4: 8 x A100 40 GB) and TP 8 (the folder name), so the physical model bounds
+    # the extrapolation: 16 req/s and the burst are predicted, not refused
+    hw = sw.hardware if getattr(sw, "hardware", None) is not None else None
+    from capbook.hardware import hardware_for
+
+    hw = hw or hardware_for(sw)
+    assert hw.gpu is not None and "A100" in hw.gpu.name and hw.tensor_parallel == 8
+    assert info["refused_levels"] == 0 and not info["saturation_refused"]
     thr = rows[rows["quantity"] == "throughput_rps"]
-    assert thr["refused"].all() and thr["predicted"].isna().all()
+    assert len(thr) == 2 and thr["predicted"].notna().all()
+    # the drain of 200 requests is what bounds the served rate: simulated as run, within a fifth
+    assert (thr["error"].abs() < 0.2).all(), thr[["level", "predicted", "measured"]]
 
 
 def test_the_drain_of_a_short_run_is_simulated():
