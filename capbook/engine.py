@@ -897,7 +897,7 @@ class EngineModel:
         if not (math.isfinite(k) and math.isfinite(self.k_seen) and self.k_seen > 0):
             return f"{at} the engine is past its capacity" if not math.isfinite(k) else ""
         ratio = k / self.k_seen
-        head = (f"{at} a step holds about {k:,.0f} tokens of work, {ratio:.1f}× the most the sweep measured "
+        head = (f"{at} a step holds about {k:,.0f} tokens of work, {ratio:.2g}× the most the sweep measured "
                 f"({self.k_seen:,.0f})")
         if ratio <= 1:
             return head + ": within the measured points"
