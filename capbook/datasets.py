@@ -63,6 +63,8 @@ __all__ = [
     "load_token_series",
     "load_kubecon_sweeps",
     "KUBECON_FILE",
+    "FIDELITY_FILE",
+    "load_fidelity_sweeps",
     "DEMAND_SHAPE_FILE",
     "demand_shape_path",
     "load_demand_shape",
@@ -418,6 +420,67 @@ def load_kubecon_sweeps(path=None) -> list:
                         "reported (its client timed two stream lines per token); see data/README.md")
         sw.add_note(f"measured: {name} from the KubeCon NA 2025 inference-perf demo (kubernetes-sigs/inference-perf "
                     "7de5ef2, demos/kubecon-na-2025, Apache-2.0)")
+        sweeps.append(sw)
+    return sweeps
+
+
+FIDELITY_FILE = Path("realdata") / "fidelity_sweeps.csv"
+
+
+def load_fidelity_sweeps(path=None) -> list:
+    """Real open-loop rate sweeps beyond the KubeCon demo, one per dataset, with their hardware set.
+
+    SGLang ``bench_serving`` runs from datacrunch-research/h200-benchmarks (commit c091ef5, MIT):
+    Llama-3.3-70B-Instruct on 4×H200 TP4 and Llama-3.1-405B on 8×H200 TP8, random 1024/1024
+    prompts (about 510 tokens in and out) at 1, 2, 4, 8, 16 requests/s, as derived by
+    ``tools/derive_fidelity_data.py`` into ``data/realdata/fidelity_sweeps.csv`` (columns and
+    caveats in ``data/README.md``: this SGLang layout has no p99 TTFT).
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The table; default ``data_dir() / "realdata" / "fidelity_sweeps.csv"``.
+
+    Returns
+    -------
+    list of capbook.sweep.Sweep
+        One per ``dataset`` value, sorted by name; saturated levels are in ``.saturated``, and
+        ``.hardware`` is :func:`capbook.hardware.hardware_for` of the table's ``model``, ``gpu``
+        and ``tensor_parallel`` columns.
+
+    Raises
+    ------
+    FileNotFoundError
+        When ``path`` does not exist.
+    ValueError
+        When the table has no ``dataset`` column or a dataset has more than one model, GPU or
+        tensor-parallel value.
+    """
+    import pandas as pd
+
+    from .hardware import hardware_for
+    from .sweep import Sweep
+
+    path = Path(path) if path is not None else data_dir() / FIDELITY_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} not found: regenerate it with tools/derive_fidelity_data.py "
+                                "from the ../shared data folder")
+    df = pd.read_csv(path)
+    if "dataset" not in df:
+        raise ValueError(f"{path}: no 'dataset' column; this is not the derived fidelity table")
+    sweeps = []
+    for name, rows in df.groupby("dataset", sort=True):
+        facts = {}
+        for col in ("model", "gpu", "tensor_parallel"):
+            values = rows[col].dropna().unique()
+            if len(values) != 1:
+                raise ValueError(f"{path}: dataset {name!r} has {len(values)} values of {col!r}, expected one")
+            facts[col] = values[0]
+        sw = Sweep.from_frame(rows.reset_index(drop=True), name=str(name))
+        sw.hardware = hardware_for(sw, model=str(facts["model"]), gpu=str(facts["gpu"]),
+                                   tensor_parallel=int(facts["tensor_parallel"]))
+        sw.add_note(f"measured: {name}, SGLang bench_serving from datacrunch-research/h200-benchmarks "
+                    "(c091ef5, MIT); see data/README.md")
         sweeps.append(sw)
     return sweeps
 

@@ -329,3 +329,58 @@ def test_the_mooncake_script_refuses_another_file(repo_root, tmp_path):
     with pytest.raises(SystemExit, match="git blob .*expected 5a371794"):
         mod.main([str(other), "--out", str(tmp_path / "out.parquet")])
     assert not (tmp_path / "out.parquet").exists()
+
+
+# -- the derived fidelity table (tools/derive_fidelity_data.py) ----------------------------------
+
+def _derive_fidelity_module(repo_root):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("derive_fidelity_data",
+                                                  repo_root / "tools" / "derive_fidelity_data.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_fidelity_sweeps_load_with_their_hardware(repo_root):
+    sweeps = datasets.load_fidelity_sweeps()
+    by = {s.name: s for s in sweeps}
+    assert sorted(by) == ["sglang-llama405b-h200-tp8", "sglang-llama70b-h200-tp4"]
+    # hardware from the sglang/experiments scripts upstream (see ../shared/sweeps/README.md)
+    hw70, hw405 = by["sglang-llama70b-h200-tp4"].hardware, by["sglang-llama405b-h200-tp8"].hardware
+    assert (hw70.model.name, hw70.gpu.name, hw70.tensor_parallel) == (
+        "meta-llama/Llama-3.3-70B-Instruct", "H200-SXM-141GB", 4)
+    assert (hw405.model.name, hw405.tensor_parallel) == ("meta-llama/Llama-3.1-405B-Instruct", 8)
+    # the levels as data/README.md and the upstream JSONL describe them: 70B stable at 1, 2, 4, 8 req/s
+    # (mean E2E 7.84 s at 1 req/s and 12.9 s at 4 req/s upstream), 405B stable at 1 and 2 only
+    t70 = by["sglang-llama70b-h200-tp4"].table
+    assert list(t70["request_rate_target"]) == [1.0, 2.0, 4.0, 8.0]
+    assert t70["mean_e2e_s"].iloc[0] == pytest.approx(7.8406, abs=1e-3)
+    assert t70["mean_e2e_s"].iloc[2] == pytest.approx(12.896, abs=1e-3)
+    assert list(by["sglang-llama405b-h200-tp8"].table["request_rate_target"]) == [1.0, 2.0]
+    raw = pd.read_csv(repo_root / "data" / "realdata" / "fidelity_sweeps.csv")
+    assert not raw.astype(str).apply(lambda c: c.str.contains("/work/|/home/|source_file")).any().any()
+
+
+def test_fidelity_table_is_the_derivation_of_the_raw_files(repo_root, shared_dir):
+    """tools/derive_fidelity_data.py on ../shared gives the committed file byte for byte, and the
+    committed E2E means are the raw JSONL's ``mean_e2e_latency_ms`` (read here without capbook)."""
+    import json
+
+    folder = shared_dir / "sweeps" / "sglang" / "datacrunch-h200"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} (the raw SGLang files) is not in ../shared")
+    mod = _derive_fidelity_module(repo_root)
+    committed = (repo_root / "data" / "realdata" / "fidelity_sweeps.csv").read_text(encoding="utf-8")
+    assert mod.to_csv_text(mod.derive(shared_dir)) == committed, (
+        "data/realdata/fidelity_sweeps.csv differs from what capbook.importers now reads: "
+        "run python tools/derive_fidelity_data.py ../shared")
+    lines = [json.loads(x) for x in (folder / "sglang" / "outputs" / "llama_3_3_70b_online_output.jsonl")
+             .read_text().splitlines() if x.strip()]
+    raw = {ln["request_rate"]: ln["mean_e2e_latency_ms"] / 1e3 for ln in lines
+           if ln.get("dataset_name") == "random" and ln["request_rate"] != float("inf")}
+    table = pd.read_csv(repo_root / "data" / "realdata" / "fidelity_sweeps.csv")
+    rows = table[(table["dataset"] == "sglang-llama70b-h200-tp4") & table["request_rate_target"].notna()]
+    for rate, e2e in zip(rows["request_rate_target"], rows["mean_e2e_s"]):
+        assert e2e == pytest.approx(raw[rate], rel=1e-12)
