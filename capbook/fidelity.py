@@ -25,7 +25,7 @@ or closed-loop, scored with the primary model (the engine simulation):
   rate, the level's requests over its duration into an idle engine; closed loop at its
   concurrency with :func:`capbook.closedloop.simulate_closed`): throughput, mean E2E, TTFT p50
   and p99; and the saturation, against the plateau when the sweep reaches one;
-* per dataset the median |error| of each quantity; the summary is the median over datasets,
+* per dataset the median absolute error of each quantity; the summary is the median over datasets,
   plus the worst dataset's saturation error (:func:`datasets_summary`).
 """
 from __future__ import annotations
@@ -207,7 +207,7 @@ def kubecon_variants(root) -> list:
 
 
 # -- the protocol on any sweep: open-loop rate sweeps and closed-loop concurrency sweeps -----------
-#: The issue-31 targets: median over datasets of each dataset's median |relative error|.
+#: The issue-31 target for the worst dataset: its saturation off by at most this share (absolute relative error).
 WORST_SATURATION_TARGET = 0.25
 #: Quantities scored per predicted level (besides the dataset's saturation).
 LEVEL_QUANTITIES = ("throughput_rps", "e2e_mean_s", "ttft_p50_s", "ttft_p99_s")
@@ -440,12 +440,12 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         open-loop level past its capacity). Open-loop held-out stable levels are predicted at
         their requested rate with :func:`capbook.predict.predict` (the simulation, the level's
         arrivals over its duration into an idle engine) for E2E and TTFT, with the level's own
-        prompt and output lengths (:func:`_at_level_lengths`); every open-loop level
+        prompt and output lengths (``_at_level_lengths``); every open-loop level
         not fitted gets the served throughput of the level simulated as run (its requests at its
         rate); closed-loop levels are run with :func:`capbook.closedloop.simulate_closed` at
         their concurrency. The dict describes the dataset: levels fitted and predicted, the
         measured saturation (open loop: median completion rate of the levels that are not
-        stable and show a queue, :func:`_queued`; closed loop: median throughput of the plateau
+        stable and show a queue, ``_queued``; closed loop: median throughput of the plateau
         levels within
         :data:`PLATEAU_SHARE` of the best; NaN when the sweep reaches none), the predicted one
         (:meth:`capbook.engine.EngineModel.saturation_rps`), the highest served throughput and
@@ -573,7 +573,7 @@ def fidelity_datasets(datasets, *, fit_levels: int = 3, seed: int = 0, requests:
 
 def dataset_table(rows: pd.DataFrame, infos) -> pd.DataFrame:
     """One row per dataset: what it is, the levels fitted and predicted, the saturation measured
-    and predicted, and the median |error| of each level quantity over its predicted levels."""
+    and predicted, and the median absolute error of each level quantity over its predicted levels."""
     out = []
     for info in infos:
         d = {k: v for k, v in info.items() if k not in ("engine", "engine_notes")}
@@ -587,7 +587,7 @@ def dataset_table(rows: pd.DataFrame, infos) -> pd.DataFrame:
 
 
 def datasets_summary(per_dataset: pd.DataFrame) -> pd.DataFrame:
-    """Median over datasets of each dataset's median |error| (saturation: |error| of each dataset
+    """Median over datasets of each dataset's median absolute error (saturation: the absolute error of each dataset
     that reaches a plateau), against :data:`TARGETS`; plus the worst dataset's saturation error
     against :data:`WORST_SATURATION_TARGET`. Refusals (:class:`capbook.engine.ExtrapolationError`:
     the fit may not be asked that far) carry no error: they are counted on rows of their own
@@ -738,7 +738,7 @@ def shared_fidelity(root, *, fit_levels: int = 3, seed: int = 0, requests: int =
 
 
 def biggest_misses(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per dataset, the predicted (level, quantity) with the largest |error|."""
+    """Per dataset, the predicted (level, quantity) with the largest absolute error."""
     r = rows.dropna(subset=["error"])
     if not len(r):
         return r
