@@ -1132,6 +1132,18 @@ def _slots_from_data(limits: EngineLimits, sweep, include_saturated: bool, notes
         sources = dict(limits.sources, max_num_seqs=f"the plateau of a closed-loop sweep ({new} decoding at once)")
         return dataclasses.replace(limits, max_num_seqs=new, sources=sources)
     seen = float(np.max(n))
+    sat = getattr(sweep, "saturated", None)
+    if (include_saturated and sat is not None and len(sat) and not _closed_loop(sweep.table)
+            and seen < 0.95 * limits.max_num_seqs):
+        # requests queued at the saturated levels while the engine decoded no more than this many:
+        # an engine that admits by its own estimate of the KV cache it will need (SGLang) holds
+        # fewer than its limit
+        new = int(math.ceil(seen))
+        notes.append(f"max_num_seqs: at its saturated levels, with requests queued, the sweep shows at most about "
+                     f"{seen:.0f} sequences decoding at once (completions × output tokens × TPOT): the engine admits "
+                     f"about {new}, not the default {limits.max_num_seqs} (pass --max-num-seqs to set the limit)")
+        sources = dict(limits.sources, max_num_seqs=f"what the saturated levels show running ({new})")
+        return dataclasses.replace(limits, max_num_seqs=new, sources=sources)
     if seen <= 1.05 * limits.max_num_seqs:
         return limits
     new = int(math.ceil(seen))

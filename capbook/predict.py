@@ -342,6 +342,12 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     notes = list(eng.notes)
     if limit is not None:
         notes.append(f"saturation not predicted: {eng.refusal()}")
+    elif "simulation" in out and math.isfinite(eng.served_rps):
+        sim_sat = eng.simulated_saturation_rps(seed=seed)
+        if sim_sat < eng.served_rps * (1 - 1e-9):
+            notes.append(f"capacity: the simulated engine saturates at {sim_sat:.4g} req/s, below the "
+                         f"{eng.served_rps:.4g} req/s the sweep measured being served; the capacity shown is what "
+                         "was served (a measurement, a floor), and the simulation's latencies near it run high")
     if not out[primary].stable:
         notes.append(f"{rate:g} req/s is past the predicted capacity of {out[primary].saturation_rps:.4g} "
                      "req/s: the queue grows without bound, so no latency is predicted")

@@ -143,6 +143,15 @@ def test_sglang_saturated_levels_raise_the_default_slots():
     assert m.slots > 600
     assert m.saturation_rps() >= 8.779 - 1e-9            # never below the served 8.78 req/s
     assert m.simulated_saturation_rps() == pytest.approx(8.56, rel=0.10)   # the plateau 8.35–8.78
+    # named hardware: SGLang's own default (its KV pool, 1.1 M tokens here) would admit ~1,480; the
+    # saturated levels, requests queued, show ~770 decoding: SGLang admits by the KV it expects to need
+    hw = hardware_for(sw, model="llama-3.3-70b", gpu="H200", tensor_parallel=4)
+    mh = fit_engine(sw, hardware=hw)
+    assert 700 < mh.slots < 800 and "saturated levels" in mh.limits.sources["max_num_seqs"]
+    assert mh.simulated_saturation_rps() == pytest.approx(8.56, rel=0.10)
+    p = predict(sw, 2.0, models=("simulation",), requests=800, engine=mh)
+    said = any(n.startswith("capacity: the simulated engine saturates") for n in p.notes)
+    assert said == (mh.simulated_saturation_rps() < mh.served_rps)   # the floor is said whenever it binds
     sw405 = read_sweep(SGLANG, where={"params_b": "405", "workload": "random 1024/1024"}, load="rate")
     m405 = fit_engine(sw405)
     assert m405.saturation_rps() >= 3.584
