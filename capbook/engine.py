@@ -681,7 +681,9 @@ class EngineModel:
     #: the most work per step (tokens) the fitted points measured
     k_seen: float = math.nan
     #: the highest completion rate the sweep measured being served (req/s): a floor on capacity
+    #: for requests of the lengths it was measured with (``served_lengths``: prompt, output)
     served_rps: float = math.nan
+    served_lengths: tuple = (math.nan, math.nan)
 
     #: how far past the measured work per step a prediction may go without hardware facts
     EXTRAPOLATION_LIMIT = 3.0
@@ -939,8 +941,15 @@ class EngineModel:
         cache = self.__dict__.setdefault("_cache", {})
         if key not in cache:
             sim = self.simulate(0.0, backlog=True, seed=seed).completion_rps
-            cache[key] = max(sim, self.served_rps) if math.isfinite(self.served_rps) else sim
+            cache[key] = max(sim, self.served_rps) if self._served_applies() else sim
         return cache[key]
+
+    def _served_applies(self) -> bool:
+        """The served floor holds for requests of the lengths the sweep measured (within 2 %)."""
+        p, o = self.served_lengths
+        return (math.isfinite(self.served_rps) and math.isfinite(p) and math.isfinite(o)
+                and abs(self.prompt_tokens - p) <= 0.02 * max(p, 1.0)
+                and abs(self.output_tokens - o) <= 0.02 * max(o, 1.0))
 
     def simulated_saturation_rps(self, *, seed: int = 0) -> float:
         """The simulated engine's own completion rate with requests always waiting (req/s),
@@ -1313,6 +1322,7 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     model.k_seen = k_seen
     thr = np.asarray(lam_, dtype=float)
     model.served_rps = float(np.nanmax(thr)) if np.isfinite(thr).any() else math.nan
+    model.served_lengths = (float(P), float(L))
     _bend_step(model, hardware, k_seen, _as_bool(_col(tab, "prefix_caching")),
                _largest_step(lam_, tp_, out_, inp_, limits))
     _calibrate_overhead(model, sweep)

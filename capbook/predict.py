@@ -342,7 +342,7 @@ def predict(sweep, rate_rps, *, arrivals: str = "poisson", max_num_seqs=None, kv
     notes = list(eng.notes)
     if limit is not None:
         notes.append(f"saturation not predicted: {eng.refusal()}")
-    elif "simulation" in out and math.isfinite(eng.served_rps):
+    elif "simulation" in out and eng._served_applies():
         sim_sat = eng.simulated_saturation_rps(seed=seed)
         if sim_sat < eng.served_rps * (1 - 1e-9):
             notes.append(f"capacity: the simulated engine saturates at {sim_sat:.4g} req/s, below the "

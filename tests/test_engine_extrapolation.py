@@ -114,6 +114,12 @@ def test_capacity_never_below_what_was_served():
     served = float(np.nanmax(np.r_[sw.table["request_throughput_rps"],
                                    sw.saturated["request_throughput_rps"] if sw.saturated is not None else []]))
     assert m.saturation_rps() >= served * (1 - 1e-12)
+    # the floor was measured with the sweep's lengths: requests twice as long are not held to it
+    import dataclasses
+
+    longer = dataclasses.replace(m, output_tokens=2 * m.output_tokens, output_quantiles=None, notes=[])
+    longer.__dict__.pop("_cache", None)
+    assert longer.saturation_rps() == longer.simulated_saturation_rps()
 
 
 def test_closed_loop_plateau_sets_the_slots_and_the_queue_is_not_overhead():
