@@ -31,3 +31,32 @@ def test_cell_ids_are_unique():
     for path in CHAPTERS:
         ids = [c.get("id") for c in json.loads(path.read_text(encoding="utf-8"))["cells"]]
         assert len(ids) == len(set(ids)), f"{path.name} has duplicate cell ids"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_stated_time_is_computed_from_the_material(path):
+    """"Time to learn: N minutes" is the prose at 150 words a minute plus the visible code at
+    10 lines a minute, rounded up to 5 (capbook.bookcheck.chapter_length)."""
+    from capbook.bookcheck import chapter_length
+
+    n = chapter_length(path)
+    assert n.stated_minutes is not None, f"{path.name} states no 'Time to learn: N minutes'"
+    assert n.stated_minutes == n.minutes, (
+        f"{path.name} states {n.stated_minutes} minutes; its {n.words:,} words of prose and "
+        f"{n.code_lines} visible code lines take {n.minutes}: run "
+        "`python tools/typed_numbers.py --write-times` (or edit the line)")
+
+
+def test_chapter_length_counts_what_a_reader_reads(tmp_path):
+    from capbook.bookcheck import chapter_length
+
+    words = " ".join(["word"] * 300)  # 2 minutes of prose
+    cells = [{"cell_type": "markdown", "source": f"# T\n\n**Time to learn**: 5 minutes.\n\n{words}"},
+             {"cell_type": "code", "source": "\n".join(["x = 1"] * 25), "metadata": {}},
+             {"cell_type": "code", "source": "\n".join(["glue('x', x)"] * 500),
+              "metadata": {"tags": ["remove-cell"]}}]
+    f = tmp_path / "c.ipynb"
+    f.write_text(json.dumps({"cells": cells}))
+    n = chapter_length(f)
+    assert (n.code_lines, n.stated_minutes) == (25, 5)  # hidden bookkeeping does not count
+    assert 300 < n.words < 310 and n.minutes == 5  # 2 + 2.5 minutes, rounded up to 5

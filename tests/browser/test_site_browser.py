@@ -5,7 +5,9 @@ on any request to a host other than that server, any console error or uncaught e
 chart container (Altair's ``div[id^="altair-viz"]`` / ``.vega-embed``) without a drawn svg or
 canvas, a chart wider than its column, sideways scrolling at a 1280-pixel window, math that
 MathJax did not typeset, an empty widget area or a widget without the "live only in a kernel"
-note, and a broken internal link, anchor or image. A screenshot of each page is saved under
+note, a broken internal link, anchor or image, a console warning (Vega's "Conflicting scale
+property" and the like), axis labels that overlap (also with each slider at either end), a
+slider showing an unrounded value, and glued numbers drawn bold. A screenshot of each page is saved under
 ``_build/screenshots/``. Two more tests move a Vega slider and check the chart redraws, and
 search the site with Sphinx's offline index.
 """
@@ -112,9 +114,14 @@ class Recorder:
             self.failed.append(f"{response.url} (HTTP {response.status})")
 
     def _console(self, msg):
-        if msg.type == "error":
-            loc = msg.location or {}
-            self.errors.append(f"console error: {msg.text} [{loc.get('url', '')}:{loc.get('lineNumber', '')}]")
+        # A warning is a fault too: Vega logs "Conflicting scale property", "Infinite extent" and
+        # the like as warnings, each a chart that does not draw what its author meant.
+        loc = msg.location or {}
+        if msg.type == "warning" and msg.text.startswith("strict mode:") and "jupyter-widgets" in loc.get("url", ""):
+            return  # ajv, inside the widget manager, on the widget schema it ships: not the page's
+        if msg.type in ("error", "warning"):
+            self.errors.append(f"console {msg.type}: {msg.text} "
+                               f"[{loc.get('url', '')}:{loc.get('lineNumber', '')}]")
 
     def problems(self) -> list[str]:
         return ([f"request outside the site: {u}" for u in self.foreign]
@@ -122,8 +129,61 @@ class Recorder:
                 + self.errors)
 
 
+#: Runs before the page's scripts: keeps the Vega view of every chart vega-embed draws, so the
+#: tests can read the scene graph (the drawn labels and their boxes) of a canvas chart.
+KEEP_VIEWS_JS = """(() => {
+  window.__capbookViews = [];
+  let wrapped;
+  Object.defineProperty(window, 'vegaEmbed', {
+    configurable: true,
+    get() { return wrapped; },
+    set(embed) {
+      wrapped = embed && Object.assign(function (el, spec, opt) {
+        const done = embed(el, spec, opt);
+        if (done && done.then) done.then(r => window.__capbookViews.push(r.view));
+        return done;
+      }, embed);
+    },
+  });
+})();"""
+
+#: Axis and legend labels that overlap or touch (two drawn labels of one axis less than 4 px
+#: apart: "1,8002,000"), and slider values shown with more than four decimals.
+LABELS_REPORT_JS = r"""() => {
+  const out = [];
+  function walk(node, chart, fn) {
+    if (!node) return;
+    if (node.marktype) fn(node, chart);
+    for (const it of node.items || []) walk(it, chart, fn);
+  }
+  (window.__capbookViews || []).forEach((view, i) => {
+    walk(view.scenegraph().root, i + 1, (mark, chart) => {
+      if (mark.role !== 'axis-label' && mark.role !== 'legend-label') return;
+      const shown = (mark.items || []).filter(t => t.text !== '' && t.text != null
+          && (t.opacity === undefined || t.opacity > 0) && t.bounds && !t.bounds.empty());
+      for (let a = 0; a < shown.length; a++) for (let b = a + 1; b < shown.length; b++) {
+        const p = shown[a].bounds, q = shown[b].bounds;
+        const dx = Math.min(p.x2, q.x2) - Math.max(p.x1, q.x1);
+        const dy = Math.min(p.y2, q.y2) - Math.max(p.y1, q.y1);
+        if (dx > -4 && dy > 1) out.push(`chart #${chart}: ${mark.role}s "${shown[a].text}" and "${shown[b].text}" overlap or touch`);
+      }
+    });
+  });
+  document.querySelectorAll('.vega-bind label > span:not(.vega-bind-name), .vega-bind output').forEach(v => {
+    if (/\d\.\d{5,}/.test(v.textContent)) out.push(`slider shows an unrounded value ${v.textContent.trim()}`);
+  });
+  return out;
+}"""
+
+#: Glued values (myst-nb's span.pasted-text) read as the text around them, not in bold.
+GLUE_WEIGHT_JS = """() => Array.from(document.querySelectorAll('p span.pasted-text, li span.pasted-text'))
+  .filter(s => getComputedStyle(s).fontWeight !== getComputedStyle(s.parentElement).fontWeight)
+  .map(s => s.textContent.slice(0, 40))"""
+
+
 def open_page(context, base: str, path: str):
     page = context.new_page()
+    page.add_init_script(KEEP_VIEWS_JS)
     rec = Recorder(page, base)
     page.goto(base + path, wait_until="networkidle", timeout=60_000)
     return page, rec
@@ -205,6 +265,11 @@ def page_problems(page, rec: Recorder, links: LinkChecker) -> list[str]:
         elif c["scrolls"]:
             problems.append(f"chart {c['name']} (with its menu) is wider than its output area, "
                             "which scrolls sideways")
+    problems += page.evaluate(LABELS_REPORT_JS)
+    bold = page.evaluate(GLUE_WEIGHT_JS)
+    if bold:
+        problems.append(f"{len(bold)} glued value(s) drawn in another weight than their sentence, "
+                        f"e.g. {bold[0]!r}")
     # Math: every page with TeX must have been typeset by the vendored MathJax.
     if page.locator("span.math, div.math").count():
         try:
@@ -242,6 +307,20 @@ def page_problems(page, rec: Recorder, links: LinkChecker) -> list[str]:
     return problems
 
 
+def slider_extremes_problems(page) -> list[str]:
+    """Labels that overlap, or slider values unrounded, with a slider at either end of its range."""
+    found: list[str] = []
+    sliders = page.locator(".vega-bindings input[type=range]")
+    for i in range(sliders.count()):
+        for key in ("End", "Home"):
+            sliders.nth(i).focus()
+            page.keyboard.press(key)
+            page.wait_for_timeout(250)  # Vega redraws on the next animation frame
+            found += [f"{p} (slider {i + 1} at its {'maximum' if key == 'End' else 'minimum'})"
+                      for p in page.evaluate(LABELS_REPORT_JS)]
+    return list(dict.fromkeys(found))
+
+
 def screenshot_name(path: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "__", path.removesuffix(".html")) + ".png"
 
@@ -266,6 +345,7 @@ def test_page(page_path, browser_context, server, links, screenshot_dir, site):
     page, rec = open_page(browser_context, server, page_path)
     try:
         problems = page_problems(page, rec, links) + launch_problems(page, page_path, site)
+        problems += [p for p in slider_extremes_problems(page) if p.split(" (slider")[0] not in problems]
         height = page.evaluate("() => document.documentElement.scrollHeight")
         clip = None if height <= MAX_SHOT_PX else {
             "x": 0, "y": 0, "width": page.viewport_size["width"], "height": MAX_SHOT_PX}
