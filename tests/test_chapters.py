@@ -60,3 +60,19 @@ def test_chapter_length_counts_what_a_reader_reads(tmp_path):
     n = chapter_length(f)
     assert (n.code_lines, n.stated_minutes) == (25, 5)  # hidden bookkeeping does not count
     assert 300 < n.words < 310 and n.minutes == 5  # 2 + 2.5 minutes, rounded up to 5
+
+
+MAX_CODE_LINE = 90
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_visible_code_fits_the_column(path):
+    """Code the site shows wraps under 90 characters: longer lines scroll sideways."""
+    long = []
+    for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+        if cell["cell_type"] != "code" or "remove-cell" in cell.get("metadata", {}).get("tags", []):
+            continue
+        long += [f"cell {i}: {line[:70]}…" for line in "".join(cell["source"]).splitlines()
+                 if len(line) > MAX_CODE_LINE]
+    assert not long, (f"{path.name}: {len(long)} visible code line(s) longer than {MAX_CODE_LINE} "
+                      "characters:\n  " + "\n  ".join(long[:10]))
