@@ -30,6 +30,64 @@ def _params(spec) -> dict:
     return found
 
 
+# channels whose scale Vega-Lite shares across every view of a chart (layers and concatenations)
+_SHARED_EVERYWHERE = {"color", "fill", "stroke", "opacity", "shape", "size", "strokeDash"}
+
+
+def _scale_conflicts(spec: dict) -> list[str]:
+    """Channels whose views declare different scale dicts for one shared scale.
+
+    Vega-Lite merges the scale of a channel across the layers of a layer chart, and the colour
+    (and other legend) scales across a concatenation too, unless ``resolve`` makes them
+    independent; two views that declare different domains or ranges for the merged scale make it
+    log "Conflicting scale property" in the browser."""
+    found = []
+
+    def encodings(node, channels):
+        """(channel, scale dict or None) of node and every view inside it, for the channels."""
+        out = [(ch, (enc or {}).get("scale")) for ch, enc in (node.get("encoding") or {}).items()
+               if ch in channels and isinstance(enc, dict) and "field" in enc]
+        for key in ("layer", "hconcat", "vconcat", "concat"):
+            for child in node.get(key) or []:
+                out += encodings(child, channels)
+        if "spec" in node:
+            out += encodings(node["spec"], channels)
+        return out
+
+    def check(node, channels, where):
+        independent = {ch for ch, how in ((node.get("resolve") or {}).get("scale") or {}).items()
+                       if how == "independent"}
+        by_channel = {}
+        for ch, scale in encodings(node, channels - independent):
+            by_channel.setdefault(ch, []).append(json.dumps(scale, sort_keys=True))
+        for ch, scales in by_channel.items():
+            declared = {s for s in scales if s != "null"}
+            if len(declared) > 1:
+                found.append(f"{where}: {ch}: {sorted(declared)}")
+
+    def walk(node, where):
+        if "layer" in node:  # a layer chart shares every channel's scale
+            check(node, {"x", "y", "x2", "y2", "xOffset", "yOffset"} | _SHARED_EVERYWHERE, where)
+        for key in ("layer", "hconcat", "vconcat", "concat"):
+            for i, child in enumerate(node.get(key) or []):
+                walk(child, f"{where}.{key}[{i}]")
+
+    check(spec, _SHARED_EVERYWHERE, "top")
+    walk(spec, "top")
+    return found
+
+
+def test_scale_conflict_check_catches_a_conflict():
+    import altair as alt
+    df = pd.DataFrame({"x": [1, 2], "y": [1, 2], "c": ["a", "b"]})
+    one = alt.Chart(df).mark_line().encode(x="x:Q", y="y:Q", color=alt.Color("c:N", scale=alt.Scale(domain=["a", "b"])))
+    two = alt.Chart(df).mark_bar().encode(x="x:Q", y="y:Q", color=alt.Color("c:N", scale=alt.Scale(domain=["b"])))
+    assert _scale_conflicts(alt.vconcat(one, two).to_dict())            # colour is shared across concat
+    assert _scale_conflicts((one + two).to_dict())
+    assert not _scale_conflicts(alt.vconcat(one, two).resolve_scale(color="independent").to_dict())
+    assert not _scale_conflicts(alt.vconcat(one, one).to_dict())
+
+
 @pytest.fixture(scope="module")
 def small_forecast():
     series = fc.hourly_series(fc.synthetic_token_series(10, seed=1), "output_tokens")
@@ -70,6 +128,7 @@ def test_forecast_band_chart_embeds_history_actual_point_and_band(small_forecast
     np.testing.assert_allclose(pts, np.round(f.frame["point"].to_numpy() / 1e6, 2))
     assert band["mark"]["type"] == "area" and band["encoding"]["y2"]["field"] == "p90"
     assert lines["encoding"]["color"]["field"] == "line"
+    assert _scale_conflicts(spec) == []
 
 
 def test_forecast_band_chart_checks_its_inputs(small_forecast):
@@ -95,6 +154,8 @@ def test_forecast_explorer_chart_has_four_sliders_and_the_rows():
     assert any(len(d) == 4 and {"off_cal", "off_sqrt"} <= set(d[0]) for d in data)
     text = str(spec)
     assert "pinpct_sqrt_h" in text and "datum.actual <= datum.calibrated" in text
+    # the lines (actual, calibrated, sqrt_h) and the bars (per method) share one colour scale
+    assert _scale_conflicts(spec) == []
     with pytest.raises(ValueError, match="offsets"):
         fchart.forecast_explorer_chart(hourly, offsets.drop(columns="off_sqrt"))
 
@@ -111,6 +172,7 @@ def test_coverage_chart_rows_and_slider():
     assert left["layer"][0]["encoding"]["y"]["field"] == "coverage"
     assert right["encoding"]["y"]["field"] == "pinball"
     assert left["layer"][0]["encoding"]["x"]["scale"]["domain"] == [1, 3]
+    assert _scale_conflicts(spec) == []
     with pytest.raises(ValueError, match="pinball"):
         fchart.coverage_chart(grid.drop(columns="pinball"))
 
@@ -125,6 +187,7 @@ def test_time_zone_chart_rows_are_the_regions_and_their_sum():
     np.testing.assert_allclose(got[["east", "west", "global"]].to_numpy(), 100 * regions.to_numpy(), atol=1e-4)
     assert spec["encoding"]["color"]["scale"]["domain"] == ["east", "west", "global"]
     assert "global" in str(spec["encoding"]["strokeWidth"])
+    assert _scale_conflicts(spec) == []
     with pytest.raises(ValueError, match="168"):
         fchart.time_zone_chart(regions.iloc[:24])
     with pytest.raises(ValueError, match="global"):

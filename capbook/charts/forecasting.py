@@ -21,8 +21,9 @@ _DAYS = np.array(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"])
 _METHODS = ["calibrated", "sqrt_h"]
 _METHOD_COLOUR = alt.Color("method:N", title="method",
                            scale=alt.Scale(domain=_METHODS, range=[PALETTE[0], PALETTE[1]]))
-
-
+# The explorer's lines and bars share one colour scale (Vega-Lite merges the colour scales of a
+# concatenated chart): both declare this one, so the actual series and the methods never conflict.
+_EXPLORER_COLOUR_SCALE = alt.Scale(domain=["actual", *_METHODS], range=["#999999", PALETTE[0], PALETTE[1]])
 
 
 def _series(s, name: str) -> pd.Series:
@@ -53,7 +54,8 @@ def weekly_shape_chart(shape, first_day: int = 0) -> alt.Chart:
     h = np.arange(168)
     df = pd.DataFrame({"hour of week": h, "share of the week (%)": 100 * s, "day": _DAYS[(d + h // 24) % 7]})
     return alt.Chart(df, title="Fitted weekly shape").mark_line().encode(
-        x=alt.X("hour of week:Q", scale=alt.Scale(domain=[0, 168]), axis=alt.Axis(values=list(range(0, 169, 24)))),
+        x=alt.X("hour of week:Q", title="hour of the week (h, UTC)", scale=alt.Scale(domain=[0, 168]),
+              axis=alt.Axis(values=list(range(0, 169, 24)))),
         y=alt.Y("share of the week (%):Q"),
         tooltip=["day", "hour of week", alt.Tooltip("share of the week (%):Q", format=".3f")],
     ).properties(height=220)
@@ -84,7 +86,8 @@ def time_zone_chart(regions, total: str = "global") -> alt.Chart:
     long["share (%)"] = np.round(100 * long["share (%)"].to_numpy(float), 4)
     order = [c for c in regions.columns if c != total] + [total]
     return alt.Chart(long, title="Regional peaks fall in different hours").mark_line().encode(
-        x=alt.X("hour of week:Q", scale=alt.Scale(domain=[0, 168]), axis=alt.Axis(values=list(range(0, 169, 24)))),
+        x=alt.X("hour of week:Q", title="hour of the week (h, UTC)", scale=alt.Scale(domain=[0, 168]),
+              axis=alt.Axis(values=list(range(0, 169, 24)))),
         y=alt.Y("share (%):Q", title="tokens per hour (% of one region's week)"),
         color=alt.Color("series:N", title=None, sort=order,
                         scale=alt.Scale(domain=order, range=[*PALETTE[1:len(order)], PALETTE[0]])),
@@ -175,8 +178,7 @@ def forecast_explorer_chart(hourly, offsets) -> alt.VConcatChart:
     lines = base.transform_fold(["actual", *_METHODS], as_=["line", "value"]).mark_line(strokeWidth=1).encode(
         x=alt.X("t:Q", title="days after the forecast origin"),
         y=alt.Y("value:Q", title="output tokens per hour (millions)"),
-        color=alt.Color("line:N", title=None, scale=alt.Scale(
-            domain=["actual", *_METHODS], range=["#999999", PALETTE[0], PALETTE[1]])),
+        color=alt.Color("line:N", title=None, scale=_EXPLORER_COLOUR_SCALE),
     ).properties(height=230, title="Held-out hours and the chosen quantile line")
     pinball = "max(datum.q * (datum.actual - datum.{m}), (datum.q - 1) * (datum.actual - datum.{m}))"
     scored = (
@@ -190,15 +192,16 @@ def forecast_explorer_chart(hourly, offsets) -> alt.VConcatChart:
     def panel(prefix, title, **y):
         return (scored.transform_fold([f"{prefix}_{m}" for m in _METHODS], as_=["m", "value"])
                 .transform_calculate(method=f"replace(datum.m, '{prefix}_', '')")
-                .mark_bar().encode(x=alt.X("hw:O", title="horizon week"), xOffset="method:N",
-                                   y=alt.Y("value:Q", title=title, **y), color=_METHOD_COLOUR,
+                .mark_bar().encode(x=alt.X("hw:O", title="horizon (weeks)"), xOffset="method:N",
+                                   y=alt.Y("value:Q", title=title, **y),
+                                   color=alt.Color("method:N", title=None, scale=_EXPLORER_COLOUR_SCALE),
                                    tooltip=["hw:O", "method:N", alt.Tooltip("value:Q", format=".3f")])
                 .properties(width=250, height=180))
 
     target = alt.Chart(pd.DataFrame({"z": [0]})).transform_calculate(target="quant / 100").mark_rule(
         strokeDash=[4, 3]).encode(y="target:Q")
-    return alt.vconcat(lines, alt.hconcat(panel("cov", "coverage", scale=alt.Scale(domain=[0, 1])) + target,
-                                          panel("pinpct", "pinball loss (% of mean)")))
+    coverage = panel("cov", "coverage (share of hours)", scale=alt.Scale(domain=[0, 1])) + target
+    return alt.vconcat(lines, alt.hconcat(coverage, panel("pinpct", "pinball loss (% of mean)")))
 
 
 def coverage_chart(grid) -> alt.HConcatChart:
@@ -230,6 +233,6 @@ def coverage_chart(grid) -> alt.HConcatChart:
     target = alt.Chart(pd.DataFrame({"z": [0]})).transform_calculate(target="quant / 100").mark_rule(
         strokeDash=[4, 3]).encode(y="target:Q")
     return alt.hconcat(
-        (panel("coverage", "coverage", scale=alt.Scale(domain=[0.4, 1.0])) + target).properties(
+        (panel("coverage", "coverage (share of hours)", scale=alt.Scale(domain=[0.4, 1.0])) + target).properties(
             title="Coverage of the quantile line"),
         panel("pinball", "pinball loss (% of mean)").properties(title="Pinball loss"))
