@@ -91,6 +91,8 @@ def test_ttft_tail_chart_embeds_each_curve_and_both_rules():
     assert any(list(f.columns) == ["share"] and f["share"].tolist() == [0.01] for f in frames)
     enc = spec["layer"][0]["encoding"]
     assert enc["color"]["field"] == "replay" and enc["color"]["sort"] == ["17 replicas", "capped"]
+    assert enc["color"]["legend"]["labelLimit"] >= 300    # long labels are not cut off
+    assert enc["x"]["title"].endswith("(s)")               # units on the axis
 
 
 def test_ttft_tail_chart_refuses_bad_input():

@@ -198,7 +198,8 @@ def ttft_tail_chart(ttfts: Mapping, target_s: float, share: float, *, x_max: flo
     lines = alt.Chart(table).mark_line(interpolate="step-after").encode(
         x=alt.X("x:Q", title="TTFT x (s)", scale=alt.Scale(domain=[0, top])),
         y=_share_y("share of requests with TTFT above x"),
-        color=alt.Color("replay:N", sort=order, title=None, scale=alt.Scale(range=PALETTE)),
+        color=alt.Color("replay:N", sort=order, title=None, scale=alt.Scale(range=PALETTE),
+                        legend=alt.Legend(labelLimit=400)),   # whole labels, not cut off
         strokeDash=alt.StrokeDash("replay:N", sort=order, legend=None),
         tooltip=["replay:N", alt.Tooltip("x:Q", title="x (s)"), alt.Tooltip("share:Q", format=".2%")],
     )
