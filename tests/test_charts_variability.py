@@ -191,3 +191,16 @@ def test_error_chart_filters_by_a_menu_over_the_error_points():
     assert len(max(_datasets(spec), key=len)) == 3
     with pytest.raises(ValueError, match="start"):
         tb.error_chart(pts, start="TPOT")
+
+
+def test_chart_titles_round_and_name_units_and_modelled_data():
+    """Issue 32: a title printed T = 12.2502 s; the prefill chart named no unit on x and hid
+    that its sweeps are modelled."""
+    spec = var.allen_cunneen_chart(32, 12.250237).to_dict()
+    assert spec["title"].endswith("(32 slots, T = 12.25 s)")
+    chart, _ = tb.prefill_chart({"chat": load_sample_sweep("llama8b_h100_chat")})
+    spec = chart.to_dict()
+    assert "modelled" in spec["title"]
+    assert spec["encoding"]["x"]["title"].startswith("concurrency (sequences in flight")
+    for enc in ("x", "y"):      # every axis has a title with its unit
+        assert "title" in spec["encoding"][enc] or "(" in spec["encoding"][enc]["field"]

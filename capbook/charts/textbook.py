@@ -178,12 +178,13 @@ def prefill_chart(sweeps: dict) -> tuple[alt.Chart, pd.DataFrame]:
         "prefill share of engine time": sw.table["prefill_share"]}) for name, sw in sweeps.items()],
         ignore_index=True)
     chart = alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2)),
+        x=alt.X("concurrency:Q", title="concurrency (sequences in flight, log scale)",
+                scale=alt.Scale(type="log", base=2)),
         y=alt.Y("TPOT p50 (ms):Q"),
         color=alt.Color("workload:N", title=None),
         tooltip=["workload:N", "concurrency:Q", alt.Tooltip("TPOT p50 (ms):Q", format=".1f"),
                  alt.Tooltip("prefill share of engine time:Q", format=".2f")],
-    ).properties(title="Same model, same GPU: long prompts slow every stream")
+    ).properties(title="Same model, same GPU (modelled sweeps): long prompts slow every stream")
     return chart, data
 
 

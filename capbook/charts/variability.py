@@ -96,7 +96,7 @@ def allen_cunneen_chart(slots, service_time_s, ca2=1.0, sigma=1.0) -> alt.Chart:
     ).add_params(
         slider("ca2", a, 0.0, 10.0, 0.1, "Ca²"), slider("sigma", s, 0.0, 1.6, 0.05, "log-normal σ of service")
     ).properties(title=f"Variability multiplies the wait at every load ({int(slots)} slots, "
-                       f"T = {float(service_time_s):g} s)")
+                       f"T = {float(service_time_s):.2f} s)")
 
 
 def dispersion_chart(table, title="Bursts show in the counts, at windows as long as a burst") -> alt.Chart:
