@@ -88,7 +88,8 @@ def allen_cunneen_chart(slots, service_time_s, ca2=1.0, sigma=1.0) -> alt.Chart:
     ).transform_filter("datum.wait > 0.001").mark_line().encode(
         x=alt.X("utilisation:Q", title="utilisation ρ", scale=alt.Scale(domain=[0.5, 0.98])),
         y=alt.Y("wait:Q", title="mean queue wait (s)", scale=alt.Scale(type="log")),
-        color=alt.Color("model:N", title=None, sort=models),
+        color=alt.Color("model:N", title=None, sort=models,
+                        legend=alt.Legend(columns=1, labelLimit=500)),
         strokeDash=alt.StrokeDash("model:N", legend=None),
         tooltip=[alt.Tooltip("utilisation:Q", format=".3f"), alt.Tooltip("model:N"),
                  alt.Tooltip("wait:Q", title="wait (s)", format=".3f"),
