@@ -191,3 +191,28 @@ def test_error_chart_filters_by_a_menu_over_the_error_points():
     assert len(max(_datasets(spec), key=len)) == 3
     with pytest.raises(ValueError, match="start"):
         tb.error_chart(pts, start="TPOT")
+
+
+def test_chart_titles_round_and_name_units_and_modelled_data():
+    """Issue 32: a title printed T = 12.2502 s; the prefill chart named no unit on x and hid
+    that its sweeps are modelled."""
+    spec = var.allen_cunneen_chart(32, 12.250237).to_dict()
+    assert spec["title"].endswith("(32 slots, T = 12.25 s)")
+    chart, _ = tb.prefill_chart({"chat": load_sample_sweep("llama8b_h100_chat")})
+    spec = chart.to_dict()
+    assert "modelled" in spec["title"]
+    assert spec["encoding"]["x"]["title"].startswith("concurrency (sequences in flight")
+    for enc in ("x", "y"):      # every axis has a title with its unit
+        assert "title" in spec["encoding"][enc] or "(" in spec["encoding"][enc]["field"]
+
+
+def test_two_entry_legends_are_not_cut_and_the_p99_axis_has_one_title():
+    """Issue 32: legends cut "M/M/c, T at full slots" to "M/M/c, T at ful…" and the layered
+    p99 chart titled its axis "p99 TTFT (s), ttft_p99_s"."""
+    curves = pd.DataFrame({"load": [0.5, 0.5], "model": [tb.MMC, tb.LD], "p99 TTFT (s)": [1.0, 0.5]})
+    spec = tb.p99_ttft_chart(curves, pd.DataFrame({"load": [0.5], "ttft_p99_s": [0.6]}), "t").to_dict()
+    assert {layer["encoding"]["y"].get("title", layer["encoding"]["y"]["field"])
+            for layer in spec["layer"]} == {"p99 TTFT (s)"}
+    assert spec["layer"][0]["encoding"]["color"]["legend"]["labelLimit"] >= 400
+    spec = var.allen_cunneen_chart(32, 12.25).to_dict()
+    assert spec["encoding"]["color"]["legend"]["labelLimit"] >= 400

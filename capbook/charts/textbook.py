@@ -40,6 +40,10 @@ KV_EXPRESSIONS = {
 }
 
 
+# One legend entry a row, never cut: the labels here are long and there are only two or three.
+FULL_LABELS = alt.Legend(columns=1, labelLimit=500)
+
+
 def p99_ttft_curves(model, service_time_s, prefill_s, loads=None, grid_s=None) -> pd.DataFrame:
     """p99 TTFT against load: M/M/c with ``T`` at full slots beside the load-dependent model.
 
@@ -103,11 +107,11 @@ def p99_ttft_chart(curves: pd.DataFrame, simulated: pd.DataFrame, title: str) ->
     lines = alt.Chart(curves).mark_line().encode(
         x=alt.X("load:Q", title="load (share of saturation rate)"),
         y=alt.Y("p99 TTFT (s):Q", scale=alt.Scale(type="log")),
-        color=alt.Color("model:N", title=None),
+        color=alt.Color("model:N", title=None, legend=FULL_LABELS),
         tooltip=["model:N", alt.Tooltip("load:Q", format=".2f"), alt.Tooltip("p99 TTFT (s):Q", format=".3f")],
     )
     points = alt.Chart(simulated[["load", "ttft_p99_s"]]).mark_point(size=80, filled=True, color="black").encode(
-        x="load:Q", y=alt.Y("ttft_p99_s:Q"),
+        x="load:Q", y=alt.Y("ttft_p99_s:Q", title="p99 TTFT (s)", scale=alt.Scale(type="log")),
         tooltip=[alt.Tooltip("load:Q"), alt.Tooltip("ttft_p99_s:Q", title="simulated p99 TTFT (s)", format=".3f")],
     )
     return (lines + points).properties(title=title)
@@ -145,7 +149,9 @@ def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
         x=alt.X("context:Q", title="tokens per sequence (input + output)", scale=alt.Scale(type="log")),
         y=alt.Y("value:Q", title="sequences per replica", scale=alt.Scale(type="log")),
         color=alt.Color("what:N", title=None, scale=alt.Scale(domain=["memory_slots", "slots"],
-                                                              range=["#bbbbbb", PALETTE[0]])),
+                                                              range=["#bbbbbb", PALETTE[0]]),
+                        legend=alt.Legend(labelExpr="datum.label == 'memory_slots' ? "
+                                                    "'slots KV-cache memory allows' : 'slots you get'")),
         tooltip=[alt.Tooltip("context:Q", format=","), "what:N", alt.Tooltip("value:Q", format=",")],
     ).add_params(
         slider("free_gib", round(f), min(10, round(f)), max(600, round(f)), 1, "free KV memory (GiB)"),
@@ -178,12 +184,13 @@ def prefill_chart(sweeps: dict) -> tuple[alt.Chart, pd.DataFrame]:
         "prefill share of engine time": sw.table["prefill_share"]}) for name, sw in sweeps.items()],
         ignore_index=True)
     chart = alt.Chart(data).mark_line(point=True).encode(
-        x=alt.X("concurrency:Q", scale=alt.Scale(type="log", base=2)),
+        x=alt.X("concurrency:Q", title="concurrency (sequences in flight, log scale)",
+                scale=alt.Scale(type="log", base=2)),
         y=alt.Y("TPOT p50 (ms):Q"),
-        color=alt.Color("workload:N", title=None),
+        color=alt.Color("workload:N", title=None, legend=FULL_LABELS),
         tooltip=["workload:N", "concurrency:Q", alt.Tooltip("TPOT p50 (ms):Q", format=".1f"),
                  alt.Tooltip("prefill share of engine time:Q", format=".2f")],
-    ).properties(title="Same model, same GPU: long prompts slow every stream")
+    ).properties(title="Same model, same GPU (modelled sweeps): long prompts slow every stream")
     return chart, data
 
 

@@ -88,7 +88,8 @@ def allen_cunneen_chart(slots, service_time_s, ca2=1.0, sigma=1.0) -> alt.Chart:
     ).transform_filter("datum.wait > 0.001").mark_line().encode(
         x=alt.X("utilisation:Q", title="utilisation ρ", scale=alt.Scale(domain=[0.5, 0.98])),
         y=alt.Y("wait:Q", title="mean queue wait (s)", scale=alt.Scale(type="log")),
-        color=alt.Color("model:N", title=None, sort=models),
+        color=alt.Color("model:N", title=None, sort=models,
+                        legend=alt.Legend(columns=1, labelLimit=500)),
         strokeDash=alt.StrokeDash("model:N", legend=None),
         tooltip=[alt.Tooltip("utilisation:Q", format=".3f"), alt.Tooltip("model:N"),
                  alt.Tooltip("wait:Q", title="wait (s)", format=".3f"),
@@ -96,7 +97,7 @@ def allen_cunneen_chart(slots, service_time_s, ca2=1.0, sigma=1.0) -> alt.Chart:
     ).add_params(
         slider("ca2", a, 0.0, 10.0, 0.1, "Ca²"), slider("sigma", s, 0.0, 1.6, 0.05, "log-normal σ of service")
     ).properties(title=f"Variability multiplies the wait at every load ({int(slots)} slots, "
-                       f"T = {float(service_time_s):g} s)")
+                       f"T = {float(service_time_s):.2f} s)")
 
 
 def dispersion_chart(table, title="Bursts show in the counts, at windows as long as a burst") -> alt.Chart:
