@@ -129,7 +129,7 @@ def test_qps_chart_with_a_sweep_uses_the_measured_tpot_at_s():
     assert set(params) == {"S", "prefill"}                     # no free TPOT slider
     assert params["S"]["bind"]["min"] == 1 and params["S"]["bind"]["max"] == 64
     assert params["S"]["bind"]["step"] == 1 and params["S"]["value"] == 32
-    measured, fixed = (layer["transform"] for layer in spec["layer"][:2])
+    fixed, measured = (layer["transform"] for layer in spec["layer"][:2])
     qps = next(t["calculate"] for t in measured if t["as"] == "qps")
     qps_fixed = next(t["calculate"] for t in fixed if t["as"] == "qps")
     rows = max(_datasets(spec), key=len)

@@ -140,28 +140,35 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
     lo, hi = int(np.ceil(levels[0])), int(np.floor(levels[-1]))
     s = integer(slots, "slots", minimum=lo, maximum=hi)
     tpot_at = tpot_expression(levels, sweep.tpot(levels, sweep.holding_statistic))
+    measured_label = "TPOT the sweep measures at S"
+    fixed_label = f"TPOT held at {tpot * 1000:g} ms (what the sweep refutes)"
     measured = {
         "tpot_ms": f"1000 * ({tpot_at})",
         "T": f"prefill + datum.output_tokens * ({tpot_at})",
         "qps": f"S / (prefill + datum.output_tokens * ({tpot_at}))",
-        "curve": "'TPOT measured at S = ' + S",
+        "curve": f"'{measured_label}'",
     }
     fixed = {
         "T": f"prefill + datum.output_tokens * {tpot!r}",
         "qps": f"S / (prefill + datum.output_tokens * {tpot!r})",
-        "curve": f"'TPOT held at {tpot * 1000:g} ms (not what the sweep measures)'",
+        "curve": f"'{fixed_label}'",
     }
     params = (
         slider("S", s, lo, hi, 1, "slots S"),
         slider("prefill", pre, 0.05, 2.0, 0.05, "prefill (s)"),
     )
-    color = alt.Color("curve:N", title=None, legend=alt.Legend(orient="bottom", labelLimit=400))
+    domain = [measured_label, fixed_label]
+    legend = alt.Legend(orient="bottom", labelLimit=400)
+    color = alt.Color("curve:N", title=None, legend=legend,
+                      scale=alt.Scale(domain=domain, range=PALETTE[:2]))
+    dash = alt.StrokeDash("curve:N", title=None, legend=legend,
+                          scale=alt.Scale(domain=domain, range=[[1, 0], [6, 4]]))
     line = alt.Chart(grid).transform_calculate(**measured).mark_line().encode(
-        x=x, y=y, color=color,
+        x=x, y=y, color=color, strokeDash=dash,
         tooltip=tooltip[:1] + [alt.Tooltip("tpot_ms:Q", title="TPOT at S (ms)", format=".1f")] + tooltip[1:])
-    naive = alt.Chart(grid).transform_calculate(**fixed).mark_line(strokeDash=[6, 4]).encode(
-        x=x, y=y, color=color, tooltip=tooltip)
-    return (line + naive + marker).add_params(*params).properties(
+    naive = alt.Chart(grid).transform_calculate(**fixed).mark_line().encode(
+        x=x, y=y, color=color, strokeDash=dash, tooltip=tooltip)
+    return (naive + line + marker).add_params(*params).properties(
         title="More slots, slower tokens: the rate S / T with the sweep's TPOT at S"
     )
 
