@@ -99,3 +99,57 @@ def test_bad_inputs_name_the_argument():
         knee.knee_explorer_chart(pd.DataFrame({"x": [1]}))
     with pytest.raises(ValueError, match="^target_pct"):
         knee.knee_explorer_chart(table, target_pct=150)
+
+
+def _eval_vega(expr: str, row: dict, **params) -> float:
+    """Evaluate a Vega expression using ``if(test, a, b)`` in Python."""
+    return eval(expr.replace("if(", "_if("), {"_if": lambda t, a, b: a if t else b},
+                {"datum": _Datum(row), **params})
+
+
+def test_tpot_expression_interpolates_like_the_sweep():
+    from capbook.sweep import load_sample_sweep
+
+    sweep = load_sample_sweep("illustrative_chat")
+    levels = sweep.concurrency
+    expr = knee.tpot_expression(levels, sweep.tpot(levels, "mean"))
+    for n in [1, 2, 3, 5, 12, 20, 32, 40, 47.5, 64]:
+        assert _eval_vega(expr, {}, S=n) == pytest.approx(sweep.tpot(n, "mean"), rel=1e-12)
+    with pytest.raises(ValueError, match="^levels"):
+        knee.tpot_expression([2, 1], [0.01, 0.02])
+
+
+def test_qps_chart_with_a_sweep_uses_the_measured_tpot_at_s():
+    from capbook.sweep import load_sample_sweep
+
+    sweep = load_sample_sweep("illustrative_chat")
+    chart = knee.qps_by_output_chart(32, 0.040, 0.25, 300, max_output_tokens=200, step=50, sweep=sweep)
+    spec = chart.to_dict()
+    params = _params(spec)
+    assert set(params) == {"S", "prefill"}                     # no free TPOT slider
+    assert params["S"]["bind"]["min"] == 1 and params["S"]["bind"]["max"] == 64
+    assert params["S"]["bind"]["step"] == 1 and params["S"]["value"] == 32
+    fixed, measured = (layer["transform"] for layer in spec["layer"][:2])
+    qps = next(t["calculate"] for t in measured if t["as"] == "qps")
+    qps_fixed = next(t["calculate"] for t in fixed if t["as"] == "qps")
+    rows = max(_datasets(spec), key=len)
+    for S in (1, 8, 16, 32, 40, 64):
+        for r in rows:
+            want = S / sweep.service_time(S, input_tokens=0, output_tokens=r["output_tokens"])
+            # the browser's rate: S / (prefill + tokens x TPOT(S)) from the sweep, in capbook
+            got = _eval_vega(qps, r, S=S, prefill=0.0)
+            assert got == pytest.approx(want, rel=1e-12)
+    # at 32 slots the sweep's TPOT is the running example's 40 ms: both lines meet
+    r = rows[-1]
+    assert _eval_vega(qps, r, S=32, prefill=0.25) == pytest.approx(
+        _eval_vega(qps_fixed, r, S=32, prefill=0.25), rel=1e-3)
+    # doubling the slots to 64 does not double the rate, the fixed-TPOT line does
+    ratio = _eval_vega(qps, r, S=64, prefill=0.25) / _eval_vega(qps, r, S=32, prefill=0.25)
+    assert 1.0 < ratio < 1.5
+    assert _eval_vega(qps_fixed, r, S=64, prefill=0.25) / _eval_vega(qps_fixed, r, S=32, prefill=0.25) == pytest.approx(2)
+    # the x axis cannot print overlapping labels
+    assert spec["layer"][0]["encoding"]["x"]["axis"]["labelOverlap"] is True
+    with pytest.raises(ValueError, match="^slots"):
+        knee.qps_by_output_chart(128, 0.04, 0.25, 300, sweep=sweep)
+    with pytest.raises(TypeError, match="^sweep"):
+        knee.qps_by_output_chart(32, 0.04, 0.25, 300, sweep="illustrative_chat")

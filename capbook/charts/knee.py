@@ -24,7 +24,7 @@ from capbook.charts import PALETTE, slider
 from capbook import validation
 from capbook.validation import array, integer, nonnegative, number, positive, probability
 
-__all__ = ["qps_by_output_chart", "erlang_c_table", "table_safe_utilisation", "knee_explorer_chart"]
+__all__ = ["qps_by_output_chart", "tpot_expression", "erlang_c_table", "table_safe_utilisation", "knee_explorer_chart"]
 
 #: Vega expressions of the request-rate chart (parameters ``S``, ``tpot_ms``, ``prefill``).
 QPS_EXPRESSIONS = {
@@ -41,18 +41,52 @@ KNEE_EXPRESSIONS = {
 }
 
 
-def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_tokens=2000, step=25):
-    """A replica's request rate S / T against the mean output length, with three sliders.
+def tpot_expression(levels, tpot_s, var: str = "S") -> str:
+    """A Vega expression of TPOT (seconds) at ``var`` sequences in flight, interpolated linearly
+    between a sweep's measured levels, as :meth:`capbook.sweep.Sweep.tpot` does.
+
+    Outside the measured range the end values hold (the chart's slider stays inside it).
+
+    Parameters
+    ----------
+    levels : array_like of float
+        Measured concurrency levels, increasing.
+    tpot_s : array_like of float
+        TPOT at each level, seconds.
+    var : str
+        Name of the Vega parameter holding the concurrency.
+    """
+    n = array(levels, "levels", lo=0, lo_open=True, nonempty=True, ndim=1)
+    y = array(tpot_s, "tpot_s", lo=0, lo_open=True, nonempty=True, ndim=1)
+    if len(n) != len(y) or np.any(np.diff(n) <= 0):
+        raise ValueError("levels must increase and match tpot_s in length")
+    expr = f"{float(y[-1])!r}"
+    for i in range(len(n) - 2, -1, -1):
+        slope = (float(y[i + 1]) - float(y[i])) / (float(n[i + 1]) - float(n[i]))
+        piece = f"{float(y[i])!r} + ({var} - {float(n[i])!r}) * {slope!r}"
+        expr = f"if({var} <= {float(n[i + 1])!r}, {piece}, {expr})"
+    return f"if({var} <= {float(n[0])!r}, {float(y[0])!r}, {expr})"
+
+
+def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_tokens=2000, step=25,
+                        sweep=None):
+    """A replica's request rate S / T against the mean output length, with sliders.
 
     ``T = prefill + output tokens × TPOT`` and the rate ``S / T`` are computed in the browser
-    from the sliders (slots, TPOT in ms, prefill in s), so the chart works on a static page.
+    from the sliders, so the chart works on a static page. Without ``sweep`` the sliders are
+    slots, TPOT in ms and prefill in s, and TPOT is whatever the reader sets. With ``sweep``
+    there is no TPOT slider: TPOT is the one the sweep measured at S sequences in flight
+    (its mean TPOT, :attr:`capbook.sweep.Sweep.holding_statistic`, interpolated between
+    levels by :func:`tpot_expression`), so more slots bring a slower TPOT; a dashed line shows
+    the rate if TPOT stayed at ``tpot_s`` (the reading the sweep refutes).
 
     Parameters
     ----------
     slots : int
         S, sequences in flight per replica (the slider's start value).
     tpot_s : float
-        Time per output token, seconds (the slider shows milliseconds).
+        Time per output token, seconds (the slider shows milliseconds); with ``sweep``, the
+        TPOT of the dashed fixed-TPOT line.
     prefill_s : float
         Prefill time of one request, seconds.
     output_tokens : float
@@ -61,6 +95,8 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
         Right end of the output-length axis, tokens.
     step : int
         Spacing of the output-length grid, tokens.
+    sweep : capbook.sweep.Sweep, optional
+        A concurrency sweep; the slots slider spans its measured levels.
 
     Returns
     -------
@@ -75,25 +111,65 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
     top = integer(max_output_tokens, "max_output_tokens", minimum=st)
 
     grid = pd.DataFrame({"output_tokens": np.arange(st, top + 1, st)})
+    x = alt.X("output_tokens:Q", title="mean output tokens per request (tokens)",
+              axis=alt.Axis(tickCount=5, labelOverlap=True, labelFlush=True))
+    y = alt.Y("qps:Q", title="requests per second per replica (req/s)", scale=alt.Scale(type="log"))
+    tooltip = [
+        alt.Tooltip("output_tokens:Q", title="output tokens"),
+        alt.Tooltip("T:Q", title="T (s)", format=".2f"),
+        alt.Tooltip("qps:Q", title="req/s per replica", format=".2f"),
+    ]
+    marker = alt.Chart(pd.DataFrame({"output_tokens": [out]})).mark_rule(strokeDash=[4, 4]).encode(x=x)
+    if sweep is None:
+        params = (
+            slider("S", s, 4, 128, 4, "slots S"),
+            slider("tpot_ms", tpot * 1000, 10, 120, 5, "TPOT (ms)"),
+            slider("prefill", pre, 0.05, 2.0, 0.05, "prefill (s)"),
+        )
+        line = alt.Chart(grid).transform_calculate(**QPS_EXPRESSIONS).mark_line().encode(
+            x=x, y=y, tooltip=tooltip)
+        return (line + marker).add_params(*params).properties(
+            title="The same replica, different mixes: QPS is a derived unit"
+        )
+
+    from capbook.sweep import Sweep
+
+    if not isinstance(sweep, Sweep):
+        raise TypeError(f"sweep must be a capbook.sweep.Sweep, not {type(sweep).__name__}")
+    levels = np.asarray(sweep.concurrency, float)
+    lo, hi = int(np.ceil(levels[0])), int(np.floor(levels[-1]))
+    s = integer(slots, "slots", minimum=lo, maximum=hi)
+    tpot_at = tpot_expression(levels, sweep.tpot(levels, sweep.holding_statistic))
+    measured_label = "TPOT the sweep measures at S"
+    fixed_label = f"TPOT held at {tpot * 1000:g} ms (what the sweep refutes)"
+    measured = {
+        "tpot_ms": f"1000 * ({tpot_at})",
+        "T": f"prefill + datum.output_tokens * ({tpot_at})",
+        "qps": f"S / (prefill + datum.output_tokens * ({tpot_at}))",
+        "curve": f"'{measured_label}'",
+    }
+    fixed = {
+        "T": f"prefill + datum.output_tokens * {tpot!r}",
+        "qps": f"S / (prefill + datum.output_tokens * {tpot!r})",
+        "curve": f"'{fixed_label}'",
+    }
     params = (
-        slider("S", s, 4, 128, 4, "slots S"),
-        slider("tpot_ms", tpot * 1000, 10, 120, 5, "TPOT (ms)"),
+        slider("S", s, lo, hi, 1, "slots S"),
         slider("prefill", pre, 0.05, 2.0, 0.05, "prefill (s)"),
     )
-    line = alt.Chart(grid).transform_calculate(**QPS_EXPRESSIONS).mark_line().encode(
-        x=alt.X("output_tokens:Q", title="mean output tokens per request"),
-        y=alt.Y("qps:Q", title="requests per second per replica", scale=alt.Scale(type="log")),
-        tooltip=[
-            alt.Tooltip("output_tokens:Q", title="output tokens"),
-            alt.Tooltip("T:Q", title="T (s)", format=".2f"),
-            alt.Tooltip("qps:Q", title="req/s per replica", format=".2f"),
-        ],
-    )
-    marker = alt.Chart(pd.DataFrame({"output_tokens": [out]})).mark_rule(strokeDash=[4, 4]).encode(
-        x="output_tokens:Q"
-    )
-    return (line + marker).add_params(*params).properties(
-        title="The same replica, different mixes: QPS is a derived unit"
+    domain = [measured_label, fixed_label]
+    legend = alt.Legend(orient="bottom", labelLimit=400)
+    color = alt.Color("curve:N", title=None, legend=legend,
+                      scale=alt.Scale(domain=domain, range=PALETTE[:2]))
+    dash = alt.StrokeDash("curve:N", title=None, legend=legend,
+                          scale=alt.Scale(domain=domain, range=[[1, 0], [6, 4]]))
+    line = alt.Chart(grid).transform_calculate(**measured).mark_line().encode(
+        x=x, y=y, color=color, strokeDash=dash,
+        tooltip=tooltip[:1] + [alt.Tooltip("tpot_ms:Q", title="TPOT at S (ms)", format=".1f")] + tooltip[1:])
+    naive = alt.Chart(grid).transform_calculate(**fixed).mark_line().encode(
+        x=x, y=y, color=color, strokeDash=dash, tooltip=tooltip)
+    return (naive + line + marker).add_params(*params).properties(
+        title="More slots, slower tokens: the rate S / T with the sweep's TPOT at S"
     )
 
 
