@@ -86,6 +86,10 @@ def test_hockey_stick_rows_are_erlang_c():
     np.testing.assert_allclose(any_wait, q.prob_wait(20 * S, lam, T), rtol=1e-12)
     levels = next(d for d in data if "level" in d.columns)
     assert dict(zip(levels.level, levels["slot utilisation"])) == {"warn": 0.85, "breach": 0.93}
+    assert levels["label_at"].nunique() == 2          # close levels: labels at different heights
+    layers = spec["layer"]
+    assert layers[0]["encoding"]["x"]["title"].startswith("slot utilisation")
+    assert layers[0]["encoding"]["y"]["title"].startswith("probability")
     with pytest.raises(ValueError, match="utilisation"):
         fc.hockey_stick(20, S, T, T_SLO, utilisation=[0.5, 1.0])
     with pytest.raises(ValueError, match="replicas"):
@@ -115,15 +119,18 @@ def test_throughput_goodput_rows_are_the_summaries():
 def test_admission_budgets_slider_filters_in_the_browser():
     spec = fc.admission_budgets(_runs(), budget=0.5).to_dict()
     params = _params(spec)
-    p = params["budget_log2"]
-    assert p["bind"]["input"] == "range" and p["value"] == -1 and p["bind"]["min"] == -2 and p["bind"]["max"] == -1
-    assert "datum.budget_log2 == budget_log2" in str(spec)
+    p = params["budget_s"]
+    assert p["bind"]["input"] == "radio" and p["value"] == 0.5
+    assert p["bind"]["options"] == [0.25, 0.5] and p["bind"]["labels"] == ["0.25 s", "0.5 s"]
+    assert "datum.budget_s == budget_s" in str(spec)
     rows = pd.concat([pd.DataFrame(d) for d in _datasets(spec)])
-    chosen = rows[rows.with_admission & (rows.budget_log2 == -1) & (rows.measure == "goodput")]
+    chosen = rows[rows.with_admission & (rows.budget_s == 0.5) & (rows.measure == "goodput")]
     assert chosen.set_index("offered_rps")["rps"].to_dict() == {8.0: 7.9, 10.0: 9.2}
     assert len(rows[~rows.with_admission]) == 4
     with pytest.raises(ValueError, match="budget"):
         fc.admission_budgets(_runs().assign(budget_s=np.nan))
+    with pytest.raises(ValueError, match="budget"):
+        fc.admission_budgets(_runs(), budget=1.0)
 
 
 def test_retry_timeline_keeps_minutes_before_the_cut():

@@ -192,7 +192,8 @@ def plan_waterfall(slots, service_time, t, *, grid=None, peak=40, ramp_per_min=0
         .transform_calculate(label="datum.i == 0 || datum.i == 4 ? '' + datum.end : '+' + datum.added",
                              top="max(datum.start, datum.end)")
     )
-    x = alt.X("stage:N", sort=STAGES, title=None, axis=alt.Axis(labelAngle=0))
+    x = alt.X("stage:N", sort=STAGES, title="step of the plan",
+              axis=alt.Axis(labelAngle=0, labelLimit=120))
     colour = alt.Color("kind:N", scale=alt.Scale(domain=_KINDS, range=_KIND_COLOURS), legend=None)
     bars = base.mark_bar(size=48).encode(
         x=x, y=alt.Y("start:Q", title="replicas", scale=alt.Scale(domainMin=0)), y2="end:Q", color=colour,
@@ -242,15 +243,20 @@ def hockey_stick(replicas, slots, service_time, t, levels=None, utilisation=None
         "P(wait > 0)": np.asarray(_q.prob_wait(c, lam, ts), dtype=float),
     }).melt("slot utilisation", var_name="signal", value_name="probability")
     curve = alt.Chart(stick).mark_line().encode(
-        x=alt.X("slot utilisation:Q", axis=alt.Axis(format="%"), scale=alt.Scale(domain=[float(u.min()), 1])),
-        y=alt.Y("probability:Q", axis=alt.Axis(format="%")),
+        x=alt.X("slot utilisation:Q", title="slot utilisation (share of slots busy)",
+                axis=alt.Axis(format="%"), scale=alt.Scale(domain=[float(u.min()), 1])),
+        y=alt.Y("probability:Q", title="probability (share of requests)", axis=alt.Axis(format="%")),
         color=alt.Color("signal:N", title=None),
     )
     chart = curve
     if levels:
-        lv = pd.DataFrame({"slot utilisation": [float(v) for v in levels.values()], "level": list(levels)})
+        # labels at staggered heights, so that two close levels do not print over each other
+        lv = pd.DataFrame({"slot utilisation": [float(v) for v in levels.values()], "level": list(levels),
+                           "label_at": [0.95 - 0.12 * i for i in range(len(levels))]})
         rules = alt.Chart(lv).mark_rule(strokeDash=[5, 4]).encode(x="slot utilisation:Q", tooltip=["level:N"])
-        labels = alt.Chart(lv).mark_text(align="right", dx=-4, dy=-130).encode(x="slot utilisation:Q", text="level:N")
+        labels = alt.Chart(lv).mark_text(align="right", dx=-4).encode(
+            x="slot utilisation:Q", y=alt.Y("label_at:Q", title="probability (share of requests)"),
+            text="level:N")
         chart = curve + rules + labels
     return chart.properties(title=f"The hockey stick of {replicas} replicas x {slots} slots",
                             width=WIDTH, height=HEIGHT)
@@ -296,8 +302,8 @@ def admission_budgets(runs: pd.DataFrame, budget=0.5):
     ----------
     runs : pandas.DataFrame
         Rows with ``offered_rps``, ``budget_s`` (admission wait budget, seconds; NaN for no
-        admission control), ``throughput_rps`` and ``goodput_rps``. Budgets should be powers
-        of two (the slider moves in steps of one in log2).
+        admission control), ``throughput_rps`` and ``goodput_rps``. Each budget becomes a
+        button.
     budget : float
         Initial budget on the slider, seconds.
 
@@ -305,23 +311,24 @@ def admission_budgets(runs: pd.DataFrame, budget=0.5):
     -------
     altair.LayerChart
         Grey lines without admission control; coloured lines for the rows whose
-        ``budget_log2`` equals the slider parameter ``budget_log2``.
+        ``budget_s`` equals the radio-button parameter ``budget_s``.
     """
     table(runs, "runs", ["budget_s"])
     b = runs["budget_s"].to_numpy(dtype=float)
     have = b[np.isfinite(b)]
     if have.size == 0 or np.any(have <= 0):
         raise ValueError("budget_s must hold positive budgets (seconds) beside the NaN rows without admission control")
-    lo, hi = int(np.floor(np.log2(have.min()))), int(np.ceil(np.log2(have.max())))
-    plot = runs.assign(budget_log2=np.where(np.isfinite(b), np.log2(np.where(np.isfinite(b), b, 1.0)), np.nan),
-                       with_admission=np.isfinite(b))
-    plot = _measures(plot, ["offered_rps", "budget_log2", "with_admission"])
-    start = float(np.log2(positive(budget, "budget")))
-    param = slider("budget_log2", start, lo, hi, 1,
-                   f"log2 of the wait budget (s): {lo} = {2.0 ** lo:g} s, {hi} = {2.0 ** hi:g} s")
+    options = sorted({float(v) for v in have})
+    start = float(positive(budget, "budget"))
+    if start not in options:
+        raise ValueError(f"budget must be one of the budgets in runs {options}, got {budget!r}")
+    plot = runs.assign(with_admission=np.isfinite(b))
+    plot = _measures(plot, ["offered_rps", "budget_s", "with_admission"])
+    param = alt.param(name="budget_s", value=start, bind=alt.binding_radio(
+        options=options, labels=[f"{v:g} s" for v in options], name="admission wait budget "))
     enc = dict(x=_X_OFFERED, y=_Y_RPS, strokeDash=alt.StrokeDash("measure:N", title=None))
     baseline = alt.Chart(plot[~plot.with_admission]).mark_line(color="#999999").encode(**enc)
-    chosen = alt.Chart(plot[plot.with_admission]).transform_filter("datum.budget_log2 == budget_log2").mark_line(
+    chosen = alt.Chart(plot[plot.with_admission]).transform_filter("datum.budget_s == budget_s").mark_line(
         point=True, color=PALETTE[0]).encode(
         **enc, tooltip=["measure:N", alt.Tooltip("offered_rps:Q", format=".2f"), alt.Tooltip("rps:Q", format=".2f")])
     return (baseline + chosen).add_params(param).properties(
@@ -351,7 +358,7 @@ def retry_timeline(timelines: pd.DataFrame, until_min=45, title="A spike and thr
                    var_name="measure", value_name="rps")
     long["measure"] = long["measure"].map({"attempts_rps": "attempts arriving", "goodput_rps": "goodput"})
     return alt.Chart(long).mark_line().encode(
-        x=alt.X("minute:Q", title="minute"), y=alt.Y("rps:Q", title="per second"),
+        x=alt.X("minute:Q", title="time (minutes)"), y=alt.Y("rps:Q", title="requests per second"),
         color=alt.Color("clients:N", title="clients"), strokeDash=alt.StrokeDash("measure:N", title=None),
         tooltip=["clients:N", "measure:N", "minute:Q", alt.Tooltip("rps:Q", format=".2f")],
     ).properties(title=title, width=WIDTH, height=HEIGHT)
