@@ -97,6 +97,18 @@ def test_capacity_line_chart_slider_counts_hours_in_the_browser():
     assert capacity_line_chart(s, start=2.5).to_dict()["params"][0]["value"] == 2.5
 
 
+def test_capacity_line_chart_slider_has_a_round_step_and_round_values():
+    """The slider moves in steps of 1, 2 or 5 × 10^k from a round start: no 2.6379831304078722."""
+    s = pd.DataFrame({"period_start": pd.date_range("2026-01-01", periods=3, freq="h", tz="UTC"),
+                      "mtok": [40.0, 109.51234, 311.0]})
+    (p,) = capacity_line_chart(s, start=109.51234).to_dict()["params"]
+    b = p["bind"]
+    assert b["step"] == 0.5 and b["min"] == 0.5 and b["max"] == 373.5
+    assert p["value"] == 109.5 and repr(p["value"]) == "109.5"
+    for v in (b["min"], b["max"], p["value"]):
+        assert abs(v / b["step"] - round(v / b["step"])) < 1e-9   # on the step grid
+
+
 def test_dispersion_chart_draws_one_line_per_group():
     idc = {"web": {1.0: 1.1, 10.0: 1.5}, "etl": {1.0: 0.0, 10.0: 0.0}, "agents": {1.0: 5.5, 10.0: 11.0}}
     chart = dispersion_chart(idc)

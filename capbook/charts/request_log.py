@@ -194,6 +194,13 @@ def weekly_shape_chart(hourly: pd.DataFrame, value: str = "total_tokens") -> alt
     ).properties(title="The average week, per tier", width=WIDTH)
 
 
+def _nice_step(raw: float) -> float:
+    """The smallest step of the form 1, 2 or 5 × 10^k that is at least ``raw`` (> 0)."""
+    raw = max(float(raw), 1e-9)
+    base = 10.0 ** np.floor(np.log10(raw))
+    return float(next(m * base for m in (1, 2, 5, 10) if m * base >= raw * (1 - 1e-12)))
+
+
 def capacity_line_chart(series: pd.DataFrame, start: float | None = None,
                         label: str = "tokens per hour (millions)") -> alt.LayerChart:
     """Hourly tokens against a capacity line the reader drags; the label counts hours above it.
@@ -210,8 +217,11 @@ def capacity_line_chart(series: pd.DataFrame, start: float | None = None,
     series = _table(series, "series", ["period_start", "mtok"])[["period_start", "mtok"]]
     top = float(series["mtok"].max())
     start = float(series["mtok"].mean()) if start is None else number(start, "start", lo=0)
-    cap = slider("cap_mtok", round(start, 2), 0.1, max(round(1.2 * top, 1), 0.2), 0.05,
-                 "capacity (million tokens per hour)")
+    step = _nice_step(1.2 * top / 1000)              # about a thousand positions, a round step
+    decimals = max(0, -int(np.floor(np.log10(step))))
+    hi = round(float(np.ceil(max(1.2 * top, 2 * step) / step) * step), decimals)
+    value = round(min(max(round(start / step) * step, step), hi), decimals)
+    cap = slider("cap_mtok", value, step, hi, step, "capacity (million tokens per hour)")
     base = alt.Chart(series).transform_calculate(
         over="datum.mtok > cap_mtok ? 'above capacity' : 'within capacity'")
     points = base.mark_circle(size=14).encode(
