@@ -33,3 +33,17 @@ for p in paths:
                 break
         Path(p).write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         print(f"  wrote {n.minutes} minutes")
+
+if write:  # the landing page's parts table: each part's time is the sum of its chapters'
+    import yaml  # noqa: E402
+
+    root = Path(__file__).resolve().parents[1]
+    intro = root / "book" / "intro.md"
+    text = intro.read_text(encoding="utf-8")
+    for part in yaml.safe_load((root / "_toc.yml").read_text())["parts"]:
+        if part["caption"] == "Reference":
+            continue
+        total = sum(chapter_length(root / f"{c['file']}.ipynb").minutes for c in part["chapters"])
+        text = re.sub(rf"(\| {re.escape(part['caption'])} \|[^\n]*\| )\d+( minutes \|)",
+                      rf"\g<1>{total}\2", text)
+    intro.write_text(text, encoding="utf-8")
