@@ -160,7 +160,26 @@ def test_day_rows_follow_the_results():
     assert rows.loc[rows["policy"] == "schedule", "serving"].to_numpy() == pytest.approx(want)
     spec = day_chart(race, static_replicas=5, bin_min=5.0, first_hour=6.0).to_dict()
     assert len(spec["vconcat"]) == 2
-    assert any(r == {"replicas": 5, "label": "static plan: 5 replicas"} for d in spec["datasets"].values() for r in d)
+    assert any(r == {"replicas": 5, "label": "static fleet: 5 replicas"} for d in spec["datasets"].values() for r in d)
+
+
+def test_day_chart_names_what_was_simulated_and_every_policy_whole():
+    spec = day_chart(_small_race(), subtitle="simulated: a modelled replica").to_dict()
+    top, bottom = spec["vconcat"]
+    assert top["title"] == {"text": "Demand, and the replicas each policy kept serving",
+                            "subtitle": "simulated: a modelled replica"}
+    assert top["encoding"]["x"]["title"] == "time of day, hours"
+    assert top["encoding"]["y"]["title"] == "requests/s"
+    lines = bottom if "mark" in bottom else bottom["layer"][0]
+    assert lines["encoding"]["color"]["legend"]["labelLimit"] == 0    # "schedule + waiting", not "…"
+    assert lines["encoding"]["y"]["title"] == "replicas serving"
+
+
+def test_headroom_chart_subtitle_and_a_rounded_lag_caption():
+    spec = headroom_chart(_hand_grid(), ttft_s=1.0, subtitle="simulated: a modelled replica").to_dict()
+    assert spec["title"]["subtitle"] == "simulated: a modelled replica"
+    calc = [t["calculate"] for l in spec["layer"] for t in l.get("transform", []) if "calculate" in t]
+    assert calc == ["'scale-up lag ' + format(lag, '.4~g') + ' min: the bars are the ramps'"]
 
 
 @pytest.mark.parametrize("call, name", [
@@ -182,3 +201,5 @@ def test_week_shapes_are_shares_of_their_peak():
     a = [r["share_of_peak"] for r in rows if r["series"] == "a"]
     assert a[-1] == 1.0 and a[0] == pytest.approx(1 / 168)
     assert {r["share_of_peak"] for r in rows if r["series"] == "b"} == {1.0}
+    assert spec["encoding"]["color"]["legend"]["labelLimit"] == 0      # whole series names
+    assert spec["encoding"]["x"]["title"] == "hour of the week, hours from its start"

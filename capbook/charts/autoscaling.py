@@ -74,7 +74,7 @@ def day_rows(race, *, bin_min: float = 10.0, first_hour: float = 0.0) -> tuple[p
 
 
 def day_chart(race, *, static_replicas: int | None = None, bin_min: float = 10.0, first_hour: float = 0.0,
-              title: str | None = None):
+              title: str | None = None, subtitle: str | None = None):
     """Demand through the race and the replicas each policy kept serving.
 
     Click a policy in the legend to pick it out (the others fade); shift-click adds more.
@@ -89,6 +89,8 @@ def day_chart(race, *, static_replicas: int | None = None, bin_min: float = 10.0
     first_hour : float
         The hour of the day the race started at (see :func:`day_rows`).
     title : str, optional
+    subtitle : str, optional
+        A line under the title, e.g. which replica was simulated ("on a modelled …").
 
     Returns
     -------
@@ -96,28 +98,33 @@ def day_chart(race, *, static_replicas: int | None = None, bin_min: float = 10.0
     """
     demand, rows = day_rows(race, bin_min=bin_min, first_hour=first_hour)
     lo = float(demand["hour"].min())
-    x = alt.X("hour:Q", title="hour of the day", scale=alt.Scale(domain=[
+    x = alt.X("hour:Q", title="time of day, hours", scale=alt.Scale(domain=[
         lo, float(max(demand["hour"].max(), rows["hour"].max()))], nice=False))
     top = alt.Chart(demand).mark_area(interpolate="step-after", opacity=0.35, color=PALETTE[4],
                                       line={"color": PALETTE[4]}).encode(
         x=x, y=alt.Y("rate:Q", title="requests/s"),
         tooltip=[alt.Tooltip("hour:Q", title="hour"), alt.Tooltip("rate:Q", title="requests/s", format=".1f")]
-    ).properties(height=110, title=title or "Demand, and the replicas each policy kept serving")
+    ).properties(height=110, title=_title(title or "Demand, and the replicas each policy kept serving", subtitle))
     pick = alt.selection_point(fields=["policy"], bind="legend")
     order = list(dict.fromkeys(rows["policy"]))
     lines = alt.Chart(rows).mark_line(interpolate="step-after", strokeWidth=2).encode(
         x=x, y=alt.Y("serving:Q", title="replicas serving"),
-        color=alt.Color("policy:N", title=None, sort=order, scale=alt.Scale(domain=order)),
+        color=alt.Color("policy:N", title=None, sort=order, scale=alt.Scale(domain=order),
+                        legend=alt.Legend(labelLimit=0)),   # whole policy names, never "…"
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.15)),
         tooltip=[alt.Tooltip("policy:N"), alt.Tooltip("hour:Q", title="hour", format=".2f"),
                  alt.Tooltip("serving:Q", title="replicas serving", format=".1f")]).add_params(pick)
     bottom = lines
     if static_replicas is not None:
         n = validation.integer(static_replicas, "static_replicas", minimum=1)
-        rule = alt.Chart(pd.DataFrame({"replicas": [n], "label": [f"static plan: {n} replicas"]})).mark_rule(
+        rule = alt.Chart(pd.DataFrame({"replicas": [n], "label": [f"static fleet: {n} replicas"]})).mark_rule(
             strokeDash=[4, 4]).encode(y="replicas:Q", tooltip=[alt.Tooltip("label:N", title="static")])
         bottom = lines + rule
     return alt.vconcat(top, bottom.properties(height=260))
+
+
+def _title(text: str, subtitle: str | None):
+    return alt.TitleParams(text, subtitle=str(subtitle)) if subtitle else text
 
 
 def headroom_rows(grid: pd.DataFrame) -> pd.DataFrame:
@@ -165,7 +172,8 @@ def headroom_rows(grid: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["lag_min", "ramp_per_min"]).reset_index(drop=True)
 
 
-def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None = None):
+def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None = None,
+                   subtitle: str | None = None):
     """p99 TTFT during a ramp against the ramp's speed, with a slider for the scale-up lag.
 
     Each bar is one :func:`capbook.autoscale_plan.headroom_check` row at the lag the slider sets
@@ -181,6 +189,8 @@ def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None =
         The p99 TTFT objective, seconds.
     lag_min : float, optional
         The slider's start (a lag of the grid; default the smallest).
+    subtitle : str, optional
+        A line under the title, e.g. which replica was simulated ("on a modelled …").
 
     Returns
     -------
@@ -213,10 +223,10 @@ def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None =
     rule = alt.Chart(pd.DataFrame({"ttft_s": [obj], "label": [f"objective: p99 TTFT ≤ {obj:g} s"]})).mark_rule(
         strokeDash=[4, 4], color=PALETTE[1]).encode(y="ttft_s:Q", tooltip=[alt.Tooltip("label:N", title="objective")])
     caption = alt.Chart(pd.DataFrame({"row": [0]})).transform_calculate(
-        label="'scale-up lag ' + lag + ' min: the bars are the ramps'").mark_text(
+        label="'scale-up lag ' + format(lag, '.4~g') + ' min: the bars are the ramps'").mark_text(
         align="left", x=4, y=-8, color=PALETTE[7]).encode(text="label:N")
     return (bars + text + rule + caption).add_params(param).properties(
-        width=420, title="Does the burst headroom hold p99 TTFT while demand climbs?")
+        width=420, title=_title("Does the burst headroom hold p99 TTFT while demand climbs?", subtitle))
 
 
 def week_shapes_chart(series: dict, *, title: str | None = None):
@@ -243,11 +253,12 @@ def week_shapes_chart(series: dict, *, title: str | None = None):
     rows = pd.concat(parts, ignore_index=True)
     order = list(series)
     return alt.Chart(rows).mark_line(strokeWidth=1.8).encode(
-        x=alt.X("hour_of_week:Q", title="hour of the week", scale=alt.Scale(domain=[0, 168], nice=False),
+        x=alt.X("hour_of_week:Q", title="hour of the week, hours from its start", scale=alt.Scale(domain=[0, 168], nice=False),
                 axis=alt.Axis(values=list(range(0, 169, 24)))),
         y=alt.Y("share_of_peak:Q", title="share of the busiest hour", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
-        color=alt.Color("series:N", title=None, sort=order, scale=alt.Scale(domain=order)),
+        color=alt.Color("series:N", title=None, sort=order, scale=alt.Scale(domain=order),
+                        legend=alt.Legend(labelLimit=0)),   # whole series names, never "…"
         tooltip=[alt.Tooltip("series:N"), alt.Tooltip("hour_of_week:Q", title="hour"),
                  alt.Tooltip("share_of_peak:Q", title="share of peak", format=".0%")]
     ).properties(title=title or "The week's shape")
