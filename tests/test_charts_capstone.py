@@ -1,8 +1,13 @@
-"""capbook.charts.capstone: the rating explorer's browser formula equals the package's."""
+"""capbook.charts.capstone: the rating explorer's browser formula equals the package's; the capstone's
+charts (the explorer and CapacityPlan.chart) compile without Vega warnings or conflicting scales."""
 from __future__ import annotations
 
+import json
 import math
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -48,11 +53,6 @@ def test_bad_arguments_name_themselves(kw, name):
 
 
 # --- the plan's chart (CapacityPlan.chart): no conflicting scales, labels that fit, units ---
-
-import json
-import shutil
-import subprocess
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
