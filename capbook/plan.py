@@ -1655,19 +1655,27 @@ class CapacityPlan:
         water = waterfall_chart(st[["stage", "added", "kind"]],
                                 title=f"{self.total} replicas for week {self.horizon_weeks}"
                                 + ("" if self.verified else " (not verified by simulation)"))
+        # each stage name on two lines, so the five labels fit their bars at any page width
+        x = alt.X("stage:N", sort=list(st["stage"]), title="stage of the plan (replicas added)",
+                  axis=alt.Axis(labelAngle=0, labelLimit=0, labelExpr=_two_lines(st["stage"])))
+        water = water.copy()
+        water.layer = [layer.encode(x=x) for layer in water.layer]
         hz = self.horizons().reset_index()
         hz["horizon"] = [f"{h} wk" for h in hz["horizon_weeks"]]
+        hz["bar"] = np.where(hz["planned"], "this plan", "other horizons")
         bars = alt.Chart(hz).mark_bar(size=36).encode(
-            x=alt.X("horizon:N", sort=list(hz["horizon"]), title="forecast horizon"),
+            x=alt.X("horizon:N", sort=list(hz["horizon"]), title="forecast horizon",
+                    axis=alt.Axis(labelAngle=0)),
             y=alt.Y("replicas_by_rating:Q", title="replicas by rating (before checks)"),
-            color=alt.Color("planned:N", scale=alt.Scale(domain=[True, False],
-                                                         range=[charts.PALETTE[0], charts.PALETTE[5]]),
-                            legend=alt.Legend(title="planned horizon")),
+            color=alt.Color("bar:N", scale=alt.Scale(domain=["this plan", "other horizons"],
+                                                     range=[charts.PALETTE[0], charts.PALETTE[5]]),
+                            legend=alt.Legend(title="horizon")),
             tooltip=["horizon:N", "method:N", alt.Tooltip("peak_output_tps:Q", format=",.0f", title="output tok/s"),
                      alt.Tooltip("replicas_by_rating:Q", title="replicas"), "decision:N"],
-        ).properties(title="Peak per horizon", width=220, height=200)
-        # stacked, not side by side: the two panels together must fit the book's content column
-        return alt.vconcat(water, bars)
+        ).properties(title="Replicas by rating per horizon", width=220, height=200)
+        # stacked, not side by side: the two panels together must fit the book's content column;
+        # each panel its own colour scale (the stage kinds, the planned horizon)
+        return alt.vconcat(water, bars).resolve_scale(color="independent")
 
     def _repr_html_(self) -> str:
         """The Markdown document as HTML, for notebooks and the book's pages.
@@ -1689,6 +1697,22 @@ class CapacityPlan:
         md = MarkdownIt("commonmark", {"html": False}).enable("table").disable(
             ["link", "image", "autolink", "backticks", "entity", "html_inline"])
         return md.render(text)
+
+
+def _two_lines(labels) -> str:
+    """A Vega ``labelExpr`` that shows each label on two lines, split at its middle space."""
+    import json
+
+    def split(text):
+        text = str(text)
+        spaces = [i for i, ch in enumerate(text) if ch == " "]
+        if not spaces:
+            return [text]
+        cut = min(spaces, key=lambda i: abs(2 * i - len(text)))
+        return [text[:cut], text[cut + 1:]]
+
+    table = json.dumps({str(t): split(t) for t in labels})
+    return f"{table}[datum.label] || datum.label"
 
 
 #: The characters of a name (model, tier, tenant, file) that Markdown could read as markup: HTML

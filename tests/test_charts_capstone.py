@@ -1,8 +1,13 @@
-"""capbook.charts.capstone: the rating explorer's browser formula equals the package's."""
+"""capbook.charts.capstone: the rating explorer's browser formula equals the package's; the capstone's
+charts (the explorer and CapacityPlan.chart) compile without Vega warnings or conflicting scales."""
 from __future__ import annotations
 
+import json
 import math
 import re
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -45,3 +50,79 @@ def test_bad_arguments_name_themselves(kw, name):
     args.update({k: v for k, v in kw.items() if k in args})
     with pytest.raises(ValueError, match=name):
         rating_explorer(**args, **extra)
+
+
+# --- the plan's chart (CapacityPlan.chart): no conflicting scales, labels that fit, units ---
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def plan_spec():
+    from capbook import datasets
+    from capbook.plan import SLO, capacity_plan
+    from capbook.sweep import load_sample_sweep
+
+    inputs = datasets.plan_inputs(datasets.load_gateway(), load_sample_sweep())
+    return capacity_plan(**inputs.arguments, slo=SLO(), lead_time_weeks=4, simulate=False).chart().to_dict()
+
+
+def _scale_groups(spec, channel):
+    """The scales a channel uses, grouped by the views that share one: Vega-Lite merges a group's
+    scales into one (and warns, keeping one, when they differ) unless a ``resolve`` makes the
+    channel's scale independent. Returns (this view's shared signatures, finished groups)."""
+    shared, groups = [], []
+    enc = spec.get("encoding", {}).get(channel)
+    if isinstance(enc, dict) and "field" in enc:
+        shared.append(json.dumps({"type": enc.get("type"), "scale": enc.get("scale")}, sort_keys=True))
+    independent = spec.get("resolve", {}).get("scale", {}).get(channel) == "independent"
+    for key in ("layer", "vconcat", "hconcat", "concat"):
+        for sub in spec.get(key, []):
+            sub_shared, sub_groups = _scale_groups(sub, channel)
+            groups += sub_groups
+            if independent:
+                groups.append(sub_shared)
+            else:
+                shared += sub_shared
+    return shared, groups
+
+
+def _conflicts(spec, channel):
+    shared, groups = _scale_groups(spec, channel)
+    return [set(g) for g in groups + [shared] if len(set(g)) > 1]
+
+
+def test_plan_chart_has_no_conflicting_colour_scale(plan_spec):
+    assert plan_spec["resolve"]["scale"]["color"] == "independent"
+    assert _conflicts(plan_spec, "color") == []
+    # the checker does catch the conflict the chart used to have (one colour scale for both panels)
+    shared = dict(plan_spec, resolve={})
+    assert _conflicts(shared, "color") != []
+
+
+@pytest.mark.skipif(shutil.which("node") is None and not (ROOT / ".venv/bin/node").exists()
+                    or not (ROOT / "tools/vl_warnings.mjs").exists()
+                    or not (ROOT / "site/node_modules/vega-lite").exists(),
+                    reason="needs node, tools/vl_warnings.mjs and the site's vega-lite")
+def test_capstone_charts_compile_without_vega_warnings(plan_spec, tmp_path):
+    node = str(ROOT / ".venv/bin/node") if (ROOT / ".venv/bin/node").exists() else shutil.which("node")
+    explorer = rating_explorer(13_000, 65_000, 2_400, 6_000, headroom=0.8).to_dict()
+    path = tmp_path / "specs.json"
+    path.write_text(json.dumps([plan_spec, explorer]))
+    run = subprocess.run([node, str(ROOT / "tools/vl_warnings.mjs"), str(path)], capture_output=True, text=True)
+    assert run.stdout + run.stderr == "" and run.returncode == 0, run.stdout + run.stderr
+
+
+def test_plan_chart_axes_have_titles_and_labels_that_fit(plan_spec):
+    water, bars = plan_spec["vconcat"]
+    for layer in water["layer"]:
+        x = layer["encoding"]["x"]
+        assert x["title"] and x["axis"]["labelAngle"] == 0
+        assert "labelExpr" in x["axis"]            # stage names on two lines
+    assert water["layer"][0]["encoding"]["y"]["title"] == "replicas"
+    assert bars["encoding"]["x"]["title"] and bars["encoding"]["y"]["title"]
+    # the two-line labels: no line longer than the longest word pair of a stage name
+    expr = water["layer"][0]["encoding"]["x"]["axis"]["labelExpr"]
+    table = json.loads(expr.split("[datum.label]")[0])
+    assert set(table) == {"token load", "Erlang C (not verified)", "burst headroom", "failure spare", "total"}
+    assert all(len(line) <= 16 for lines in table.values() for line in lines)
