@@ -127,9 +127,18 @@ def test_p99_ttft_chart_layers_lines_and_points():
     sim = pd.DataFrame({"load": [0.5], "ttft_p99_s": [0.6], "other": ["x"]})
     spec = tb.p99_ttft_chart(curves, sim, title="t").to_dict()
     assert [layer["mark"]["type"] for layer in spec["layer"]] == ["line", "point"]
-    assert [{"load": 0.5, "ttft_p99_s": 0.6}] in _datasets(spec)
+    assert [{"load": 0.5, "ttft_p99_s": 0.6, "who": "simulator (points)"}] in _datasets(spec)
+    assert spec["layer"][1]["encoding"]["shape"]["field"] == "who"  # the points are in the legend
     with pytest.raises(ValueError, match="simulated"):
         tb.p99_ttft_chart(curves, sim.drop(columns="ttft_p99_s"), title="t")
+
+
+def test_log_axes_carry_spaced_ticks_and_no_zero():
+    spec = tb.kv_slots_chart(free_gib=55, slots_tpot=32).to_dict()
+    assert spec["encoding"]["x"]["axis"]["values"] == tb.log_ticks(500, 131_072)
+    # at 10 GiB and 128 layers the longest contexts fit no sequence: no 0 on the log axis
+    assert {"filter": "datum.value >= 1"} in spec["transform"]
+    assert tb.log_ticks(40, 450) == [50, 100, 200]  # 1, 2, 5 × 10^k: no 60 70 80 90 crowd
 
 
 def test_kv_slots_chart_computes_the_package_slots_in_the_browser():

@@ -269,7 +269,8 @@ def _measures(df: pd.DataFrame, ids: list[str]) -> pd.DataFrame:
     return out
 
 
-_X_OFFERED = alt.X("offered_rps:Q", title="offered load (requests per second)", scale=alt.Scale(zero=False))
+_X_OFFERED = alt.X("offered_rps:Q", title="offered load (requests per second)", scale=alt.Scale(zero=False),
+                   axis=alt.Axis(tickCount=7, labelOverlap=True, labelSeparation=6))
 _Y_RPS = alt.Y("rps:Q", title="requests per second")
 
 

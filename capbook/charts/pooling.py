@@ -269,7 +269,7 @@ def affinity_chart(grid, replicas=None, quantile="p99", title="Cache hits agains
         ["ttft_p50_s", "ttft_p99_s"], as_=["quantile", "ttft"]
     ).transform_filter("datum.quantile == 'ttft_' + ttft_q + '_s'")
     x = alt.X("cache_hit_share:Q", title="share of prompt tokens found in the prefix cache",
-              axis=alt.Axis(format="%"), scale=alt.Scale(zero=True))
+              axis=alt.Axis(format="%", tickCount=6, labelSeparation=6), scale=alt.Scale(zero=True))
     y = alt.Y("ttft:Q", title="time to first token (s), percentile chosen below", scale=alt.Scale(zero=True))
     routers = ["pooled", "jsq", "p2c", "random", "strict-round-robin", "prefix-affinity"]
     color = alt.Color("router:N", title=None, scale=alt.Scale(domain=[r for r in routers if r in set(data["router"])]))

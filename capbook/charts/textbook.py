@@ -44,6 +44,26 @@ KV_EXPRESSIONS = {
 FULL_LABELS = alt.Legend(columns=1, labelLimit=500)
 
 
+def log_ticks(lo: float, hi: float) -> list[float]:
+    """Tick values 1, 2 and 5 times a power of ten between ``lo`` and ``hi`` (a log axis whose
+    labels do not crowd).
+
+    Examples
+    --------
+    >>> log_ticks(40, 450)
+    [50, 100, 200]
+    >>> log_ticks(500, 131072)
+    [500, 1000, 2000, 5000, 10000, 20000, 50000, 100000]
+    """
+    out = []
+    for k in range(int(np.floor(np.log10(lo))), int(np.ceil(np.log10(hi))) + 1):
+        for m in (1, 2, 5):
+            v = m * 10.0 ** k
+            if lo <= v <= hi:
+                out.append(int(v) if v >= 1 else v)
+    return out
+
+
 def p99_ttft_curves(model, service_time_s, prefill_s, loads=None, grid_s=None) -> pd.DataFrame:
     """p99 TTFT against load: M/M/c with ``T`` at full slots beside the load-dependent model.
 
@@ -81,7 +101,8 @@ def p99_ttft_curves(model, service_time_s, prefill_s, loads=None, grid_s=None) -
     return pd.DataFrame(rows)
 
 
-def p99_ttft_chart(curves: pd.DataFrame, simulated: pd.DataFrame, title: str) -> alt.LayerChart:
+def p99_ttft_chart(curves: pd.DataFrame, simulated: pd.DataFrame, title: str,
+                   subtitle: str | None = None) -> alt.LayerChart:
     """Lines of p99 TTFT against load for the analytical models, points for the simulator.
 
     Parameters
@@ -91,12 +112,14 @@ def p99_ttft_chart(curves: pd.DataFrame, simulated: pd.DataFrame, title: str) ->
     simulated : pandas.DataFrame
         The simulator's results: ``load`` (share of saturation) and ``ttft_p99_s`` (seconds).
     title : str
-        Chart title.
+        Chart title (short: it must fit the column).
+    subtitle : str, optional
+        A second line under the title (what was modelled, which sweep).
 
     Returns
     -------
     altair.LayerChart
-        Log-scale lines and black points; tooltips give the values.
+        Log-scale lines and black points ("simulator" in the legend); tooltips give the values.
     """
     for col in ("load", "model", "p99 TTFT (s)"):
         if col not in curves:
@@ -110,11 +133,14 @@ def p99_ttft_chart(curves: pd.DataFrame, simulated: pd.DataFrame, title: str) ->
         color=alt.Color("model:N", title=None, legend=FULL_LABELS),
         tooltip=["model:N", alt.Tooltip("load:Q", format=".2f"), alt.Tooltip("p99 TTFT (s):Q", format=".3f")],
     )
-    points = alt.Chart(simulated[["load", "ttft_p99_s"]]).mark_point(size=80, filled=True, color="black").encode(
+    sim = simulated[["load", "ttft_p99_s"]].assign(who="simulator (points)")
+    points = alt.Chart(sim).mark_point(size=80, filled=True, color="black").encode(
         x="load:Q", y=alt.Y("ttft_p99_s:Q", title="p99 TTFT (s)", scale=alt.Scale(type="log")),
+        shape=alt.Shape("who:N", title=None, legend=FULL_LABELS),
         tooltip=[alt.Tooltip("load:Q"), alt.Tooltip("ttft_p99_s:Q", title="simulated p99 TTFT (s)", format=".3f")],
     )
-    return (lines + points).properties(title=title)
+    return (lines + points).properties(
+        title=alt.TitleParams(title, subtitle=subtitle) if subtitle else title)
 
 
 def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
@@ -145,8 +171,11 @@ def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
     ctx = pd.DataFrame({"context": np.unique(np.round(np.geomspace(500, 131_072, 120)).astype(int))})
     return alt.Chart(ctx).transform_calculate(**KV_EXPRESSIONS).transform_fold(
         ["memory_slots", "slots"], as_=["what", "value"]
+    ).transform_filter(
+        "datum.value >= 1"  # too little memory for one sequence: no point on a log axis
     ).mark_line().encode(
-        x=alt.X("context:Q", title="tokens per sequence (input + output)", scale=alt.Scale(type="log")),
+        x=alt.X("context:Q", title="tokens per sequence (input + output)", scale=alt.Scale(type="log"),
+                axis=alt.Axis(values=log_ticks(500, 131_072), format="~s")),
         y=alt.Y("value:Q", title="sequences per replica", scale=alt.Scale(type="log")),
         color=alt.Color("what:N", title=None, scale=alt.Scale(domain=["memory_slots", "slots"],
                                                               range=["#bbbbbb", PALETTE[0]]),
@@ -158,8 +187,8 @@ def kv_slots_chart(free_gib, slots_tpot, layers=32, kv_heads=8) -> alt.Chart:
         slider("layers", ly, min(16, ly), max(128, ly), 1, "layers"),
         slider("kv_heads", kh, 1, max(64, kh), 1, "KV heads"),
         slider("s_tpot", s, min(8, s), max(256, s), 8, "slots from TPOT target"),
-    ).properties(title=alt.TitleParams("Slots from KV-cache memory (grey) and the slots you get (blue)",
-                                       subtitle="head dim 128, bf16"))
+    ).properties(title=alt.TitleParams("Slots from KV-cache memory and the slots you get",
+                                       subtitle="grey: memory allows; blue: you get. Head dim 128, bf16"))
 
 
 def prefill_chart(sweeps: dict) -> tuple[alt.Chart, pd.DataFrame]:
@@ -215,7 +244,8 @@ def saturation_chart(saturation: pd.DataFrame) -> alt.Chart:
                                                                 value_name="req/s")
     return alt.Chart(long).mark_point(filled=True, size=110, opacity=0.9).encode(
         x=alt.X("req/s:Q", title="saturation rate (requests/s, log scale)",
-                scale=alt.Scale(type="log", domain=[0.8 * long["req/s"].min(), 1.2 * long["req/s"].max()])),
+                scale=alt.Scale(type="log", domain=[0.8 * long["req/s"].min(), 1.2 * long["req/s"].max()]),
+                axis=alt.Axis(values=log_ticks(0.8 * long["req/s"].min(), 1.2 * long["req/s"].max()))),
         y=alt.Y("variant:N", title=None, sort=list(saturation.index), axis=alt.Axis(labelLimit=230)),
         color=alt.Color("who:N", title=None, scale=alt.Scale(domain=who, range=["#000000"] + PALETTE[:len(who) - 1])),
         shape=alt.Shape("who:N", title=None, scale=alt.Scale(
