@@ -70,8 +70,8 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
                      log_rho_range: tuple = (1.0, 6.0)):
     """Weekly capacity cost plus saturation cost against the fleet size, with a price-ratio slider.
 
-    The total is ``capacity + ρ × usd_per_request × late requests`` per week, computed in the
-    browser from the slider (``log10 ρ``: 3 means a late request costs as much as serving 1,000).
+    The total is ``capacity + κ × usd_per_request × late requests`` per week, computed in the
+    browser from the slider (``log10 κ``: 3 means a late request costs as much as serving 1,000).
     The cheapest fleet is marked by a window transform (the first fleet of the lowest total,
     as :func:`capbook.costs.optimal_quantile` picks it), the conventional plan by a dashed rule.
 
@@ -82,13 +82,13 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     usd_per_request : float
         USD to serve one request at the rating.
     price_ratio : float
-        The slider's start value ρ (saturation price / ``usd_per_request``), > 0.
+        The slider's start value κ (saturation price / ``usd_per_request``), > 0.
     conventional_replicas : int
         The conventional plan's fleet (drawn as a dashed rule).
     conventional_label : str
         Its name in the tooltip.
     log_rho_range : tuple of float
-        The slider's range in log10 ρ.
+        The slider's range in log10 κ.
 
     Returns
     -------
@@ -99,9 +99,10 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     if not lo < hi:
         raise ValueError(f"log_rho_range must be (low, high) with low < high, got {log_rho_range!r}")
     rho0 = positive(price_ratio, "price_ratio")
-    start = float(np.clip(math.log10(rho0), lo, hi))  # exact: the chart opens on the text's figures
+    # on the slider's grid (0.01), so the slider shows a round value, not 2.6379831304078722
+    start = round(float(np.clip(math.log10(rho0), lo, hi)), 2)
     conv = integer(conventional_replicas, "conventional_replicas", minimum=1)
-    param = slider("log_rho", start, lo, hi, 0.01, "price ratio ρ, log10 (3: a late request costs 1,000 served ones)")
+    param = slider("log_rho", start, lo, hi, 0.01, "price ratio κ, log10 (3: a late request costs 1,000 served ones)")
     base = alt.Chart(rows).transform_calculate(**SATURATION_EXPRESSIONS)
     x = alt.X("replicas:Q", title="replicas in the fleet", scale=alt.Scale(zero=False))
     y = alt.Y("usd:Q", title="USD per week", scale=alt.Scale(type="log"))
@@ -117,7 +118,7 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     ).transform_filter("datum.rank == 1").transform_calculate(
         usd="datum.total_usd_per_week",
         label="'cheapest: ' + datum.replicas + ' replicas, ' + format(datum.total_usd_per_week, '$,.0f') + ' a week"
-              " at ρ = ' + format(pow(10, log_rho), ',.0f')")
+              " at κ = ' + format(pow(10, log_rho), ',.0f')")
     best_point = best.mark_point(size=160, shape="diamond", filled=True, color=PALETTE[2]).encode(
         x=x, y=y, tooltip=[alt.Tooltip("label:N", title="optimum")])
     best_text = best.mark_text(align="left", x=8, y=10, color=PALETTE[2], fontWeight="bold").encode(text="label:N")
@@ -158,8 +159,8 @@ def reserve_chart(duration: pd.DataFrame, on_demand_usd_per_hour: float, *, brea
         raise ValueError("duration: share_of_hours must hold shares in [0, 1], one row per replica")
     rows["on_demand_usd_per_hour"] = positive(on_demand_usd_per_hour, "on_demand_usd_per_hour")
     b0 = number(break_even_share, "break_even_share", lo=0, hi=1, lo_open=True)
-    # the exact start: the chart opens on the price table's own bill, as the text quotes it
-    param = slider("ratio", b0, 0.05, 1.0, 0.01, "reserved / on-demand price (the break-even share)")
+    # the price table's ratio on the slider's grid (0.01): the slider shows 0.64, not 0.6363636363636362
+    param = slider("ratio", round(b0, 2), 0.05, 1.0, 0.01, "reserved / on-demand price (the break-even share)")
     base = alt.Chart(rows).transform_calculate(
         reserve=RESERVE_EXPRESSIONS["reserve"], on_demand_share=RESERVE_EXPRESSIONS["on_demand_share"])
     bars = base.transform_calculate(pay="datum.reserve == 1 ? 'reserved' : 'on demand'").mark_bar().encode(
