@@ -99,7 +99,8 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     if not lo < hi:
         raise ValueError(f"log_rho_range must be (low, high) with low < high, got {log_rho_range!r}")
     rho0 = positive(price_ratio, "price_ratio")
-    # on the slider's grid (0.01), so the slider shows a round value, not 2.6379831304078722
+    # on the slider's grid (0.01): it shows 2.64, not 2.6379831304078722; the label gives κ to two
+    # significant digits (≈ 440), the precision of a slider, not the text's exact figure
     start = round(float(np.clip(math.log10(rho0), lo, hi)), 2)
     conv = integer(conventional_replicas, "conventional_replicas", minimum=1)
     param = slider("log_rho", start, lo, hi, 0.01, "price ratio κ, log10 (3: a late request costs 1,000 served ones)")
@@ -118,7 +119,7 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     ).transform_filter("datum.rank == 1").transform_calculate(
         usd="datum.total_usd_per_week",
         label="'cheapest: ' + datum.replicas + ' replicas, ' + format(datum.total_usd_per_week, '$,.0f') + ' a week"
-              " at κ = ' + format(pow(10, log_rho), ',.0f')")
+              " at κ ≈ ' + format(pow(10, log_rho), ',.2r')")
     best_point = best.mark_point(size=160, shape="diamond", filled=True, color=PALETTE[2]).encode(
         x=x, y=y, tooltip=[alt.Tooltip("label:N", title="optimum")])
     best_text = best.mark_text(align="left", x=8, y=10, color=PALETTE[2], fontWeight="bold").encode(text="label:N")
