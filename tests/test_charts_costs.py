@@ -40,14 +40,14 @@ def _rows(spec, layer):
     return spec["datasets"][layer.get("data", spec.get("data", {})).get("name") or spec["data"]["name"]]
 
 
-def _browser_argmin(spec, log_rho: float) -> int:
+def _browser_argmin(spec, log_kappa: float) -> int:
     """Run the chart's 'cheapest' layer in Python: calculate, window row_number by its sort, filter rank 1."""
     layer = next(l for l in _layers(spec) if any("window" in t for t in l.get("transform", [])))
     rows = [dict(r) for r in _rows(spec, layer)]
     for t in layer["transform"]:
         if "calculate" in t:
             for r in rows:
-                r[t["as"]] = _eval(t["calculate"], r, log_rho=log_rho)
+                r[t["as"]] = _eval(t["calculate"], r, log_kappa=log_kappa)
         elif "window" in t:
             assert [(w["op"], w["as"]) for w in t["window"]] == [("row_number", "rank")]
             keys = [s["field"] for s in t["sort"]]
@@ -71,21 +71,21 @@ def _hand_costs():
 
 
 def test_saturation_argmin_by_hand():
-    # usd_per_request $0.01. At rho = 10 a late request costs $0.10: totals 200, 210, 301, 400.1, 500 -> 1.
-    # At rho = 1,000 it costs $10: totals 10,100, 1,200, 400, 410, 500 -> 3.
-    # At rho = 100,000 ($1,000): 1,000,100, 100,200, 10,300, 1,400, 500 -> 5.
+    # usd_per_request $0.01. At kappa = 10 a late request costs $0.10: totals 200, 210, 301, 400.1, 500 -> 1.
+    # At kappa = 1,000 it costs $10: totals 10,100, 1,200, 400, 410, 500 -> 3.
+    # At kappa = 100,000 ($1,000): 1,000,100, 100,200, 10,300, 1,400, 500 -> 5.
     spec = saturation_chart(_hand_costs(), 0.01, price_ratio=1000, conventional_replicas=4).to_dict()
     assert _browser_argmin(spec, 1.0) == 1
     assert _browser_argmin(spec, 3.0) == 3
     assert _browser_argmin(spec, 5.0) == 5
-    p = {q["name"]: q for q in spec["params"]}["log_rho"]
+    p = {q["name"]: q for q in spec["params"]}["log_kappa"]
     assert p["value"] == 3.0 and p["bind"]["input"] == "range" and (p["bind"]["min"], p["bind"]["max"]) == (1.0, 6.0)
     # the conventional fleet is the dashed rule
     assert any(r == {"replicas": 4, "plan": "P90 plan: 4 replicas"} for d in spec["datasets"].values() for r in d)
 
 
 def test_saturation_ties_go_to_the_smaller_fleet():
-    # rho = 100 ($1 a late request): totals 1,100, 300, 310, 401, 500 -> 2; make 3 tie with 2 by hand:
+    # kappa = 100 ($1 a late request): totals 1,100, 300, 310, 401, 500 -> 2; make 3 tie with 2 by hand:
     t = _hand_costs()
     t.loc[3, "capacity_usd_per_week"] = 290.0            # 290 + 10 = 300 = 200 + 100
     spec = saturation_chart(t, 0.01, price_ratio=100, conventional_replicas=3).to_dict()
@@ -97,7 +97,7 @@ def test_saturation_rows_drop_fleets_that_carry_nothing():
     t.loc[1, "late_requests"] = float("inf")             # optimal_quantile's mark of a fleet with no capacity
     rows = saturation_rows(t, 0.01)
     assert list(rows["replicas"]) == [2, 3, 4, 5] and (rows["usd_per_request"] == 0.01).all()
-    total = _eval(SATURATION_EXPRESSIONS["total_usd_per_week"], rows.iloc[0].to_dict(), log_rho=2.0)
+    total = _eval(SATURATION_EXPRESSIONS["total_usd_per_week"], rows.iloc[0].to_dict(), log_kappa=2.0)
     assert total == pytest.approx(200 + 100 * 0.01 * 100)
 
 
@@ -161,8 +161,8 @@ def test_objectives_chart_labels_dollars():
     (lambda: saturation_rows(_hand_costs(), 0), "usd_per_request"),
     (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=-1, conventional_replicas=2), "price_ratio"),
     (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=0), "conventional_replicas"),
-    (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=2, log_rho_range=(3, 1)),
-     "log_rho_range"),
+    (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=2, log_kappa_range=(3, 1)),
+     "log_kappa_range"),
     (lambda: reserve_chart(pd.DataFrame({"share": [1.0]}), 2.0, break_even_share=0.5), "duration"),
     (lambda: reserve_chart(_hand_duration(), 2.0, break_even_share=1.5), "break_even_share"),
     (lambda: reserve_chart(_hand_duration(), -2.0, break_even_share=0.5), "on_demand_usd_per_hour"),
@@ -193,11 +193,11 @@ def test_browser_optimum_is_optimal_quantile_at_every_ratio(sample_plan):
     spec = saturation_chart(opt.costs, opt.usd_per_request, price_ratio=opt.price_ratio,
                             conventional_replicas=conv).to_dict()
     seen = set()
-    for log_rho in (1.5, 2.5, 3.0, 3.64, 4.5, 5.5):
-        rho = 10 ** log_rho
-        want = costs.optimal_quantile(plan, sweep, prices, rho * opt.usd_per_request).replicas
-        got = _browser_argmin(spec, log_rho)
-        assert got == want, (log_rho, got, want)
+    for log_kappa in (1.5, 2.5, 3.0, 3.64, 4.5, 5.5):
+        kappa = 10 ** log_kappa
+        want = costs.optimal_quantile(plan, sweep, prices, kappa * opt.usd_per_request).replicas
+        got = _browser_argmin(spec, log_kappa)
+        assert got == want, (log_kappa, got, want)
         seen.add(want)
     assert len(seen) >= 3           # the ratios span different optima, so the test can tell them apart
 

@@ -20,10 +20,10 @@ from . import PALETTE, slider
 __all__ = ["SATURATION_EXPRESSIONS", "RESERVE_EXPRESSIONS", "saturation_rows", "saturation_chart",
            "reserve_chart", "objectives_chart"]
 
-#: Vega expressions of :func:`saturation_chart` (parameter ``log_rho`` = log10 of the price ratio).
+#: Vega expressions of :func:`saturation_chart` (parameter ``log_kappa`` = log10 of the price ratio).
 SATURATION_EXPRESSIONS = {
-    "rho": "pow(10, log_rho)",
-    "total_usd_per_week": "datum.capacity_usd_per_week + pow(10, log_rho) * datum.usd_per_request"
+    "kappa": "pow(10, log_kappa)",
+    "total_usd_per_week": "datum.capacity_usd_per_week + pow(10, log_kappa) * datum.usd_per_request"
                           " * datum.late_requests",
 }
 
@@ -67,7 +67,7 @@ def saturation_rows(costs: pd.DataFrame, usd_per_request: float) -> pd.DataFrame
 
 def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio: float,
                      conventional_replicas: int, conventional_label: str = "P90 plan",
-                     log_rho_range: tuple = (1.0, 6.0)):
+                     log_kappa_range: tuple = (1.0, 6.0)):
     """Weekly capacity cost plus saturation cost against the fleet size, with a price-ratio slider.
 
     The total is ``capacity + κ × usd_per_request × late requests`` per week, computed in the
@@ -87,7 +87,7 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
         The conventional plan's fleet (drawn as a dashed rule).
     conventional_label : str
         Its name in the tooltip.
-    log_rho_range : tuple of float
+    log_kappa_range : tuple of float
         The slider's range in log10 κ.
 
     Returns
@@ -95,15 +95,15 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     altair.LayerChart
     """
     rows = saturation_rows(costs, usd_per_request)
-    lo, hi = (number(v, "log_rho_range", lo=-3, hi=9) for v in log_rho_range)
+    lo, hi = (number(v, "log_kappa_range", lo=-3, hi=9) for v in log_kappa_range)
     if not lo < hi:
-        raise ValueError(f"log_rho_range must be (low, high) with low < high, got {log_rho_range!r}")
-    rho0 = positive(price_ratio, "price_ratio")
+        raise ValueError(f"log_kappa_range must be (low, high) with low < high, got {log_kappa_range!r}")
+    kappa0 = positive(price_ratio, "price_ratio")
     # on the slider's grid (0.01): it shows 2.64, not 2.6379831304078722; the label gives κ to two
     # significant digits (≈ 440), the precision of a slider, not the text's exact figure
-    start = round(float(np.clip(math.log10(rho0), lo, hi)), 2)
+    start = round(float(np.clip(math.log10(kappa0), lo, hi)), 2)
     conv = integer(conventional_replicas, "conventional_replicas", minimum=1)
-    param = slider("log_rho", start, lo, hi, 0.01, "price ratio κ, log10 (3: a late request costs 1,000 served ones)")
+    param = slider("log_kappa", start, lo, hi, 0.01, "price ratio κ, log10 (3: a late request costs 1,000 served ones)")
     base = alt.Chart(rows).transform_calculate(**SATURATION_EXPRESSIONS)
     x = alt.X("replicas:Q", title="replicas in the fleet", scale=alt.Scale(zero=False))
     y = alt.Y("usd:Q", title="USD per week", scale=alt.Scale(type="log"))
@@ -119,7 +119,7 @@ def saturation_chart(costs: pd.DataFrame, usd_per_request: float, *, price_ratio
     ).transform_filter("datum.rank == 1").transform_calculate(
         usd="datum.total_usd_per_week",
         label="'cheapest: ' + datum.replicas + ' replicas, ' + format(datum.total_usd_per_week, '$,.0f') + ' a week"
-              " at κ ≈ ' + format(pow(10, log_rho), ',.2r')")
+              " at κ ≈ ' + format(pow(10, log_kappa), ',.2r')")
     best_point = best.mark_point(size=160, shape="diamond", filled=True, color=PALETTE[2]).encode(
         x=x, y=y, tooltip=[alt.Tooltip("label:N", title="optimum")])
     best_text = best.mark_text(align="left", x=8, y=10, color=PALETTE[2], fontWeight="bold").encode(text="label:N")
