@@ -200,6 +200,13 @@ def test_browser_optimum_is_optimal_quantile_at_every_ratio(sample_plan):
         assert got == want, (log_kappa, got, want)
         seen.add(want)
     assert len(seen) >= 3           # the ratios span different optima, so the test can tell them apart
+    # the slider slides log10 kappa in hundredths and opens on the sample's ratio rounded to that
+    # step (it shows 2.64, not 2.6379831304078722); its label names kappa, not rho (utilisation)
+    p = {q["name"]: q for q in spec["params"]}["log_kappa"]
+    assert p["bind"]["step"] == 0.01 and p["value"] == round(math.log10(opt.price_ratio), 2)
+    assert p["value"] != math.log10(opt.price_ratio) and str(p["value"]) == f"{p['value']:.2f}"
+    assert "κ" in p["bind"]["name"] and "ρ" not in p["bind"]["name"]
+    assert _browser_argmin(spec, p["value"]) == opt.replicas   # the text's optimum at the opening
 
 
 def test_browser_reserve_count_is_reserve_split_at_other_prices(sample_plan):
