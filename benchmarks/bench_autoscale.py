@@ -2,12 +2,12 @@
 
 1. **The week.** The sample plan's design week (the forecast week scaled so that its busiest hour
    is the plan's 44.4 requests/s peak; about 14.6 million requests) through
-   :func:`capbook.autoscale.simulate_autoscaling` under the waiting-requests policy with the
+   :func:`capbook.autoscale.policies.simulate_autoscaling` under the waiting-requests policy with the
    plan's 8-minute lag: wall time and requests simulated per second. Target: under 60 s on two
    cores (the issue's figure; the simulator itself uses one).
 2. **The price of scaling, as a ratio.** The busiest day's arrivals and holding times, with a
    static fleet of the plan's size, through the autoscaling simulator and through the plain
-   c-server FCFS recursion of :mod:`capbook.sim` (its fast path: no control loop, no replica
+   c-server FCFS recursion of :mod:`capbook.sim.slotsim` (its fast path: no control loop, no replica
    states), timed in this process on the same draws. Both must give the same start times; the
    ratio is what the control loop, the replica bookkeeping and the per-hour report cost.
 
@@ -20,12 +20,12 @@ import time
 
 import numpy as np
 
-from capbook import datasets
-from capbook.arrivals import ArrivalStream
-from capbook.autoscale import ReactiveWaiting, ReplicaModel, Scaling, Static, simulate_autoscaling
-from capbook.autoscale_plan import design_week, week_arrivals
-from capbook.plan import capacity_plan
-from capbook.sim import _fcfs_recursion
+from capbook.app import datasets
+from capbook.sim.arrivals import ArrivalStream
+from capbook.autoscale.policies import ReactiveWaiting, ReplicaModel, Scaling, Static, simulate_autoscaling
+from capbook.autoscale.schedule import design_week, week_arrivals
+from capbook.plan.steps import capacity_plan
+from capbook.sim.slotsim import _fcfs_recursion
 
 TARGET_S = 60.0
 

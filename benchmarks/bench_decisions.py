@@ -1,9 +1,9 @@
 """Benchmark: decision accuracy of the capacity plan's serving count, against a long simulation.
 
-The plan's headline serving count (:func:`capbook.plan.capacity_plan`, ``plan.serving``) is the
+The plan's headline serving count (:func:`capbook.plan.steps.capacity_plan`, ``plan.serving``) is the
 smallest fleet that its fleet simulation verifies: two replications of up to 30,000 requests per
 fleet size (the log's busiest hours time-scaled to the planned peak), judged with 95 %
-confidence bounds (:func:`capbook.replay.judge_fleet`). This benchmark measures how often that
+confidence bounds (:func:`capbook.plan.replay.judge_fleet`). This benchmark measures how often that
 decision is right. For every scenario:
 
 1. **The plan.** ``capacity_plan(log, sweep, slo=..., demand_scale=...)`` with its defaults
@@ -11,9 +11,9 @@ decision is right. For every scenario:
    time of the whole call.
 2. **The truth.** The same engine, router and objectives on a run ten times as long, five
    replications, another seed. The long run is the log's busiest hours at the planned rate
-   (:func:`capbook.replay.replay_requests`) when they hold ten times the plan's requests (the
+   (:func:`capbook.plan.replay.replay_requests`) when they hold ten times the plan's requests (the
    sample gateway); otherwise (the real logs, each an hour or less) it is ten replications of
-   the plan's replay (:func:`capbook.replay._replication`, k = 0..9: its busy periods in ten
+   the plan's replay (:func:`capbook.plan.replay._replication`, k = 0..9: its busy periods in ten
    orders) laid end to end in time. Each fleet size is judged by the **point estimates** pooled
    over the five replications (the TTFT quantile of every measured request within the
    objective, goodput at or above its target; no confidence margins: this run is the truth).
@@ -22,11 +22,11 @@ decision is right. For every scenario:
    up (doubling the step) while it does not, then bisection; the true count ``n`` and ``n − 1``
    are always both simulated with the long run.
 3. **The record.** Count error (plan − truth), cost regret (the extra replicas times the price of
-   a replica-hour from :func:`capbook.costs.replica_price` with the sample price table when the
+   a replica-hour from :func:`capbook.cost.costs.replica_price` with the sample price table when the
    sweep records a priced GPU and its tensor-parallel degree; else in replica-hours per hour),
    and the wall times.
 
-Scenarios: the sample gateway (``capbook.datasets.plan_inputs()``) at demand 0.5, 1 and 2, and
+Scenarios: the sample gateway (``capbook.app.datasets.plan_inputs()``) at demand 0.5, 1 and 2, and
 the real request logs of ``../shared/traces`` (Azure code and conversation 2023, Mooncake
 conversation and synthetic) with sweeps of five load generators from ``../shared/sweeps`` and
 ``../shared/realdata`` (aiperf, inference-perf, vLLM ``bench serve``, inference-benchmarker,
@@ -101,7 +101,7 @@ class Scenario:
     name: str
     log: str                      # "sample" or a key of TRACES
     sweep: str | None             # a key of SWEEPS (None: the sample's own sweep)
-    slo: str | None = None        # capbook.plan.SLO.parse text; None: the default objectives
+    slo: str | None = None        # capbook.plan.steps.SLO.parse text; None: the default objectives
     scale: float = 1.0            # demand_scale
     why: str = "default objectives"
 
@@ -181,10 +181,10 @@ def find_shared(flag: str | None) -> Path | None:
 
 def _inputs(sc: Scenario, shared: Path | None):
     """(log aggregates, sweep, sweep label, load generator) of a scenario."""
-    from capbook import datasets
-    from capbook.importers import read_sweep
-    from capbook.plan import LogAggregates
-    from capbook.traces import read_requests
+    from capbook.app import datasets
+    from capbook.sweeps.importers import read_sweep
+    from capbook.plan.steps import LogAggregates
+    from capbook.logs.requestlog import read_requests
 
     if sc.log == "sample":
         inp = datasets.plan_inputs()
@@ -195,7 +195,7 @@ def _inputs(sc: Scenario, shared: Path | None):
 
 
 def _price(sweep) -> tuple[float | None, str]:
-    from capbook.costs import load_sample_prices, replica_price
+    from capbook.cost.costs import load_sample_prices, replica_price
 
     try:
         rp = replica_price(sweep, load_sample_prices())
@@ -207,7 +207,7 @@ def _price(sweep) -> tuple[float | None, str]:
 def long_run(plan, log, data: pd.DataFrame, factor: int) -> tuple[pd.DataFrame, str]:
     """The truth's replay: ``factor`` times the plan's requests, from the log's busiest hours when
     they hold that many, else ``factor`` replications of ``data`` laid end to end."""
-    from capbook.replay import _replication, replay_requests
+    from capbook.plan.replay import _replication, replay_requests
 
     want = factor * len(data)
     tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
@@ -263,8 +263,8 @@ def true_minimum(ok, start: int, cap: int) -> int | None:
 
 def run_scenario(sc: Scenario, st: Settings) -> Result:
     warnings.simplefilter("ignore")
-    from capbook.plan import SLO, capacity_plan
-    from capbook.replay import _engine_for, _replay_arrivals, simulate_serving
+    from capbook.plan.steps import SLO, capacity_plan
+    from capbook.plan.replay import _engine_for, _replay_arrivals, simulate_serving
 
     res = Result(sc.name, log=LOG_LABEL[sc.log], why=sc.why)
     try:

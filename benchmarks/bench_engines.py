@@ -3,13 +3,13 @@
 ``read_requests(path)`` (DuckDB, the default engine) against ``read_requests(path,
 engine="spark")`` (PySpark, ``local[*]`` by default), each followed by
 ``log.hourly(by=("model", "tier"))``: the validating pass plus the hourly table, from the one
-SQL definition in :mod:`capbook.logsql`. Each engine runs in its own subprocess, so that its
+SQL definition in :mod:`capbook.logs.sql`. Each engine runs in its own subprocess, so that its
 peak resident memory is its own. For Spark the work happens in a JVM that the Python
 subprocess starts as its child: the benchmark reports the peak RSS of the Python process and,
 separately, of the JVM (the Python peak is ``VmHWM`` of ``/proc/self/status``, as ``ru_maxrss``
 survives fork and exec; the JVM's is its ``VmHWM`` sampled from ``/proc`` before the session stops, and
 ``ru_maxrss`` of ``RUSAGE_CHILDREN`` once the JVM has been shut down and reaped; the two are
-printed side by side). The Spark session start-up (``capbook.engines.spark_session()`` alone) is
+printed side by side). The Spark session start-up (``capbook.logs.engines.spark_session()`` alone) is
 timed separately, so the reader sees the fixed cost apart from the per-row cost. The two
 hourly tables are checked equal before any number is printed.
 
@@ -85,12 +85,12 @@ def vm_hwm_mb(pid):
                 return int(line.split()[1]) / 1024
     return None
 
-from capbook.traces import read_requests
-import capbook.engines
+from capbook.logs.requestlog import read_requests
+import capbook.logs.engines
 master = sys.argv[3]
 ru0 = resource.getrusage(resource.RUSAGE_SELF)
 t0 = time.perf_counter()
-spark = capbook.engines.spark_session(master)
+spark = capbook.logs.engines.spark_session(master)
 startup = time.perf_counter() - t0
 
 from pyspark import SparkContext
@@ -116,7 +116,7 @@ h.to_parquet(sys.argv[2])
 
 # stop the session, then shut the JVM down (stop() alone keeps the gateway JVM alive) and reap
 # it, so that its peak RSS lands in RUSAGE_CHILDREN
-capbook.engines.spark_session(master).stop()
+capbook.logs.engines.spark_session(master).stop()
 gw = SparkContext._gateway
 gw.shutdown()
 proc.stdin.close()  # the gateway JVM exits when its stdin closes

@@ -1,6 +1,6 @@
 """Fidelity of the engine model on every real sweep in ../shared (issue 31; issue 14 before it).
 
-Part 1, every dataset (:func:`capbook.fidelity.shared_fidelity`): the six KubeCon NA 2025 vLLM
+Part 1, every dataset (:func:`capbook.engine.fidelity.shared_fidelity`): the six KubeCon NA 2025 vLLM
 variants (inference-perf, Llama-3.1-8B on one H100), the two SGLang H200 sweeps (Llama-3.3-70B
 TP4, Llama-3.1-405B TP8), vLLM's benchmark_serving on a 70B TP8 A100 replica, the AIPerf
 closed-loop sweeps (Qwen3.6 on an H100; the InferenceMAX agentic replay of Kimi-K2.5 on MI355X)
@@ -9,7 +9,7 @@ lowest three stable levels and asked about every other level (open loop: at the 
 closed loop: at the concurrency, with the closed-loop simulation) and about its saturation.
 Printed per dataset, then the median over datasets against the issue's targets.
 
-Part 2, the KubeCon variants with all three models of :mod:`capbook.predict` (the table of the
+Part 2, the KubeCon variants with all three models of :mod:`capbook.engine.predict` (the table of the
 chapter *Where the textbook breaks*).
 
 Run: ``python benchmarks/bench_fidelity.py [SHARED]`` (default: ``$CAPBOOK_SHARED``, else
@@ -24,9 +24,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from capbook.fidelity import (TARGETS, WORST_SATURATION_TARGET, biggest_misses, datasets_summary, fidelity,
+from capbook.engine.fidelity import (TARGETS, WORST_SATURATION_TARGET, biggest_misses, datasets_summary, fidelity,
                               fidelity_summary, kubecon_variants, shared_fidelity)
-from capbook.importers import read_sweep
+from capbook.sweeps.importers import read_sweep
 
 DEFAULT = Path(os.environ.get("CAPBOOK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
 
@@ -75,7 +75,7 @@ def main(argv=None) -> int:
           "reaches none. |err|: median over the dataset's "
           "predicted levels; blank when the files record no such quantity or no level is left to predict)")
 
-    print("\nRefusals (the fit may not be asked that far; capbook.engine.ExtrapolationError):")
+    print("\nRefusals (the fit may not be asked that far; capbook.engine.stepmodel.ExtrapolationError):")
     for _, r in per.iterrows():
         if r["saturation_refused"] or r["refused_levels"]:
             print(f"  {r['dataset']}: {r['refused_levels']} level(s) past {r['limit_rps']:.3g} req/s refused"

@@ -1,7 +1,7 @@
-"""Benchmark: the fleet simulator (capbook.fleetsim) on the sample gateway's busiest hour.
+"""Benchmark: the fleet simulator (capbook.sim.fleetsim) on the sample gateway's busiest hour.
 
 1. **The busiest hour.** The sample gateway's log (``data/gateway``), its busiest hours stacked
-   and time-scaled to the sample plan's peak (:func:`capbook.replay.replay_requests`, as the
+   and time-scaled to the sample plan's peak (:func:`capbook.plan.replay.replay_requests`, as the
    plan's fleet simulation replays them), one hour of it (about 160,000 requests at 44 requests/s),
    through the plan's serving fleet of engine replicas fitted to the ``illustrative_chat`` sweep
    (continuous batching, chunked prefill, the KV cache, the fitted step cost) behind the pooled
@@ -30,11 +30,11 @@ SIMPY_TARGET = 30.0
 
 
 def part1(hours: float, replicas: int | None) -> bool:
-    from capbook import datasets
-    from capbook.engine import fit_engine
-    from capbook.fleetsim import simulate_fleet
-    from capbook.plan import capacity_plan
-    from capbook.replay import replay_requests
+    from capbook.app import datasets
+    from capbook.engine.stepmodel import fit_engine
+    from capbook.sim.fleetsim import simulate_fleet
+    from capbook.plan.steps import capacity_plan
+    from capbook.plan.replay import replay_requests
 
     inp = datasets.plan_inputs()
     a = inp.arguments

@@ -105,7 +105,7 @@ def series_for(seed: int | None):
     """Output tokens per hour: the sample file (seed None) or a fresh draw of its generator."""
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tools"))
-    from capbook.forecast import hourly_series, read_token_csv, sample_token_path
+    from capbook.forecast.tokens import hourly_series, read_token_csv, sample_token_path
     from make_token_series import make_weeks20
 
     df = read_token_csv(sample_token_path("weeks20")) if seed is None else make_weeks20(seed)
@@ -131,8 +131,8 @@ def main(argv=None) -> int:
         return 0
 
     sys.path.insert(0, str(ROOT))
-    from capbook.backtest import pinball_loss
-    from capbook.forecast import forecast_tokens
+    from capbook.forecast.backtest import pinball_loss
+    from capbook.forecast.tokens import forecast_tokens
 
     sys.path.insert(0, str(ROOT / "tools"))
     from make_token_series import SEED_20

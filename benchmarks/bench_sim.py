@@ -2,7 +2,7 @@
 
 1. Shared-queue M/M/c: c = 544 slots (17 replicas x 32), λ = 40 req/s, mean service 12.25 s
    (ρ = 0.90), 200,000 requests. The same arrival and service draws go to
-   :class:`capbook.sim.Simulation` (FCFS fast path) and to a textbook SimPy model (a
+   :class:`capbook.sim.slotsim.Simulation` (FCFS fast path) and to a textbook SimPy model (a
    ``simpy.Resource`` of capacity c, one process per customer), timed in this process. Both
    must give the same waits (largest difference below 1e-6 s) and capbook must be at least
    30x faster.
@@ -31,10 +31,10 @@ from pathlib import Path
 
 import numpy as np
 
-from capbook.arrivals import PoissonArrivals
-from capbook.distributions import Lognormal
-from capbook.sim import ContinuousBatching, FixedService, FleetSpec, Simulation
-from capbook.sweep import load_sample_sweep
+from capbook.sim.arrivals import PoissonArrivals
+from capbook.sim.distributions import Lognormal
+from capbook.sim.slotsim import ContinuousBatching, FixedService, FleetSpec, Simulation
+from capbook.sweeps.sweep import load_sample_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV = ROOT / "benchmarks" / ".venv-simpy"

@@ -1,6 +1,6 @@
 """Benchmark: how long ``capbook --help`` takes, against an interpreter that does nothing.
 
-Runs ``capbook --help`` (the console script beside this Python, or ``python -m capbook.cli``
+Runs ``capbook --help`` (the console script beside this Python, or ``python -m capbook.app.cli``
 when there is none), each subcommand's ``--help``, and ``python -c pass``, each in a fresh
 process started from this one, and prints the median wall time of each and its ratio to the
 bare interpreter. Also prints the peak memory of the ``capbook --help`` child.
@@ -26,7 +26,7 @@ TARGET_S = 0.5
 
 def _capbook() -> list[str]:
     script = Path(sys.executable).with_name("capbook")
-    return [str(script)] if script.is_file() and os.access(script, os.X_OK) else [sys.executable, "-m", "capbook.cli"]
+    return [str(script)] if script.is_file() and os.access(script, os.X_OK) else [sys.executable, "-m", "capbook.app.cli"]
 
 
 def wall_time(cmd: list[str]) -> float:

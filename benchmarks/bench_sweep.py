@@ -1,10 +1,10 @@
 """Benchmark: Sweep.tpot interpolation overhead and the sweep generator's speed.
 
-The simulator and the load-dependent queue model call :meth:`capbook.sweep.Sweep.tpot` and
-:attr:`~capbook.sweep.Sweep.prefill_rate_tps` inside their loops, so the public, validating
+The simulator and the load-dependent queue model call :meth:`capbook.sweeps.sweep.Sweep.tpot` and
+:attr:`~capbook.sweeps.sweep.Sweep.prefill_rate_tps` inside their loops, so the public, validating
 call must stay close to the bare ``numpy.interp`` it wraps. This script times both in this
 process for a scalar, a 64-point vector and a million points, and prints the ratios; it also
-times the regeneration of every sample sweep (``capbook.servingmodel``).
+times the regeneration of every sample sweep (``capbook.engine.servingmodel``).
 
 Target (issue 3): Sweep.tpot within 3x of numpy.interp on a scalar and within 1.5x on 1e6
 points (a few microseconds of validation per call); all sample sweeps regenerated in about
@@ -19,8 +19,8 @@ import timeit
 
 import numpy as np
 
-from capbook.servingmodel import SAMPLE_SPECS, sample_sweep_csv
-from capbook.sweep import load_sample_sweep
+from capbook.engine.servingmodel import SAMPLE_SPECS, sample_sweep_csv
+from capbook.sweeps.sweep import load_sample_sweep
 
 
 def best(fn, number: int, repeat: int = 5) -> float:

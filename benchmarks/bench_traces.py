@@ -8,7 +8,7 @@ log was generated reported the generator's peak) is its own. The two hourly
 tables are checked equal before any number is printed.
 
 Target: capbook at least 5x faster than pandas, with bounded memory. Times start after the
-imports (``capbook.traces`` on one side, ``pandas`` and ``pyarrow.parquet`` on the other); the
+imports (``capbook.logs.requestlog`` on one side, ``pandas`` and ``pyarrow.parquet`` on the other); the
 CPU time (user + system, all threads) is printed beside the wall time because on a busy
 machine the wall time mostly measures the wait for a core.
 
@@ -32,7 +32,7 @@ CACHE = HERE / ".cache"
 
 CAPBOOK_CODE = r"""
 import json, resource, sys, time
-from capbook.traces import read_requests
+from capbook.logs.requestlog import read_requests
 ru0 = resource.getrusage(resource.RUSAGE_SELF)
 t0 = time.perf_counter()
 log = read_requests(sys.argv[1])

@@ -7,7 +7,7 @@ way for every module of the package.
 Examples
 --------
 >>> import capbook
->>> capbook.plan_fleet is capbook.fleet.plan_fleet
+>>> capbook.plan_fleet is capbook.plan.fleet.plan_fleet
 True
 >>> "simulate" in capbook.__all__ and {"simulate", "queueing"} <= set(dir(capbook))
 True
@@ -17,20 +17,25 @@ from __future__ import annotations
 import importlib
 import importlib.util
 
+from capbook import _moved
+
 __version__ = "0.1.0"
 
 #: Each public name and the module that defines it.
 _EXPORTS = {
-    **dict.fromkeys(("Sweep", "choose_slots", "load_sample_sweep"), "sweep"),
-    **dict.fromkeys(("FleetPlan", "allocate_tpm", "alert_levels", "compare_routing", "plan_fleet"), "fleet"),
-    **dict.fromkeys(("event_calendar", "fit_trend_shape", "forecast_tokens"), "forecast"),
-    **dict.fromkeys(("compare_forecasts", "score_forecast"), "backtest"),
-    **dict.fromkeys(("FleetSpec", "Simulation", "simulate"), "sim"),
-    **dict.fromkeys(("SLO", "CapacityPlan", "capacity_plan"), "plan"),
-    **dict.fromkeys(("Mapping", "RequestLog", "load_sample_requests", "read_requests"), "traces"),
+    **dict.fromkeys(("Sweep", "choose_slots", "load_sample_sweep"), "sweeps.sweep"),
+    **dict.fromkeys(("FleetPlan", "allocate_tpm", "alert_levels", "compare_routing", "plan_fleet"), "plan.fleet"),
+    **dict.fromkeys(("event_calendar", "fit_trend_shape", "forecast_tokens"), "forecast.tokens"),
+    **dict.fromkeys(("compare_forecasts", "score_forecast"), "forecast.backtest"),
+    **dict.fromkeys(("FleetSpec", "Simulation", "simulate"), "sim.slotsim"),
+    **dict.fromkeys(("SLO",), "slo"),
+    **dict.fromkeys(("CapacityPlan", "capacity_plan"), "plan.steps"),
+    **dict.fromkeys(("Mapping", "RequestLog", "load_sample_requests", "read_requests"), "logs.requestlog"),
 }
 
 __all__ = list(_EXPORTS)
+
+_moved.install()  # the modules' old paths (capbook.traces, capbook.costs, ...) for one release
 
 
 def __getattr__(name: str):

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special, stats
 
-from .validation import array, fewest, integer, nonnegative, positive, probability
+from capbook.validation import array, fewest, integer, nonnegative, positive, probability
 
 __all__ = [
     "concurrency_from_rate",

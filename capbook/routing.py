@@ -1,7 +1,7 @@
 """The routing vocabulary shared by fleet sizing, the simulator, the CLI and the book.
 
 A routing policy name stands for two things: the *queue model* that the closed-form sizing
-(:mod:`capbook.fleet`) uses for it, and the *dispatch* the simulator (:mod:`capbook.sim`) runs.
+(:mod:`capbook.plan.fleet`) uses for it, and the *dispatch* the simulator (:mod:`capbook.sim.slotsim`) runs.
 
 =======================  ===============  ======================  =========================================
 name                     queue model      simulated as            what the router does
@@ -112,7 +112,7 @@ def queue_model(routing, name: str = "routing") -> str:
     if r.queue_model is None:
         raise ValueError(
             f"{name}={routing!r} has no closed-form queue model; size it with 'pooled' as the "
-            "optimistic bound and check it with the simulator (capbook.sim)")
+            "optimistic bound and check it with the simulator (capbook.sim.slotsim)")
     return r.queue_model
 
 

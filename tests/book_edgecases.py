@@ -2,7 +2,7 @@
 
 Each generator writes one small file in a documented layout and returns its path:
 
-* logs, in the canonical layout of :mod:`capbook.traces` (Parquet): ``base`` (two models, two
+* logs, in the canonical layout of :mod:`capbook.logs.requestlog` (Parquet): ``base`` (two models, two
   tiers, first-token and end times, no tenant column), ``one_tenant``, ``tenant_per_user`` (a
   tenant for each of thousands of users, with 1–2 requests each), ``one_model``, ``minutes``
   (ten minutes), ``weeks`` (three weeks at a low rate with a daily shape) and ``no_end_times``

@@ -45,7 +45,7 @@ def spark():
     Skips, saying why, where pyspark or a Java 17+ runtime is missing (``make test`` installs
     both where it can); under ``CI=true`` it fails instead, so that CI cannot pass without Spark.
     """
-    from capbook import engines
+    from capbook.logs import engines
 
     why = engines.spark_unavailable()
     if why is not None:

@@ -1,5 +1,5 @@
-"""The single-replica step loop that capbook.engine ran before the fleet simulator
-(capbook.fleetsim) replaced it, kept as an independent oracle for tests/test_fleetsim.py: a
+"""The single-replica step loop that capbook.engine.stepmodel ran before the fleet simulator
+(capbook.sim.fleetsim) replaced it, kept as an independent oracle for tests/test_fleetsim.py: a
 plain step-by-step loop with no stretches of identical steps, no router and no prefix cache.
 """
 from __future__ import annotations

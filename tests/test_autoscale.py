@@ -1,7 +1,7 @@
-"""Tests of the autoscaling simulator (capbook.autoscale) and of time-varying demand (RateArrivals).
+"""Tests of the autoscaling simulator (capbook.autoscale.policies) and of time-varying demand (RateArrivals).
 
 Oracles: the birth-death chain of M/M/c solved by matrix exponentials (a rate step), Erlang C
-(a slowly varying rate, hour by hour), the fixed-fleet simulator capbook.sim on the same draws,
+(a slowly varying rate, hour by hour), the fixed-fleet simulator capbook.sim.slotsim on the same draws,
 and hand-made scaling cases whose answers follow from the lags and windows. Statistical
 tolerances are a stated number of standard errors computed from the data, not tuned.
 """
@@ -15,8 +15,8 @@ import pytest
 from scipy.linalg import expm
 
 from capbook import queueing
-from capbook.arrivals import ArrivalStream, RateArrivals, TokenLengths, rate_cv_from_log
-from capbook.autoscale import (
+from capbook.sim.arrivals import ArrivalStream, RateArrivals, TokenLengths, rate_cv_from_log
+from capbook.autoscale.policies import (
     Objectives,
     Policy,
     ReactiveLatency,
@@ -28,8 +28,8 @@ from capbook.autoscale import (
     Static,
     simulate_autoscaling,
 )
-from capbook.distributions import Deterministic, Distribution, Exponential, Lognormal
-from capbook.sim import FixedService, FleetSpec, Simulation
+from capbook.sim.distributions import Deterministic, Distribution, Exponential, Lognormal
+from capbook.sim.slotsim import FixedService, FleetSpec, Simulation
 
 SEED = 20261202
 
@@ -137,7 +137,7 @@ def test_slowly_varying_rate_gives_erlang_c_hour_by_hour():
     assert queueing.prob_wait(c, rates[-1], es) > 3 * queueing.prob_wait(c, rates[0], es)
 
 
-# --------------------------------------------------------------------------- 3. the same run through capbook.sim
+# --------------------------------------------------------------------------- 3. the same run through capbook.sim.slotsim
 
 
 @pytest.mark.parametrize("interval_s", [15.0, 0.7])
@@ -344,7 +344,7 @@ def test_token_replica_holds_prefill_plus_decode_and_ttft_is_wait_plus_prefill()
 
 
 def test_required_replicas_is_the_fewest_meeting_the_erlang_c_tail():
-    from capbook.autoscale import required_replicas
+    from capbook.autoscale.policies import required_replicas
 
     rep, es, wait_s, late = ReplicaModel(8, service=Exponential(2.0)), 2.0, 0.5, 0.01
 
@@ -405,7 +405,7 @@ def test_observations_are_what_the_records_say():
 
 
 def test_schedule_plus_reactive_takes_the_larger():
-    from capbook.autoscale import Observation, ScheduleReactive
+    from capbook.autoscale.policies import Observation, ScheduleReactive
 
     pol = ScheduleReactive(Schedule([3, 1], step_s=600.0), ReactiveWaiting(0.5))
     mk = lambda t, busy, waiting: Observation(t, 2, 0, 0, 0, 4, 1.0, 0.5, 1.0, busy, waiting, 0.0, 1.0)
@@ -591,7 +591,7 @@ def test_batched_commit_of_unqueued_requests_is_the_heap_loop(monkeypatch):
     """The vectorised commit of the requests that start on arrival (autoscale._Run._commit_unqueued)
     against the heap loop alone, on a run that scales up and down and makes requests wait: every
     start, hour, tick, event and replica is the same, bit for bit."""
-    from capbook import autoscale
+    from capbook.autoscale import policies as autoscale
 
     rates = np.r_[np.full(3, 10.0), np.full(3, 40.0), np.full(3, 6.0), np.full(3, 30.0)]   # 10-minute bins
     arr = RateArrivals(rates, bin_s=600.0)

@@ -6,15 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets
-from capbook.autoscale import ReplicaModel, Static
-from capbook.autoscale_plan import (PLAN_CANDIDATES, design_week, forecast_schedule, headroom_check, hour_of_week,
+from capbook.app import datasets
+from capbook.autoscale.policies import ReplicaModel, Static
+from capbook.autoscale.schedule import (PLAN_CANDIDATES, design_week, forecast_schedule, headroom_check, hour_of_week,
                                     log_rate_cv, plan_autoscaling, race_policies, standard_policies, _lengths)
-from capbook.cli import main
-from capbook.costs import FleetCurve, week_demand
+from capbook.app.cli import main
+from capbook.cost.costs import FleetCurve, week_demand
 from capbook.paths import data_dir
-from capbook.plan import capacity_plan
-from capbook.traces import read_requests
+from capbook.plan.steps import capacity_plan
+from capbook.logs.requestlog import read_requests
 
 
 @pytest.fixture(scope="module")
@@ -143,7 +143,7 @@ def test_plan_autoscaling_rows_and_schedule_frame(small, inputs):
 
 
 def test_log_rate_cv_measures_the_plans_traffic(plan, inputs):
-    from capbook.arrivals import rate_cv_from_log
+    from capbook.sim.arrivals import rate_cv_from_log
 
     f = inputs.arguments["log"].frame
     f = f[(f["model"] == plan.source["model"]) & (f["tier"] == plan.source["tier"])]
@@ -209,7 +209,7 @@ def test_headroom_rule_holds_where_it_was_sized_and_breaks_beyond(plan, inputs):
 def test_the_target_the_book_advises_meets_where_a_hot_target_does_not(plan, inputs):
     """Scale at 60-70 % of the slots (the book's advice): the busiest day meets its objectives;
     at 90 % the fleet runs too hot to absorb the climb and the queue shows in TTFT."""
-    from capbook.autoscale import ReactiveWaiting
+    from capbook.autoscale.policies import ReactiveWaiting
 
     sweep, log = inputs.arguments["sweep"], inputs.arguments["log"]
     week = design_week(plan)
@@ -224,8 +224,8 @@ def test_the_target_the_book_advises_meets_where_a_hot_target_does_not(plan, inp
 
 
 def test_provisioning_lag_is_the_sum_of_its_parts():
-    from capbook.autoscale import ProvisioningLag
-    from capbook.fleet import ScaleUpLag
+    from capbook.autoscale.policies import ProvisioningLag
+    from capbook.plan.fleet import ScaleUpLag
 
     lag = ProvisioningLag.from_scale_up_lag(ScaleUpLag(), scv=0.25)
     # detect is the control loop's job: the parts are node 3, image pull 1, weights 2, model load 1 minutes
@@ -245,7 +245,7 @@ def test_provisioning_lag_is_the_sum_of_its_parts():
 def test_when_no_fleet_can_meet_the_objectives_the_section_says_so(inputs):
     """The p99 prompt's prefill alone exceeds a 0.3 s TTFT objective: the plan finds no fleet size
     meets it, and the autoscaling section says no policy can help instead of ranking them."""
-    from capbook.plan import SLO
+    from capbook.plan.steps import SLO
 
     p = capacity_plan(**inputs.arguments, slo=SLO(ttft_target_s=0.3), demand_scale=0.05, sim_requests=2000)
     assert p.verification.status == "impossible"

@@ -31,11 +31,12 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 import book_edgecases as cases  # noqa: E402
 
-from capbook import bookbuild, datasets  # noqa: E402
-from capbook.importers import read_sweep  # noqa: E402
-from capbook.plan import SLO  # noqa: E402
-from capbook.sweep import Sweep, load_sample_sweep  # noqa: E402
-from capbook.traces import read_requests  # noqa: E402
+from capbook.app import bookbuild
+from capbook.app import datasets  # noqa: E402
+from capbook.sweeps.importers import read_sweep  # noqa: E402
+from capbook.plan.steps import SLO  # noqa: E402
+from capbook.sweeps.sweep import Sweep, load_sample_sweep  # noqa: E402
+from capbook.logs.requestlog import read_requests  # noqa: E402
 
 BOOK = bookbuild.ROOT / "book"
 _ENV = ("CAPBOOK_REQUESTS", "CAPBOOK_SWEEP", "CAPBOOK_SLO", "CAPBOOK_HISTORY", "CAPBOOK_PRICES",
@@ -122,7 +123,7 @@ def test_percentile_for_falls_back_as_plan_does(edge):
 
 
 def test_plan_uses_the_same_percentile_rule(edge):
-    from capbook.plan import _checked_percentile
+    from capbook.plan.steps import _checked_percentile
 
     vllm = read_sweep(edge["sweep:vllm_default"])
     notes: list = []
@@ -179,7 +180,7 @@ def test_failed_chapter_text_has_no_terminal_codes(raw):
 
 
 def test_book_takes_slo_as_plan_does(tmp_path, capsys):
-    from capbook.cli import main
+    from capbook.app.cli import main
 
     assert main(["book", "--slo", "tpot=quick", "--out", str(tmp_path / "b")]) == 2
     err = capsys.readouterr().err
@@ -286,7 +287,7 @@ def test_costs_with_a_tenant_per_user(edge, monkeypatch):
 # --------------------------------------------------------------------------------------------
 @pytest.mark.book_build
 def test_full_book_on_an_edge_pair(edge, tmp_path, capsys):
-    from capbook.cli import main
+    from capbook.app.cli import main
 
     out = tmp_path / "site"
     code = main(["book", "--requests", str(edge["log:tenant_per_user"]), "--sweep", str(edge["sweep:vllm_default"]),

@@ -17,8 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from capbook.bookbuild import chapter_files
-from capbook.cli import main
+from capbook.app.bookbuild import chapter_files
+from capbook.app.cli import main
 
 BUILDS = {
     "azure_conv": ("traces/AzureLLMInferenceTrace_conv.csv",

@@ -36,8 +36,8 @@ def test_cell_ids_are_unique():
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_stated_time_is_computed_from_the_material(path):
     """"Time to learn: N minutes" is the prose at 150 words a minute plus the visible code at
-    10 lines a minute, rounded up to 5 (capbook.bookcheck.chapter_length)."""
-    from capbook.bookcheck import chapter_length
+    10 lines a minute, rounded up to 5 (capbook.app.bookcheck.chapter_length)."""
+    from capbook.app.bookcheck import chapter_length
 
     n = chapter_length(path)
     assert n.stated_minutes is not None, f"{path.name} states no 'Time to learn: N minutes'"
@@ -48,7 +48,7 @@ def test_stated_time_is_computed_from_the_material(path):
 
 
 def test_chapter_length_counts_what_a_reader_reads(tmp_path):
-    from capbook.bookcheck import chapter_length
+    from capbook.app.bookcheck import chapter_length
 
     words = " ".join(["word"] * 300)  # 2 minutes of prose
     cells = [{"cell_type": "markdown", "source": f"# T\n\n**Time to learn**: 5 minutes.\n\n{words}"},

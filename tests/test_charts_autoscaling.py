@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook.autoscale import ReplicaModel, Schedule, Scaling, Static, simulate_autoscaling
-from capbook.autoscale_plan import PolicyRace, headroom_check
+from capbook.autoscale.policies import ReplicaModel, Schedule, Scaling, Static, simulate_autoscaling
+from capbook.autoscale.schedule import PolicyRace, headroom_check
 from capbook.charts.autoscaling import (HEADROOM_FILTER, TTFT_CEILING_S, TTFT_FLOOR_S, day_chart, day_rows, headroom_chart, headroom_rows,
                                         week_shapes_chart)
 
@@ -135,7 +135,7 @@ def test_headroom_chart_embeds_a_computed_grid():
 def _small_race():
     rep = ReplicaModel(4, 2.0)
     rates = np.array([2.0, 6.0])
-    from capbook.arrivals import RateArrivals
+    from capbook.sim.arrivals import RateArrivals
 
     arr = RateArrivals(rates, 600.0)
     results = {}

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from capbook.charts.capstone import rating_explorer
-from capbook.replicas import ReplicaRating, replicas_for_tokens
+from capbook.sweeps.replicas import ReplicaRating, replicas_for_tokens
 
 
 def _spec():
@@ -59,9 +59,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def plan_spec():
-    from capbook import datasets
-    from capbook.plan import SLO, capacity_plan
-    from capbook.sweep import load_sample_sweep
+    from capbook.app import datasets
+    from capbook.plan.steps import SLO, capacity_plan
+    from capbook.sweeps.sweep import load_sample_sweep
 
     inputs = datasets.plan_inputs(datasets.load_gateway(), load_sample_sweep())
     return capacity_plan(**inputs.arguments, slo=SLO(), lead_time_weeks=4, simulate=False).chart().to_dict()

@@ -1,4 +1,4 @@
-"""capbook.charts.costs: what the browser computes from the sliders equals capbook.costs.
+"""capbook.charts.costs: what the browser computes from the sliders equals capbook.cost.costs.
 
 The Vega-Lite transforms of each chart are read from its spec and run in Python on the rows the
 page embeds (calculate, then the window or joinaggregate), and the result is compared with
@@ -12,9 +12,9 @@ import re
 import pandas as pd
 import pytest
 
-from capbook import costs
+from capbook.cost import costs
 from capbook.charts.costs import (RESERVE_EXPRESSIONS, SATURATION_EXPRESSIONS, objectives_chart, reserve_chart,
-                                  saturation_chart, saturation_rows)
+                                  saturation_cost_chart, saturation_rows)
 
 
 class _Datum:
@@ -74,7 +74,7 @@ def test_saturation_argmin_by_hand():
     # usd_per_request $0.01. At kappa = 10 a late request costs $0.10: totals 200, 210, 301, 400.1, 500 -> 1.
     # At kappa = 1,000 it costs $10: totals 10,100, 1,200, 400, 410, 500 -> 3.
     # At kappa = 100,000 ($1,000): 1,000,100, 100,200, 10,300, 1,400, 500 -> 5.
-    spec = saturation_chart(_hand_costs(), 0.01, price_ratio=1000, conventional_replicas=4).to_dict()
+    spec = saturation_cost_chart(_hand_costs(), 0.01, price_ratio=1000, conventional_replicas=4).to_dict()
     assert _browser_argmin(spec, 1.0) == 1
     assert _browser_argmin(spec, 3.0) == 3
     assert _browser_argmin(spec, 5.0) == 5
@@ -88,7 +88,7 @@ def test_saturation_ties_go_to_the_smaller_fleet():
     # kappa = 100 ($1 a late request): totals 1,100, 300, 310, 401, 500 -> 2; make 3 tie with 2 by hand:
     t = _hand_costs()
     t.loc[3, "capacity_usd_per_week"] = 290.0            # 290 + 10 = 300 = 200 + 100
-    spec = saturation_chart(t, 0.01, price_ratio=100, conventional_replicas=3).to_dict()
+    spec = saturation_cost_chart(t, 0.01, price_ratio=100, conventional_replicas=3).to_dict()
     assert _browser_argmin(spec, 2.0) == 2 == int(t.assign(tot=t.capacity_usd_per_week + t.late_requests).tot.idxmin())
 
 
@@ -159,9 +159,9 @@ def test_objectives_chart_labels_dollars():
 @pytest.mark.parametrize("call, name", [
     (lambda: saturation_rows(pd.DataFrame({"x": [1]}), 0.01), "costs"),
     (lambda: saturation_rows(_hand_costs(), 0), "usd_per_request"),
-    (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=-1, conventional_replicas=2), "price_ratio"),
-    (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=0), "conventional_replicas"),
-    (lambda: saturation_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=2, log_kappa_range=(3, 1)),
+    (lambda: saturation_cost_chart(_hand_costs(), 0.01, price_ratio=-1, conventional_replicas=2), "price_ratio"),
+    (lambda: saturation_cost_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=0), "conventional_replicas"),
+    (lambda: saturation_cost_chart(_hand_costs(), 0.01, price_ratio=10, conventional_replicas=2, log_kappa_range=(3, 1)),
      "log_kappa_range"),
     (lambda: reserve_chart(pd.DataFrame({"share": [1.0]}), 2.0, break_even_share=0.5), "duration"),
     (lambda: reserve_chart(_hand_duration(), 2.0, break_even_share=1.5), "break_even_share"),
@@ -174,12 +174,12 @@ def test_bad_arguments_name_themselves(call, name):
 
 
 # --------------------------------------------------------------------------------------------
-# Against capbook.costs on the sample plan
+# Against capbook.cost.costs on the sample plan
 # --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sample_plan():
-    from capbook import datasets
-    from capbook.plan import capacity_plan
+    from capbook.app import datasets
+    from capbook.plan.steps import capacity_plan
 
     inp = datasets.plan_inputs(datasets.load_gateway())
     plan = capacity_plan(**inp.arguments, simulate=False)
@@ -190,7 +190,7 @@ def test_browser_optimum_is_optimal_quantile_at_every_ratio(sample_plan):
     plan, sweep, prices = sample_plan
     opt = costs.optimal_quantile(plan, sweep, prices, 1.0)
     conv = int(opt.conventional.name)
-    spec = saturation_chart(opt.costs, opt.usd_per_request, price_ratio=opt.price_ratio,
+    spec = saturation_cost_chart(opt.costs, opt.usd_per_request, price_ratio=opt.price_ratio,
                             conventional_replicas=conv).to_dict()
     seen = set()
     for log_kappa in (1.5, 2.5, 3.0, 3.64, 4.5, 5.5):

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import fleet
+from capbook.plan import fleet
 from capbook import queueing as q
 from capbook.charts import fleetcharts as fc
 

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import forecast as fc
+from capbook.forecast import tokens as fc
 from capbook.charts import forecasting as fchart
 
 H = fc.HOURS_PER_WEEK
@@ -97,7 +97,7 @@ def small_forecast():
 
 def test_weekly_shape_chart_rows_are_the_shape_in_percent():
     shape = fc.weekly_profile(first_day=2)
-    spec = fchart.weekly_shape_chart(shape, first_day=2).to_dict()
+    spec = fchart.fitted_shape_chart(shape, first_day=2).to_dict()
     (rows,) = _datasets(spec)
     assert len(rows) == H
     np.testing.assert_allclose([r["share of the week (%)"] for r in rows], 100 * shape)
@@ -108,9 +108,9 @@ def test_weekly_shape_chart_rows_are_the_shape_in_percent():
 
 def test_weekly_shape_chart_rejects_bad_input():
     with pytest.raises(ValueError, match="168"):
-        fchart.weekly_shape_chart(np.ones(24) / 24)
+        fchart.fitted_shape_chart(np.ones(24) / 24)
     with pytest.raises(ValueError, match="first_day"):
-        fchart.weekly_shape_chart(np.ones(H) / H, first_day=7)
+        fchart.fitted_shape_chart(np.ones(H) / H, first_day=7)
 
 
 def test_forecast_band_chart_embeds_history_actual_point_and_band(small_forecast):

@@ -108,7 +108,7 @@ def _eval_vega(expr: str, row: dict, **params) -> float:
 
 
 def test_tpot_expression_interpolates_like_the_sweep():
-    from capbook.sweep import load_sample_sweep
+    from capbook.sweeps.sweep import load_sample_sweep
 
     sweep = load_sample_sweep("illustrative_chat")
     levels = sweep.concurrency
@@ -120,7 +120,7 @@ def test_tpot_expression_interpolates_like_the_sweep():
 
 
 def test_qps_chart_with_a_sweep_uses_the_measured_tpot_at_s():
-    from capbook.sweep import load_sample_sweep
+    from capbook.sweeps.sweep import load_sample_sweep
 
     sweep = load_sample_sweep("illustrative_chat")
     chart = knee.qps_by_output_chart(32, 0.040, 0.25, 300, max_output_tokens=200, step=50, sweep=sweep)

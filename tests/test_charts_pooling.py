@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import fleet
+from capbook.plan import fleet
 from capbook import queueing as q
 from capbook.charts import pooling
 
@@ -133,9 +133,9 @@ def test_affinity_chart_refuses_what_it_cannot_draw():
 
 def test_affinity_chart_on_a_simulated_fleet():
     """The chart reads FleetRun.summary's names as they are."""
-    from capbook.engine import fit_engine
-    from capbook.fleetsim import simulate_fleet
-    from capbook.sweep import load_sample_sweep
+    from capbook.engine.stepmodel import fit_engine
+    from capbook.sim.fleetsim import simulate_fleet
+    from capbook.sweeps.sweep import load_sample_sweep
 
     engine = fit_engine(load_sample_sweep("illustrative_chat"))
     rng = np.random.default_rng(3)

@@ -18,7 +18,7 @@ from capbook.charts.sweeps import (
     slots_slider_chart,
     tpot_limit_chart,
 )
-from capbook.sweep import Sweep, choose_slots
+from capbook.sweeps.sweep import Sweep, choose_slots
 
 
 def small_sweep(name="small", scale=1.0, mean=True):
@@ -131,7 +131,7 @@ def _js(expr: str, **env) -> float:
 
 
 def test_long_share_chart_computes_the_linear_mix_in_the_browser():
-    from capbook.sweep import capacity_vs_long_share
+    from capbook.sweeps.sweep import capacity_vs_long_share
 
     sw = small_sweep()
     resweep = pd.DataFrame({"long_share": [0.0, 0.5], "resweep_rps": [1.0, 0.5], "S_resweep": [4, 2]})

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import loadqueue as lq
+from capbook.engine import loadqueue as lq
 from capbook import queueing as q
 from capbook.charts import textbook as tb
 from capbook.charts import variability as var
-from capbook.sweep import load_sample_sweep
+from capbook.sweeps.sweep import load_sample_sweep
 
 
 def _datasets(spec: dict) -> list[list[dict]]:
@@ -38,7 +38,7 @@ def _layer_params(spec: dict) -> dict:
 def test_dispersion_chart_rows_are_the_table():
     table = pd.DataFrame({0.1: [1.06, 0.99], 2.0: [1.93, 0.97], 60.0: [2.61, 0.79]},
                          index=["interactive", "without the agents"])
-    spec = var.dispersion_chart(table).to_dict()
+    spec = var.peak_dispersion_chart(table).to_dict()
     rows = [r for d in _datasets(spec) for r in d if "stream" in r]
     assert len(rows) == 6
     got = {(r["stream"], r["window_s"]): r["idc"] for r in rows}
@@ -53,7 +53,7 @@ def test_dispersion_chart_rows_are_the_table():
 @pytest.mark.parametrize("bad", [pd.DataFrame(), pd.DataFrame({-1.0: [1.0]}), pd.DataFrame({1.0: [np.nan]})])
 def test_dispersion_chart_rejects_bad_tables(bad):
     with pytest.raises(ValueError):
-        var.dispersion_chart(bad)
+        var.peak_dispersion_chart(bad)
 
 
 def test_allen_cunneen_grid_is_the_mmc_wait():

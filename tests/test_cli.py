@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook.cli import COMMANDS, build_parser, main
+from capbook.app.cli import COMMANDS, build_parser, main
 
 
 def _small_log(tmp_path, n=300, seed=1):
@@ -53,7 +53,7 @@ def test_trace_with_a_sweep_file(tmp_path, repo_root, capsys):
     sweep_file = repo_root / "data" / "sweeps" / "illustrative_chat.csv"
     if not sweep_file.exists():
         pytest.skip("sample sweeps not generated")
-    from capbook.importers import read_sweep
+    from capbook.sweeps.importers import read_sweep
 
     sw = read_sweep(sweep_file)
     p, df = _small_log(tmp_path)
@@ -107,7 +107,7 @@ def test_parser_is_extensible():
 
 def test_module_entry_point(tmp_path):
     p, _ = _small_log(tmp_path, n=50)
-    r = subprocess.run([sys.executable, "-m", "capbook.cli", "trace", str(p)],
+    r = subprocess.run([sys.executable, "-m", "capbook.app.cli", "trace", str(p)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "rows      50" in r.stdout
@@ -135,9 +135,9 @@ def test_module_entry_point(tmp_path):
     ("check the log's token counts, demand_scale and growth_per_week", "check the log's token counts, --scale and --growth"),
     ("it holds ['other']; pass history= an hourly history of the log's model", "pass --history an hourly history"),
     ("zones=1: with every replica in one zone", "--zones 1: with every replica"),
-    ("pass format= one of ('canonical',) or a capbook.traces.Mapping naming your columns (a load",
+    ("pass format= one of ('canonical',) or a capbook.logs.requestlog.Mapping naming your columns (a load",
      "or --columns arrival_time=COLUMN,input_tokens=COLUMN,output_tokens=COLUMN naming your columns"),
-    ("they then count from 1970-01-01 (a capbook.traces.Mapping with another epoch sets their start)",
+    ("they then count from 1970-01-01 (a capbook.logs.requestlog.Mapping with another epoch sets their start)",
      "(--columns ...,epoch=DATE sets their start)"),
     ("reads it as date-times; pass time_unit='s' (or 'ms', 'us', 'ns'), or set Mapping.time_unit",
      "pass --time-unit s (or 'ms', 'us', 'ns')"),
@@ -148,7 +148,7 @@ def test_module_entry_point(tmp_path):
      "hours as --requests and the whole log's hourly sums as --history"),
 ])
 def test_cli_messages_name_flags_not_keywords(message, flag):
-    from capbook.cli import cli_message
+    from capbook.app.cli import cli_message
 
     import re
 
@@ -161,14 +161,14 @@ def test_cli_messages_name_flags_not_keywords(message, flag):
 
 
 def test_cli_messages_leave_ordinary_text_alone():
-    from capbook.cli import cli_message
+    from capbook.app.cli import cli_message
 
     text = "concurrency 16 is fine: TTFT p99 0.4 s at rate 3.2 requests/s (model llama, tier batch)"
     assert cli_message(text) == text
 
 
 def test_sweep_and_log_flags_become_reader_keywords():
-    from capbook.cli import _requests_options, _sweep_options
+    from capbook.app.cli import _requests_options, _sweep_options
 
     args = build_parser().parse_args([
         "plan", "--requests", "x.csv", "--drop-invalid", "--time-unit", "ms", "--sort",
@@ -209,14 +209,14 @@ def test_plan_mixed_sweep_names_the_load_flag(tmp_path, capsys, repo_root):
 
 def test_trace_piped_into_head_ends_quietly(tmp_path):
     p, _ = _small_log(tmp_path, n=2000)
-    r = subprocess.run(f"{sys.executable} -m capbook.cli trace {p} | head -1", shell=True,
+    r = subprocess.run(f"{sys.executable} -m capbook.app.cli trace {p} | head -1", shell=True,
                        capture_output=True, text=True, timeout=120)
     assert r.stdout.startswith("file"), r.stdout
     assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
 
 
 def test_an_internal_error_is_one_line_not_a_traceback(monkeypatch, capsys):
-    import capbook.cli as cli
+    import capbook.app.cli as cli
 
     def boom(args):
         raise ZeroDivisionError("float division by zero")
@@ -233,7 +233,7 @@ def test_an_internal_error_is_one_line_not_a_traceback(monkeypatch, capsys):
 
 
 def test_cli_messages_leave_paths_and_names_alone():
-    from capbook.cli import cli_message
+    from capbook.app.cli import cli_message
 
     msg = ("/data/SERVE--max_num_seqs=4-BENCH/run=0.json: several points; pass repeats='mean', or "
            "where={'config': 'SERVE--max_num_seqs=4-BENCH'} to choose")
@@ -354,7 +354,7 @@ def test_trace_reads_its_sweep_with_the_sweep_flags(tmp_path, repo_root, capsys)
     for command in (["trace", "x.csv"], ["plan"], ["book"], ["predict"]):
         args = build_parser().parse_args([*command, "--sweep", "d", "--where", "config=vllm",
                                           "--max-num-seqs", "64", "--sweep-concurrency", "4"])
-        from capbook.cli import _sweep_options
+        from capbook.app.cli import _sweep_options
 
         assert _sweep_options(args) == {"where": {"config": "vllm"}, "max_num_seqs": 64,
                                         "concurrency": 4.0}, command
@@ -381,8 +381,8 @@ def test_trace_slots_outside_the_sweep_name_the_flag_and_range(tmp_path, capsys,
 
 # Keyword hints in the sweep path's messages that the CLI never shows as they are, and why.
 _HINTS_NOT_SHOWN = {
-    ("sweep.py", "q"): "q='mean' is a Python choice only: the CLI's objectives take percentiles",
-    ("tracestats.py", "sweep"): "LogSummary catches it and prints 'Cs2 n/a (...; pass --sweep and --slots, "
+    ("sweeps/sweep.py", "q"): "q='mean' is a Python choice only: the CLI's objectives take percentiles",
+    ("logs/stats.py", "sweep"): "LogSummary catches it and prints 'Cs2 n/a (...; pass --sweep and --slots, "
                                 "or --prefill-rate and --tpot)'",
 }
 
@@ -394,12 +394,13 @@ def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
     from pathlib import Path
 
     import capbook
-    from capbook.cli import cli_message
+    from capbook.app.cli import cli_message
 
     root = Path(capbook.__file__).parent
     hint = re.compile(r"\b(?:pass|use|give|with|set)[ \t]+([a-z_][a-z0-9_]*)\s*=[^\n]*")
     found = []
-    for name in ("importers.py", "perrequest.py", "sweep.py", "tracestats.py", "cli.py", "datasets.py"):
+    for name in ("sweeps/importers.py", "sweeps/perrequest.py", "sweeps/sweep.py", "logs/stats.py", "app/cli.py",
+                 "app/datasets.py"):
         for m in hint.finditer((root / name).read_text(encoding="utf-8")):
             key, text = m.group(1), re.sub(r"[\"')]+\s*(\)|,|\+)?\s*$", "", m.group(0))
             found.append((name, key))
@@ -407,5 +408,5 @@ def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
                 continue
             out = cli_message(text)
             assert not re.search(rf"(?<![\w-]){key}\s*=", out), f"{name}: {text!r} -> {out!r}"
-    assert ("sweep.py", "extrapolate") in found and ("importers.py", "load") in found, found
+    assert ("sweeps/sweep.py", "extrapolate") in found and ("sweeps/importers.py", "load") in found, found
     assert set(_HINTS_NOT_SHOWN) <= set(found), "a listed hint is gone: drop it from _HINTS_NOT_SHOWN"

@@ -14,12 +14,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook.bookbuild import ROOT, chapter_files, data_note
-from capbook.cli import main
-from capbook.plan import capacity_plan
+from capbook.app.bookbuild import ROOT, chapter_files, data_note
+from capbook.app.cli import main
+from capbook.plan.steps import capacity_plan
 from capbook.paths import data_path
-from capbook.sweep import load_sample_sweep
-from capbook.traces import read_requests
+from capbook.sweeps.sweep import load_sample_sweep
+from capbook.logs.requestlog import read_requests
 
 
 def _log(tmp_path, hours=2.0, rate=3.0, seed=7):
@@ -132,7 +132,7 @@ def test_data_note_names_the_sources():
 def test_a_failing_chapter_is_reported_with_its_error(tmp_path):
     import nbformat
 
-    from capbook.bookbuild import _execute_timed
+    from capbook.app.bookbuild import _execute_timed
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1"),
                                          nbformat.v4.new_code_cell("raise ValueError('the log has 2 periods')")])
@@ -142,13 +142,13 @@ def test_a_failing_chapter_is_reported_with_its_error(tmp_path):
     with pytest.raises(RuntimeError, match="the log has 2 periods"):
         _execute_timed(str(path), {**__import__("os").environ}, 60)
     with pytest.raises(ValueError, match="jobs"):
-        __import__("capbook.bookbuild").bookbuild.build_book(tmp_path / "o", jobs=0)
+        __import__("capbook.app.bookbuild").bookbuild.build_book(tmp_path / "o", jobs=0)
 
 
 def test_a_hung_chapter_is_killed_and_reported(tmp_path):
     import nbformat
 
-    from capbook.bookbuild import _execute_timed
+    from capbook.app.bookbuild import _execute_timed
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(600)")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -185,7 +185,7 @@ def test_a_missed_wakeup_costs_one_poll_slice_not_the_cell_timeout():
     # waited the whole 300 s cell timeout for an execute_reply that had arrived at once
     import asyncio
 
-    from capbook.bookbuild import _POLL_SLICE_S, _sliced_get_msg
+    from capbook.app.bookbuild import _POLL_SLICE_S, _sliced_get_msg
 
     ch = _FakeChannel(reply_at_s=0.0)
     assert asyncio.run(ch.get_msg(timeout=300)) and ch.now == 300            # the unsliced poll: 300 s
@@ -202,7 +202,7 @@ def test_a_sliced_wait_keeps_the_timeout():
     import asyncio
     import queue
 
-    from capbook.bookbuild import _sliced_get_msg
+    from capbook.app.bookbuild import _sliced_get_msg
 
     ch = _FakeChannel(reply_at_s=None)
     with pytest.raises(queue.Empty):
@@ -213,7 +213,7 @@ def test_a_sliced_wait_keeps_the_timeout():
 def test_chapters_execute_with_sliced_channel_waits(tmp_path):
     import nbformat
 
-    from capbook.bookbuild import _notebook_client_class
+    from capbook.app.bookbuild import _notebook_client_class
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1")])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -230,7 +230,7 @@ def test_chapters_execute_with_sliced_channel_waits(tmp_path):
 @pytest.mark.parametrize("kw, name", [({"jobs": True}, "jobs"), ({"jobs": "2"}, "jobs"), ({"jobs": 1.5}, "jobs"),
                                       ({"timeout": 0}, "timeout"), ({"timeout": float("nan")}, "timeout")])
 def test_build_book_refuses_bad_numbers_naming_the_argument(tmp_path, kw, name):
-    from capbook.bookbuild import build_book
+    from capbook.app.bookbuild import build_book
 
     with pytest.raises(ValueError, match=rf"^{name} must"):
         build_book(tmp_path / "o", **kw)
@@ -249,7 +249,8 @@ def test_book_number_flags_are_checked_and_named(tmp_path, capsys, argv, flag):
 def test_book_takes_the_replica_hardware_a_sweep_does_not_record(tmp_path, monkeypatch, capsys):
     """--gpu and --tensor-parallel reach every chapter as the sweep's configuration (filled where
     the sweep is silent), without --prices; a bad count names its flag."""
-    from capbook import bookbuild, datasets
+    from capbook.app import bookbuild
+    from capbook.app import datasets
 
     seen = {}
     monkeypatch.setattr(bookbuild, "build_book", lambda out, **kw: seen.update(kw) or 0)
@@ -259,7 +260,7 @@ def test_book_takes_the_replica_hardware_a_sweep_does_not_record(tmp_path, monke
     assert main(["book", "--sweep", str(tmp_path / "s.csv"), "--gpu", "H100-SXM-80GB",
                  "--tensor-parallel", "4", "--out", str(tmp_path / "o")]) == 0
     assert seen["sweep_options"]["config"] == {"gpu": "H100-SXM-80GB", "tensor_parallel": 4}
-    # what a chapter then reads through capbook.datasets
+    # what a chapter then reads through capbook.app.datasets
     monkeypatch.setenv("CAPBOOK_SWEEP", str(tmp_path / "s.csv"))
     monkeypatch.setenv("CAPBOOK_SWEEP_OPTIONS", __import__("json").dumps(seen["sweep_options"]))
     sw = datasets.load_sweep()

@@ -9,8 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capbook import bookbuild, datasets
-from capbook.cli import main as cli_main
+from capbook.app import bookbuild
+from capbook.app import datasets
+from capbook.app.cli import main as cli_main
 
 ROOT = Path(__file__).resolve().parents[1]
 PRICES = ROOT / "data" / "prices" / "illustrative.csv"
@@ -171,7 +172,7 @@ def test_data_readme_states_the_shipped_prices():
     """data/README.md's table of illustrative prices is the CSV's, and both say they are not quotes."""
     import re
 
-    from capbook.costs import read_prices
+    from capbook.cost.costs import read_prices
 
     table = read_prices(PRICES)
     readme = (ROOT / "data" / "README.md").read_text()

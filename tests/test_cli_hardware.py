@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from capbook.cli import main
+from capbook.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = ROOT / "data" / "sweeps" / "llama8b_l4_chat.csv"

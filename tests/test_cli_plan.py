@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capbook import cli
-from capbook.cli import cli_message, main
+from capbook.app import cli
+from capbook.app.cli import cli_message, main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -130,8 +130,8 @@ def test_a_name_with_terminal_codes_is_printed_and_written_without_them(capsys, 
 def _package_hints() -> list[str]:
     """Every ``pass NAME=`` hint written in the package's messages, to the end of its line of text."""
     found = set()
-    for f in (ROOT / "capbook").glob("*.py"):
-        if f.name == "cli.py":
+    for f in (ROOT / "capbook").rglob("*.py"):
+        if f.name in ("cli.py", "messages.py"):
             continue
         for m in re.finditer(r"pass ([a-z_]+=[^\"\n]*)", f.read_text(encoding="utf-8")):
             hint = re.sub(r"\{[^}]*!r\}", "'ms'", m.group(1))  # an f-string's repr: a quoted value
@@ -174,15 +174,15 @@ def test_the_flags_the_hints_name_exist(capsys):
 @pytest.mark.parametrize("message, flag", [
     ("the fleet simulation was skipped (simulate=False)", "(--no-sim)"),
     ("not binding (model or GPU not recognised; pass kv_cache_tokens=)", "pass --kv-cache-tokens N)"),
-    ("has no end_time column; pass sweep= (a capbook.sweep.Sweep) or prefill_rate_tps= and tpot_s=",
+    ("has no end_time column; pass sweep= (a capbook.sweeps.sweep.Sweep) or prefill_rate_tps= and tpot_s=",
      "pass --sweep PATH with --slots S or --prefill-rate TPS and --tpot SECONDS"),
-    ("The file has columns ['a']; pass format= or a capbook.traces.Mapping naming the columns", "pass --format FORMAT"),
+    ("The file has columns ['a']; pass format= or a capbook.logs.requestlog.Mapping naming the columns", "pass --format FORMAT"),
     ("pass time_unit='s' (or 'ms', 'us', 'ns'), or set Mapping.time_unit", "pass --time-unit s (or 'ms', 'us', 'ns')"),
 ])
 def test_new_hints(message, flag):
     out = cli_message(message)
     assert flag in out
-    assert not KEYWORD.search(out) and "capbook.sweep.Sweep" not in out and "Mapping" not in out
+    assert not KEYWORD.search(out) and "capbook.sweeps.sweep.Sweep" not in out and "Mapping" not in out
 
 
 def test_json_outputs_speak_flags_and_keep_the_users_names(capsys, tmp_path):
@@ -237,9 +237,9 @@ def test_gpu_hours_count_every_gpu_of_a_tp4_replica_when_tp_comes_from_the_flag(
 
 
 def test_hours_are_replica_hours_and_named_so_when_gpus_per_replica_are_unknown(tmp_path):
-    from capbook.autoscale_plan import plan_autoscaling
-    from capbook.plan import capacity_plan
-    from capbook.sweep import Sweep
+    from capbook.autoscale.schedule import plan_autoscaling
+    from capbook.plan.steps import capacity_plan
+    from capbook.sweeps.sweep import Sweep
 
     inputs = datasets_inputs()
     d = pd.read_csv(ROOT / "data" / "sweeps" / "llama70b_h100_tp4_chat.csv")
@@ -266,7 +266,7 @@ def test_hours_are_replica_hours_and_named_so_when_gpus_per_replica_are_unknown(
 
 
 def datasets_inputs():
-    from capbook import datasets
+    from capbook.app import datasets
 
     return datasets.plan_inputs()
 
@@ -295,9 +295,9 @@ def per_user_log(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def per_user_plan(per_user_log):
-    from capbook.plan import capacity_plan
-    from capbook.sweep import load_sample_sweep
-    from capbook.traces import read_requests
+    from capbook.plan.steps import capacity_plan
+    from capbook.sweeps.sweep import load_sample_sweep
+    from capbook.logs.requestlog import read_requests
 
     path, _ = per_user_log
     return capacity_plan(read_requests(path), load_sample_sweep("illustrative_chat"), simulate=False)
@@ -305,7 +305,7 @@ def per_user_plan(per_user_log):
 
 def test_a_per_user_log_lists_the_top_tenants_and_one_all_others_row(per_user_log, per_user_plan):
     import numpy as np
-    from capbook.plan import TOP_TENANTS
+    from capbook.plan.steps import TOP_TENANTS
 
     _, g = per_user_log
     p, lim = per_user_plan, per_user_plan.limits
@@ -382,7 +382,7 @@ def test_busiest_window_is_the_largest_sliding_sum_of_whole_minutes():
     """Against a brute force over every 60-minute window of random minutes."""
     import numpy as np
 
-    from capbook.tracestats import busiest_window
+    from capbook.logs.stats import busiest_window
 
     rng = np.random.default_rng(7)
     t = pd.date_range("2026-03-02 08:00", periods=300, freq="1min", tz="UTC")

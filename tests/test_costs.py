@@ -1,9 +1,9 @@
-"""Tests of capbook.costs: price tables, the cost of a plan, the fleet as a function of the peak,
+"""Tests of capbook.cost.costs: price tables, the cost of a plan, the fleet as a function of the peak,
 the forecast week as a distribution, the price of each choice, reserved against on-demand, and
 the cheapest configuration.
 
 Oracles: price tables written here and read back with the standard ``csv`` module; dollar
-arithmetic worked on paper (each derivation is in a comment); :func:`capbook.plan.capacity_plan`
+arithmetic worked on paper (each derivation is in a comment); :func:`capbook.plan.steps.capacity_plan`
 at other demand scales (the pipeline ``FleetCurve`` re-solves); Monte Carlo draws from the
 forecast's own error sample (seeded numpy Generator) for the expected excess and hours over
 capacity; a brute-force search over a fine grid of planned quantiles for the optimal quantile;
@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import costs, datasets
-from capbook.forecast import HOURS_PER_WEEK
-from capbook.costs import (
+from capbook.cost import costs
+from capbook.app import datasets
+from capbook.forecast.tokens import HOURS_PER_WEEK
+from capbook.cost.costs import (
     HOURS_PER_YEAR,
     PRICE_COLUMNS,
     FleetCurve,
@@ -46,9 +47,9 @@ from capbook.costs import (
     time_zone_regions,
     week_demand,
 )
-from capbook.plan import SLO, LogAggregates, capacity_plan
-from capbook.sweep import Sweep, list_sample_sweeps, load_sample_sweep
-from capbook.traces import read_requests
+from capbook.plan.steps import SLO, LogAggregates, capacity_plan
+from capbook.sweeps.sweep import Sweep, list_sample_sweeps, load_sample_sweep
+from capbook.logs.requestlog import read_requests
 
 HEADER = ",".join(PRICE_COLUMNS)
 T0 = pd.Timestamp("2026-03-02 00:00:00", tz="UTC")
@@ -509,7 +510,7 @@ def test_week_demand_peak_at_the_plans_quantile_is_the_plans_peak(plan, week):
 def test_week_demand_reruns_the_plans_forecast_on_short_histories(sums, sweep, weeks, method):
     """Shorter histories take the ladder's other rungs (the sqrt(h) rule with 5 weeks, calibrated
     with 3 fit weeks and 1 origin with 8): the week re-run must still be the plan's forecast."""
-    from capbook import forecast as fc
+    from capbook.forecast import tokens as fc
 
     h = pd.read_csv(datasets.data_dir() / datasets.GATEWAY_HISTORY)
     h["period_start"] = pd.to_datetime(h["period_start"], utc=True)
@@ -756,7 +757,7 @@ def test_optimal_quantile_newsvendor_critical_fractile(monkeypatch):
     and the survival P(D > x) decreases, so P(D > k(N+1)) ≤ 0.1 ≤ P(D > k(N−1)).
 
     optimal_quantile takes a plan, not a distribution, so the week and the fleet are substituted
-    (monkeypatch of capbook.costs.week_demand and capbook.costs.FleetCurve) by a hand-made one.
+    (monkeypatch of capbook.cost.costs.week_demand and capbook.cost.costs.FleetCurve) by a hand-made one.
     """
     rng = np.random.default_rng(17)
     f = np.exp(rng.normal(0.0, 0.1, 2001))  # demand factors, lognormal σ = 0.1
@@ -924,7 +925,7 @@ def test_compare_configurations_input_errors(sums, prices):
         compare_configurations(sums, [load_sample_sweep("llama8b_h100_chat")], only_a100, simulate=False)
     with pytest.raises(ValueError, match="at least one sweep"):
         compare_configurations(sums, [], prices)
-    with pytest.raises(ValueError, match=r"sweeps\['x'\] must be a capbook.sweep.Sweep"):
+    with pytest.raises(ValueError, match=r"sweeps\['x'\] must be a capbook.sweeps.sweep.Sweep"):
         compare_configurations(sums, {"x": "not a sweep"}, prices)
     with pytest.raises(ValueError, match="basis"):
         compare_configurations(sums, [load_sample_sweep("illustrative_chat")], prices, basis="spot")
@@ -1057,7 +1058,7 @@ def test_price_of_regions(plan, sweep, prices, week, curve, shared_curve):
 # 10. Real data: the Azure conversation trace on the KubeCon vLLM sweep
 # --------------------------------------------------------------------------------------------
 def test_real_azure_conversation_on_kubecon_vllm(shared_dir, prices):
-    from capbook.importers import read_sweep
+    from capbook.sweeps.importers import read_sweep
 
     log_path = shared_dir / "traces" / "AzureLLMInferenceTrace_conv.csv"
     sweep_dir = shared_dir / "realdata" / "inference-perf-kubecon-na-2025" / "vllm"

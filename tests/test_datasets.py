@@ -1,4 +1,4 @@
-"""Tests of capbook.datasets: the sample data by default, the reader's files through env vars.
+"""Tests of capbook.app.datasets: the sample data by default, the reader's files through env vars.
 
 Oracles: the committed sample files read directly with pandas; small logs written here.
 """
@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets
-from capbook.forecast import load_sample_series
+from capbook.app import datasets
+from capbook.forecast.tokens import load_sample_series
 
 
 @pytest.fixture(autouse=True)
@@ -84,7 +84,7 @@ def test_missing_reader_file_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_reader_options_reach_the_readers(tmp_path, monkeypatch, repo_root):
     """capbook book passes its flags as JSON keyword arguments; every chapter reads with them."""
-    from capbook import bookbuild
+    from capbook.app import bookbuild
 
     d = tmp_path / "sweep"
     d.mkdir()
@@ -167,14 +167,14 @@ def test_kubecon_table_is_the_derivation_of_the_raw_files(repo_root, shared_dir)
     mod = _derive_module(repo_root)
     committed = (repo_root / "data" / "realdata" / "kubecon_inference_perf.csv").read_text(encoding="utf-8")
     assert mod.to_csv_text(mod.derive(root)) == committed, (
-        "data/realdata/kubecon_inference_perf.csv differs from what capbook.importers now reads: "
+        "data/realdata/kubecon_inference_perf.csv differs from what capbook.sweeps.importers now reads: "
         "run python tools/derive_kubecon.py ../shared/realdata/inference-perf-kubecon-na-2025")
 
 
 def test_kubecon_fidelity_on_the_table_equals_the_raw_files(shared_dir):
-    """The protocol of capbook.fidelity gives the same table on the committed sweeps as on the raw files."""
-    from capbook.fidelity import fidelity, kubecon_variants
-    from capbook.importers import read_sweep
+    """The protocol of capbook.engine.fidelity gives the same table on the committed sweeps as on the raw files."""
+    from capbook.engine.fidelity import fidelity, kubecon_variants
+    from capbook.sweeps.importers import read_sweep
 
     root = _kubecon_raw(shared_dir)
     raw = [read_sweep(p) for p in kubecon_variants(root)]
@@ -197,8 +197,8 @@ def test_data_dir_is_the_one_lookup_of_capbook_paths(tmp_path, monkeypatch):
 
 
 def test_plan_inputs_pick_the_sample_sweep_of_each_sample_model():
-    from capbook.plan import LogAggregates
-    from capbook.traces import load_sample_requests
+    from capbook.plan.steps import LogAggregates
+    from capbook.logs.requestlog import load_sample_requests
 
     by_default = datasets.plan_inputs()
     assert isinstance(by_default.log, LogAggregates)
@@ -219,8 +219,8 @@ def test_plan_inputs_pick_the_sample_sweep_of_each_sample_model():
 
 
 def test_plan_inputs_for_a_reader_log(tmp_path, monkeypatch, repo_root):
-    from capbook.sweep import load_sample_sweep
-    from capbook.traces import read_requests
+    from capbook.sweeps.sweep import load_sample_sweep
+    from capbook.logs.requestlog import read_requests
 
     _log(tmp_path / "mine.parquet", hours=2, rate=0.5)
     log = read_requests(tmp_path / "mine.parquet")
@@ -374,7 +374,7 @@ def test_fidelity_table_is_the_derivation_of_the_raw_files(repo_root, shared_dir
     mod = _derive_fidelity_module(repo_root)
     committed = (repo_root / "data" / "realdata" / "fidelity_sweeps.csv").read_text(encoding="utf-8")
     assert mod.to_csv_text(mod.derive(shared_dir)) == committed, (
-        "data/realdata/fidelity_sweeps.csv differs from what capbook.importers now reads: "
+        "data/realdata/fidelity_sweeps.csv differs from what capbook.sweeps.importers now reads: "
         "run python tools/derive_fidelity_data.py ../shared")
     lines = [json.loads(x) for x in (folder / "sglang" / "outputs" / "llama_3_3_70b_online_output.jsonl")
              .read_text().splitlines() if x.strip()]

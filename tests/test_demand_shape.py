@@ -1,8 +1,8 @@
-"""The real demand shape (data/demand, tools/make_demand_shape.py, capbook.datasets.load_demand_shape).
+"""The real demand shape (data/demand, tools/make_demand_shape.py, capbook.app.datasets.load_demand_shape).
 
 The file is checked against its source (the script on ../shared's ServeGen folder gives it byte
 for byte), against an independent reader of the same source
-(:func:`capbook.forecast.read_servegen_hourly`), against data/README.md's facts, and the
+(:func:`capbook.forecast.tokens.read_servegen_hourly`), against data/README.md's facts, and the
 loader and the script against malformed copies. Tests on ../shared skip where it is absent.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets
-from capbook.forecast import read_servegen_hourly
+from capbook.app import datasets
+from capbook.forecast.tokens import read_servegen_hourly
 from conftest import ROOT
 
 FILE = ROOT / "data" / "demand" / "servegen_m_large_10min.csv"

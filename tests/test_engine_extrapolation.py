@@ -9,11 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from capbook.engine import EngineModel, ExtrapolationError, StepCost, fit_engine
-from capbook.hardware import hardware_for
-from capbook.predict import predict
-from capbook.servingmodel import GPUS, LLMS, WORKLOADS, Deployment, generate_sweep
-from capbook.sweep import Sweep
+from capbook.engine.stepmodel import EngineModel, ExtrapolationError, StepCost, fit_engine
+from capbook.engine.hardware import hardware_for
+from capbook.engine.predict import predict
+from capbook.engine.servingmodel import GPUS, LLMS, WORKLOADS, Deployment, generate_sweep
+from capbook.sweeps.sweep import Sweep
 
 SHARED = Path(os.environ.get("CAPBOOK_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SGLANG = SHARED / "sweeps" / "sglang" / "datacrunch-h200" / "sglang" / "outputs"
@@ -75,7 +75,7 @@ def test_refused_without_hardware_facts_and_answered_with_them():
 def test_slope_floor_is_the_flops_of_a_token_at_the_dense_peak():
     import dataclasses
 
-    from capbook.engine import _bend_step
+    from capbook.engine.stepmodel import _bend_step
 
     sw = Sweep.from_frame(_light_sweep(), name="light")
     hw = hardware_for(sw, model="meta-llama/Llama-3.1-8B-Instruct", gpu="H100", tensor_parallel=1)
@@ -140,7 +140,7 @@ def test_closed_loop_plateau_sets_the_slots_and_the_queue_is_not_overhead():
 
 @pytest.mark.skipif(not SGLANG.is_dir(), reason="../shared SGLang sweeps not present")
 def test_sglang_saturated_levels_raise_the_default_slots():
-    from capbook.importers import read_sweep
+    from capbook.sweeps.importers import read_sweep
 
     sw = read_sweep(SGLANG, where={"params_b": "70", "workload": "random 1024/1024"}, load="rate")
     m = fit_engine(sw)

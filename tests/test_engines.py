@@ -6,7 +6,7 @@ import types
 
 import pytest
 
-from capbook import engines
+from capbook.logs import engines
 
 
 def test_the_session_runs_sql_in_utc(spark):

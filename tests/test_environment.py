@@ -12,7 +12,7 @@ from conftest import ROOT
 CONDA_TO_PYPI = {"python-duckdb": "duckdb"}
 NOT_DEPENDENCIES = {"python", "pip"}
 # conda packages with no PyPI counterpart: what an extra needs beside Python, which pip cannot
-# install (name: (the extra, its version range)); capbook.engines requires Java 17 or newer
+# install (name: (the extra, its version range)); capbook.logs.engines requires Java 17 or newer
 CONDA_ONLY = {"openjdk": ("spark", ">=17")}
 
 

@@ -1,4 +1,4 @@
-"""Tests of the discrete-event core (capbook.eventcore) that sim, fleetsim and autoscale run on.
+"""Tests of the discrete-event core (capbook.sim.eventcore) that sim, fleetsim and autoscale run on.
 
 The simulators' own tests check what they compute on it; these check the core's contract:
 time order, the tie orders, versioned cancellation, the client's due time and control ticks.
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from capbook.eventcore import EventCore
+from capbook.sim.eventcore import EventCore
 
 
 def _log_core(times, arrivals_first, on_due=None):

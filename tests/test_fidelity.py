@@ -1,5 +1,5 @@
 """The closed-loop simulation against queueing oracles, and the issue-31 fidelity protocol
-(capbook.closedloop, capbook.fidelity) on modelled and real sweeps.
+(capbook.sim.closedloop, capbook.engine.fidelity) on modelled and real sweeps.
 
 Oracles of the closed loop: with a flat step (``c = 0``) and constant lengths, ``N`` clients
 sent together at time 0 run in lock step, so a request takes exactly ``L`` steps (its prefill
@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capbook.closedloop import simulate_closed
-from capbook.engine import EngineLimits, EngineModel, StepCost
+from capbook.sim.closedloop import simulate_closed
+from capbook.engine.stepmodel import EngineLimits, EngineModel, StepCost
 
 T0, P, L = 0.02, 100, 50
 
@@ -66,8 +66,8 @@ def test_staggered_clients_keep_the_slot_bound_throughput():
 
 @pytest.mark.parametrize("n, think", [(4, 0.0), (32, 0.3), (200, 1.0)])
 def test_littles_law_on_a_fitted_engine(n, think):
-    from capbook.engine import fit_engine
-    from capbook.sweep import load_sample_sweep
+    from capbook.engine.stepmodel import fit_engine
+    from capbook.sweeps.sweep import load_sample_sweep
 
     eng = fit_engine(load_sample_sweep("llama8b_h100_chat"))
     run = simulate_closed(eng, n, requests=4000, think_time_s=think, seed=4)
@@ -87,11 +87,11 @@ def test_closed_loop_arguments_are_checked():
 
 # -- the protocol ---------------------------------------------------------------------------------
 def test_protocol_on_a_modelled_closed_loop_sweep():
-    """llama3b_l4_chat is modelled by capbook.servingmodel (closed loop, 1-96 clients): its
+    """llama3b_l4_chat is modelled by capbook.engine.servingmodel (closed loop, 1-96 clients): its
     throughput flattens at 1.81-1.86 req/s (64 and 96 clients, within 5 % of the best), which is
     the plateau; the lower levels are stable."""
-    from capbook.fidelity import score_sweep, sweep_levels
-    from capbook.sweep import load_sample_sweep
+    from capbook.engine.fidelity import score_sweep, sweep_levels
+    from capbook.sweeps.sweep import load_sample_sweep
 
     sw = load_sample_sweep("llama3b_l4_chat")
     lv = sweep_levels(sw)
@@ -114,8 +114,8 @@ def test_protocol_on_a_modelled_closed_loop_sweep():
 def test_open_loop_stability_rules():
     import pandas as pd
 
-    from capbook.fidelity import shortfall_share, sweep_levels
-    from capbook.sweep import Sweep
+    from capbook.engine.fidelity import shortfall_share, sweep_levels
+    from capbook.sweeps.sweep import Sweep
 
     assert shortfall_share(10000) == 0.97
     assert shortfall_share(100) == pytest.approx(0.7)     # 1 - 3 / sqrt(100)
@@ -134,7 +134,7 @@ def test_open_loop_stability_rules():
 
 
 def test_shared_datasets_absent_is_empty(tmp_path):
-    from capbook.fidelity import shared_datasets
+    from capbook.engine.fidelity import shared_datasets
 
     skipped = []
     assert shared_datasets(tmp_path / "nowhere", skipped=skipped) == [] and skipped == []
@@ -147,8 +147,8 @@ def test_sglang_70b_stable_levels(shared_dir):
     rate, below the 93.9 % a 2400-request Poisson run may fall short by chance (1 - 3/sqrt(2400)),
     and the mean E2E jumps from 12.9 s to 52 s: the queue grows. 16 req/s and the burst are
     flagged saturated by the importer."""
-    from capbook.fidelity import score_sweep, sweep_levels
-    from capbook.importers import read_sweep
+    from capbook.engine.fidelity import score_sweep, sweep_levels
+    from capbook.sweeps.importers import read_sweep
 
     sw = read_sweep(shared_dir / "sweeps/sglang/datacrunch-h200/sglang/outputs",
                     where={"params_b": 70, "workload": "random 1024/1024"}, load="rate")
@@ -165,7 +165,7 @@ def test_sglang_70b_stable_levels(shared_dir):
 
 
 def test_kubecon_open_loop_levels_and_closed_loop_plateau(shared_dir):
-    from capbook.fidelity import shared_datasets, sweep_levels
+    from capbook.engine.fidelity import shared_datasets, sweep_levels
 
     skipped = []
     ds = {name: sw for name, sw, _ in shared_datasets(shared_dir, skipped=skipped)}
@@ -191,8 +191,8 @@ def test_a_short_run_that_drains_is_no_plateau(shared_dir):
     6.33 req/s (the importer flags it), but TTFT p50 is 58 ms (56 ms at 1 req/s) and the mean E2E
     6.7 s (5.3 s): nothing queued, the last long answers drained after the 12.5 s of sends. The
     burst of 200 at once is the same (TTFT p50 0.35 s, E2E 7.6 s). No plateau to score."""
-    from capbook.fidelity import score_sweep
-    from capbook.importers import read_sweep
+    from capbook.engine.fidelity import score_sweep
+    from capbook.sweeps.importers import read_sweep
 
     sw = read_sweep(shared_dir / "sweeps/vllm/surajssd-llm-k8s", load="rate")
     rows, info = score_sweep(sw)
@@ -202,7 +202,7 @@ def test_a_short_run_that_drains_is_no_plateau(shared_dir):
     # VM Standard_ND96asr_v4: 8 x A100 40 GB) and TP 8 (the folder name), so the physical model bounds
     # the extrapolation: 16 req/s and the burst are predicted, not refused
     hw = sw.hardware if getattr(sw, "hardware", None) is not None else None
-    from capbook.hardware import hardware_for
+    from capbook.engine.hardware import hardware_for
 
     hw = hw or hardware_for(sw)
     assert hw.gpu is not None and "A100" in hw.gpu.name and hw.tensor_parallel == 8
@@ -218,7 +218,7 @@ def test_the_drain_of_a_short_run_is_simulated():
     requests at 16 req/s into an idle engine whose step is flat (c = 0) and slots are plenty:
     sends take 200/16 = 12.5 s on average, and the run ends when the last request is done, about
     one request's time L t0 = 1 s later, so about 200 / 13.5 = 14.8 req/s are served, not 16."""
-    from capbook.fidelity import _open_run
+    from capbook.engine.fidelity import _open_run
 
     eng = _flat(max_num_seqs=1000)
     runs = [_open_run(eng, 16.0, 200, arrivals="poisson", seed=s)[0] for s in range(20)]
@@ -234,10 +234,10 @@ def test_refusals_are_recorded_not_scored():
     refuse=False gives the simulated engine's own numbers instead."""
     import math
 
-    from capbook.fidelity import score_sweep
-    from capbook.sweep import load_sample_sweep
+    from capbook.engine.fidelity import score_sweep
+    from capbook.sweeps.sweep import load_sample_sweep
 
-    from capbook.sweep import Sweep
+    from capbook.sweeps.sweep import Sweep
 
     full = load_sample_sweep("llama8b_h100_chat")
     # no model or GPU named: nothing bounds the step past the measured work

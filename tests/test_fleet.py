@@ -1,4 +1,4 @@
-"""Tests for capbook.fleet: routing, burst headroom, spares, the plan, token limits, alerts.
+"""Tests for capbook.plan.fleet: routing, burst headroom, spares, the plan, token limits, alerts.
 
 Oracles: the published figures of the source material (issue 4), an mpmath Erlang C computed
 from its defining sums, brute-force searches written independently of the module's closed
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capbook import fleet as f
+from capbook.plan import fleet as f
 from capbook import queueing as q
 
 PEAK, SLOTS, T, WAIT, TARGET = 40.0, 32, 12.25, 0.5, 0.01

@@ -1,4 +1,4 @@
-"""Tests of the fleet simulator (capbook.fleetsim): engine replicas behind a router.
+"""Tests of the fleet simulator (capbook.sim.fleetsim): engine replicas behind a router.
 
 The oracle is the plain step loop the engine ran before (tests/engine_reference.py): one step
 at a time, no stretches of identical steps, no router. A fleet under a state-independent router
@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets
-from capbook.engine import EngineLimits, StepCost, fit_engine
-from capbook.fleetsim import ROUTERS, run_fleet, simulate_fleet
+from capbook.app import datasets
+from capbook.engine.stepmodel import EngineLimits, StepCost, fit_engine
+from capbook.sim.fleetsim import ROUTERS, run_fleet, simulate_fleet
 
 from engine_reference import run_engine
 

@@ -1,4 +1,4 @@
-"""Tests for capbook.forecast and capbook.backtest: trend × weekly shape, quantile bands,
+"""Tests for capbook.forecast.tokens and capbook.forecast.backtest: trend × weekly shape, quantile bands,
 scores, overlays, and the published findings on the sample series."""
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capbook import backtest as bt
-from capbook import forecast as fc
+from capbook.forecast import backtest as bt
+from capbook.forecast import tokens as fc
 
 ROOT = Path(__file__).resolve().parents[1]
 H = fc.HOURS_PER_WEEK
@@ -495,8 +495,8 @@ def test_naive_timestamps_taken_as_utc():
 def test_trace_layer_hourly_frame_goes_through(monkeypatch):
     """The trace layer's hourly sums (sample request log: 4 weeks, two models, two tiers)
     feed the forecaster directly; skipped if the trace layer is not importable."""
-    pytest.importorskip("capbook.traces")
-    from capbook import datasets
+    pytest.importorskip("capbook.logs.requestlog")
+    from capbook.app import datasets
     monkeypatch.delenv("CAPBOOK_REQUESTS", raising=False)
     hourly = datasets.load_requests().hourly()
     assert set(fc.HOURLY_COLUMNS) <= set(hourly.columns)

@@ -12,11 +12,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets, traces
-from capbook.cli import main as cli_main
-from capbook.forecast import HOURS_PER_WEEK, read_token_csv
-from capbook.plan import LogAggregates, capacity_plan
-from capbook.sweep import load_sample_sweep
+from capbook.app import datasets
+from capbook.logs import requestlog as traces
+from capbook.app.cli import main as cli_main
+from capbook.forecast.tokens import HOURS_PER_WEEK, read_token_csv
+from capbook.plan.steps import LogAggregates, capacity_plan
+from capbook.sweeps.sweep import load_sample_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 HISTORY = ROOT / "data" / "gateway" / "hourly.csv"
@@ -172,7 +173,7 @@ def test_history_without_a_log_is_refused_by_name(tmp_path, capsys):
 
 
 def test_book_passes_the_history_to_the_chapters():
-    from capbook import bookbuild
+    from capbook.app import bookbuild
 
     env = bookbuild._data_env(str(LOG), "auto", None, history=str(HISTORY))
     assert env["CAPBOOK_HISTORY"] == str(HISTORY.resolve()) and env["CAPBOOK_REQUESTS"] == str(LOG.resolve())

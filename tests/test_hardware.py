@@ -1,4 +1,4 @@
-"""capbook.hardware: the tables, name reading, KV-cache sizes against engines' published figures,
+"""capbook.engine.hardware: the tables, name reading, KV-cache sizes against engines' published figures,
 the roofline floor by hand, server-log facts from real log lines, and the engines' defaults.
 
 Known answers come from outside the code: vLLM's own start-up figures (llm-d-benchmark's
@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from capbook import engine
-from capbook.hardware import (ARCHITECTURES as MODELS, GPUS, Hardware, close_matches, engine_defaults, find_gpu, find_model,
+from capbook.engine import stepmodel as engine
+from capbook.engine.hardware import (ARCHITECTURES as MODELS, GPUS, Hardware, close_matches, engine_defaults, find_gpu, find_model,
                               gpu_count, hardware_for, name_dtype, parse_server_log, read_server_facts)
 
 GIB = 2 ** 30
@@ -31,14 +31,14 @@ def test_every_entry_has_a_source_and_sane_figures():
         assert m.source.startswith("https://huggingface.co/"), m.name
         assert m.active_b <= m.params_b and m.layers > 0 and m.max_position_embeddings > 0, m.name
     assert len(GPUS) >= 20 and len(MODELS) >= 40
-    from capbook import hardware
+    from capbook.engine import hardware
 
     assert hardware.MODELS is MODELS  # the interface's name for the table
 
 
 def test_sample_sweep_figures_are_the_tables():
     # the modelled sample sweeps were generated with these datasheet figures (data/README.md)
-    from capbook.servingmodel import GPUS as SG, LLMS
+    from capbook.engine.servingmodel import GPUS as SG, LLMS
 
     assert SG is GPUS  # one table
     for name, bw, tf in (("A100-SXM-80GB", 2.039, 312.0), ("H100-SXM-80GB", 3.35, 989.0), ("L4", 0.300, 121.0),
@@ -314,7 +314,7 @@ def test_sglang_and_tgi_defaults():
 
 # -- real sweeps in ../shared ------------------------------------------------------------------
 def test_real_sweeps_name_their_hardware(shared_dir):
-    from capbook.importers import read_sweep
+    from capbook.sweeps.importers import read_sweep
 
     p = shared_dir / "sweeps/vllm/surajssd-llm-k8s/results_serving_meta-llama-Llama-3.3-70B-Instruct/01_tp8_pp1"
     hw = hardware_for(read_sweep(p), path=p)

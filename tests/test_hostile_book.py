@@ -29,7 +29,7 @@ import pandas as pd
 import pytest
 
 import hostile_data as H
-from capbook.bookbuild import ROOT, _prepare_source, chapter_files, data_note
+from capbook.app.bookbuild import ROOT, _prepare_source, chapter_files, data_note
 
 MYST_EXTENSIONS = ["amsmath", "colon_fence", "deflist", "dollarmath", "substitution", "html_image"]
 
@@ -223,9 +223,9 @@ def test_use_theme_shows_stylers_escaped_in_ipython():
 
 
 def test_the_plan_document_is_escaped_html(tmp_path):
-    from capbook.plan import capacity_plan
-    from capbook.sweep import load_sample_sweep
-    from capbook.traces import read_requests
+    from capbook.plan.steps import capacity_plan
+    from capbook.sweeps.sweep import load_sample_sweep
+    from capbook.logs.requestlog import read_requests
 
     rng = np.random.default_rng(3)
     t = np.sort(rng.uniform(0, 2 * 3600, 20_000))
@@ -347,7 +347,7 @@ def browser_problems(out: Path, shots: Path) -> tuple[list[str], int]:
 
 @pytest.mark.book_build
 def test_one_full_hostile_book_build(tmp_path, marker, monkeypatch):
-    from capbook.cli import main
+    from capbook.app.cli import main
 
     for k in ("CAPBOOK_REQUESTS", "CAPBOOK_SWEEP", "CAPBOOK_REQUESTS_FORMAT", "CAPBOOK_HISTORY", "CAPBOOK_PRICES"):
         monkeypatch.delenv(k, raising=False)
@@ -387,7 +387,7 @@ def test_the_plan_markdown_carries_no_markup_from_names(tmp_path, marker, capsys
     as text: no HTML, link, image or code span comes from them."""
     from markdown_it import MarkdownIt
 
-    from capbook.cli import main
+    from capbook.app.cli import main
 
     paths = H.make_hostile_inputs(tmp_path / "in")
     out = tmp_path / "plan"

@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from capbook import bookbuild
-from capbook.bookbuild import ROOT, _MARKER, check_out
-from capbook.cli import main
+from capbook.app import bookbuild
+from capbook.app.bookbuild import ROOT, _MARKER, check_out
+from capbook.app.cli import main
 
 
 def _earlier_build(folder: Path) -> Path:
@@ -39,12 +39,12 @@ def _earlier_build(folder: Path) -> Path:
 @pytest.fixture
 def no_inputs_read(monkeypatch):
     """The CLI must refuse --out before it reads the data (and long before any chapter runs)."""
-    import capbook.cli
+    import capbook.app.cli
 
     def refuse(*a, **k):
         raise AssertionError("the inputs were read before --out was checked")
 
-    monkeypatch.setattr(capbook.cli, "_load_inputs", refuse)
+    monkeypatch.setattr(capbook.app.cli, "_load_inputs", refuse)
     monkeypatch.setattr(bookbuild, "_stage_folder", refuse)
 
 
@@ -264,7 +264,7 @@ def test_an_interrupt_stops_the_book_and_leaves_nothing(tmp_path, signals):
     tmpdir = Path(tempfile.mkdtemp(prefix="cbt-", dir="/tmp"))   # short: kernel sockets go there
     tag = uuid.uuid4().hex
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmpdir), "CAPBOOK_INTERRUPT_TEST": tag}
-    proc = subprocess.Popen([sys.executable, "-m", "capbook.cli", "book", "--out", str(out),
+    proc = subprocess.Popen([sys.executable, "-m", "capbook.app.cli", "book", "--out", str(out),
                              "--chapters", "little_law,the_knee"], env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120

@@ -1,7 +1,7 @@
 """Request logs nobody here has seen: each is read right (with a note) or refused with exit 2
 naming the file, row, column and the flag to use, never a NULL, a traceback or a wrong number.
 
-Tiny files in ``tmp_path``; the command line through :func:`capbook.cli.main`. The same cases
+Tiny files in ``tmp_path``; the command line through :func:`capbook.app.cli.main`. The same cases
 on the Spark engine are in tests/test_spark_engine.py."""
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 import capbook
-from capbook import cli
-from capbook.cli import main
-from capbook.traces import MAX_TOKENS, read_requests
+from capbook.app import cli
+from capbook.app.cli import main
+from capbook.logs.requestlog import MAX_TOKENS, read_requests
 
 HEADER = "arrival_time,input_tokens,output_tokens"
 
@@ -123,7 +123,7 @@ def test_help_says_paths_are_paths(capsys):
 # 3. every input path checked before any computation
 # --------------------------------------------------------------------------------------------
 def _deny(monkeypatch, path: Path) -> None:
-    """Make ``path`` unreadable to capbook.cli's open (the tests run as root, where chmod 000
+    """Make ``path`` unreadable to capbook.app.cli's open (the tests run as root, where chmod 000
     does not stop reads; test_unreadable_file_as_nobody runs the real thing)."""
     real = open
 
@@ -149,7 +149,7 @@ def test_every_input_path_is_checked_first(tmp_path, capsys, monkeypatch, flag, 
     if problem == "folder" and flag == "--sweep":  # a sweep may be a folder: its files are checked
         _deny(monkeypatch, bad / "x.csv")
     computed = []
-    monkeypatch.setattr("capbook.traces.read_requests", lambda *a, **k: computed.append(a))
+    monkeypatch.setattr("capbook.logs.requestlog.read_requests", lambda *a, **k: computed.append(a))
     if flag == "LOG":
         code, _, err = _trace(capsys, bad)
         prefix = f"capbook trace: {bad}"
@@ -205,14 +205,14 @@ def test_unreadable_file_as_nobody():
         p.chmod(0o000)
         (d / "sub").mkdir(mode=0o000)
         cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
-               "-m", "capbook.cli", "trace"]
+               "-m", "capbook.app.cli", "trace"]
         env = {"PYTHONPATH": str(root), "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin"}
         for target, why in ((p, "not readable (permission denied)"),
                             (d / "sub" / "x.csv", "not readable (permission denied on a folder above it)")):
             r = subprocess.run([*cmd, str(target)], capture_output=True, text=True, env=env,
                                cwd=str(d), timeout=120)
             if "No module named" in r.stderr:
-                pytest.skip(f"the system python3 cannot import capbook.cli: {r.stderr[-200:]}")
+                pytest.skip(f"the system python3 cannot import capbook.app.cli: {r.stderr[-200:]}")
             assert r.returncode == 2, r.stderr
             assert r.stderr == f"capbook trace: {target}: {why}\n"
     finally:
@@ -374,7 +374,7 @@ def _no_reading(monkeypatch):
     def refuse(*a, **k):
         raise AssertionError("the log was read before --hourly was checked")
 
-    monkeypatch.setattr("capbook.traces.read_requests", refuse)
+    monkeypatch.setattr("capbook.logs.requestlog.read_requests", refuse)
 
 
 @pytest.mark.parametrize("problem", ["foreign file", "folder", "missing folder", "long name", "read-only"])

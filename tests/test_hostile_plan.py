@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook.cli import main
+from capbook.app.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP = str(ROOT / "data" / "sweeps" / "illustrative_chat.csv")
@@ -133,8 +133,8 @@ def test_growth_of_a_short_log_stays_finite(capsys, tmp_path, peak_log):
     ({"lead_time_weeks": 100}, "lead_time_weeks"),
 ])
 def test_package_refuses_with_the_parameter_name(kw, name):
-    from capbook import datasets
-    from capbook.plan import capacity_plan
+    from capbook.app import datasets
+    from capbook.plan.steps import capacity_plan
 
     with pytest.raises(ValueError, match=name):
         capacity_plan(**datasets.plan_inputs().arguments, simulate=False, **kw)
@@ -238,7 +238,7 @@ def test_long_prompts_at_the_token_cap_plan_in_bounded_memory(tmp_path, peak_log
     d.to_parquet(log)
     # the child's own peak: /proc's VmHWM (ru_maxrss of a child started by fork or vfork from this
     # process carries this process's peak across the exec, so it measured pytest's memory)
-    code = ("import os, re, resource, sys; from capbook.cli import main; "
+    code = ("import os, re, resource, sys; from capbook.app.cli import main; "
             f"rc = main(['plan', '--requests', {str(log)!r}, '--no-sim', '--no-autoscale', '--out', "
             f"{str(tmp_path / 'o')!r}]); "
             "st = '/proc/self/status'; "
@@ -334,9 +334,9 @@ def test_engine_with_requests_longer_than_its_window_says_so():
     IndexError inside the plan; it is a ValueError the plan turns into a note."""
     import dataclasses
 
-    from capbook.plan import _fitted_engine
-    from capbook.predict import predict
-    from capbook.sweep import load_sample_sweep
+    from capbook.engine.stepmodel import fitted_engine as _fitted_engine
+    from capbook.engine.predict import predict
+    from capbook.sweeps.sweep import load_sample_sweep
 
     sw = load_sample_sweep("illustrative_chat")
     eng = dataclasses.replace(_fitted_engine(sw), prompt_tokens=1000.0, output_tokens=9_999_999.0,

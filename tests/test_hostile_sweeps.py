@@ -15,8 +15,8 @@ import shutil
 import pandas as pd
 import pytest
 
-from capbook.cli import main
-from capbook.importers import read_points, read_sweep
+from capbook.app.cli import main
+from capbook.sweeps.importers import read_points, read_sweep
 
 IP_RESULTS = "sweeps/inference-perf/demos/kubecon-na-2025/vllm/results"
 GUIDELLM_CSV = "sweeps/guidellm/nirjhar17-guidellm-pd-disaggregation/reports/all-benchmarks.csv"

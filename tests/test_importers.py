@@ -1,4 +1,4 @@
-"""Tests of capbook.importers on real load-generator outputs in ../shared/sweeps.
+"""Tests of capbook.sweeps.importers on real load-generator outputs in ../shared/sweeps.
 
 Every expected number below was read by hand from the file named in the comment beside it
 (the raw JSON/CSV field, in the tool's unit); the importer must return it in seconds, tokens
@@ -13,8 +13,8 @@ import shutil
 import numpy as np
 import pytest
 
-from capbook.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
-from capbook.sweep import METRIC_COLUMNS, Sweep, choose_slots
+from capbook.sweeps.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
+from capbook.sweeps.sweep import METRIC_COLUMNS, Sweep, choose_slots
 
 MS = 1e-3
 
@@ -795,7 +795,7 @@ def test_closed_loop_above_max_num_seqs_is_saturated(tmp_path):
 
 
 def test_engine_info_from_command_lines_and_sidecars(tmp_path):
-    from capbook.importers import _context_from_command_text, _dir_context
+    from capbook.sweeps.importers import _context_from_command_text, _dir_context
 
     info = _context_from_command_text(
         "vllm serve amd/Kimi --tensor-parallel-size=4 --kv-cache-dtype fp8 --max-num-seqs 64")
@@ -876,13 +876,13 @@ def _limits(info):
     ("vllm serve m --max-num-seqs 8", {}),
 ])
 def test_engine_limit_flags_in_every_spelling(cmd, want):
-    from capbook.importers import _context_from_command_text
+    from capbook.sweeps.importers import _context_from_command_text
 
     assert _limits(_context_from_command_text(cmd)) == {**NO_LIMITS, **want}
 
 
 def test_an_on_off_flag_does_not_swallow_the_model():
-    from capbook.importers import _context_from_command_text
+    from capbook.sweeps.importers import _context_from_command_text
 
     info = _context_from_command_text("vllm serve --enable-prefix-caching org/m --max-num-seqs 4")
     assert info["prefix_caching"] is True and info["max_num_seqs"] == 4
@@ -938,7 +938,7 @@ def test_engine_limits_from_a_manifest_in_every_row(tmp_path):
 
 
 def test_engine_limits_without_any_engine_file_are_empty_not_guessed(tmp_path):
-    from capbook.importers import LIMIT_COLUMNS, TOKEN_COLUMNS
+    from capbook.sweeps.importers import LIMIT_COLUMNS, TOKEN_COLUMNS
 
     _write_ip_run(tmp_path / "eng", manifest=None)
     pts = read_points(tmp_path / "eng")

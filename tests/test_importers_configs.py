@@ -1,4 +1,4 @@
-"""Configuration identity (capbook.configurations, capbook.importers): never merge what differs.
+"""Configuration identity (capbook.sweeps.configurations, capbook.sweeps.importers): never merge what differs.
 
 Oracles: the layouts the tools write — vLLM's ``benchmarks/serve.py`` puts each ``--metadata
 KEY=VALUE`` pair as a top-level string field of the result JSON beside ``date`` and
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from capbook.cli import main
-from capbook.configurations import canonical_key, parse_gpu
-from capbook.importers import read_points, read_sweep
+from capbook.app.cli import main
+from capbook.sweeps.configurations import canonical_key, parse_gpu
+from capbook.sweeps.importers import read_points, read_sweep
 
 
 _RUN = itertools.count(1)   # each run its own date, as vLLM stamps them (identical ones are one run)
@@ -425,7 +425,7 @@ def test_odd_metadata_is_read_or_ignored_never_a_crash(tmp_path):
 
 
 def test_sglang_kv_capacity_reaches_the_engine_model(tmp_path):
-    from capbook.engine import engine_limits
+    from capbook.engine.stepmodel import engine_limits
 
     info = dict(_sglang_line(1.0)["server_info"], max_total_num_tokens=123_456)
     p = tmp_path / "kv.jsonl"

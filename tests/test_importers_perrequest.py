@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import perrequest
-from capbook.cli import _LOG_FORMAT_NAMES, _SWEEP_FORMAT_NAMES, cli_message, main
-from capbook.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
-from capbook.traces import LOG_FORMATS, read_requests
+from capbook.sweeps import perrequest
+from capbook.app.cli import _LOG_FORMAT_NAMES, _SWEEP_FORMAT_NAMES, cli_message, main
+from capbook.sweeps.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
+from capbook.logs.requestlog import LOG_FORMATS, read_requests
 
 T0 = 1_767_225_600.0  # 2026-01-01 00:00 UTC, epoch seconds
 

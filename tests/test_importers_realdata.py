@@ -1,4 +1,4 @@
-"""capbook.importers on the KubeCon NA 2025 inference-perf runs and on every shared sweep.
+"""capbook.sweeps.importers on the KubeCon NA 2025 inference-perf runs and on every shared sweep.
 
 ``../shared/realdata/inference-perf-kubecon-na-2025`` holds six vLLM variants, 7 open-loop
 stages each (README there: engine flags in each variant's manifests.yaml, the client's 440
@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook.importers import read_points, read_sweep
-from capbook.sweep import choose_slots
+from capbook.sweeps.importers import read_points, read_sweep
+from capbook.sweeps.sweep import choose_slots
 
 KUBECON = "realdata/inference-perf-kubecon-na-2025"
 

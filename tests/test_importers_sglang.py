@@ -1,4 +1,4 @@
-"""SGLang bench_serving JSONL (capbook.importers: the ``sglang`` format).
+"""SGLang bench_serving JSONL (capbook.sweeps.importers: the ``sglang`` format).
 
 Oracles: the figures of the lines themselves (completed / duration, median ITL, E2E), the
 layout written by SGLang's ``bench_serving`` (its ``total_output_tokens_retokenized`` is what
@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from capbook.importers import detect_sweep_format, read_points, read_sweep
+from capbook.sweeps.importers import detect_sweep_format, read_points, read_sweep
 
 
 def _line(rate, dataset="random", new=False, **kw):
@@ -78,7 +78,7 @@ def test_real_sglang_files(shared_dir):
     assert top["request_rate_target"] == 16 and top["request_throughput_rps"] == pytest.approx(8.35, abs=0.01)
     sw = read_sweep(out / "llama_3_3_70b_online_output.jsonl", where={"config": "workload random 1024/1024"})
     assert len(sw.table) == 5 and sw.tpot(float(sw.table["concurrency"].min())) > 0
-    from capbook.cli import main
+    from capbook.app.cli import main
 
     assert main(["predict", "--sweep", str(out / "llama_3_3_70b_online_output.jsonl"),
                  "--where", "config=workload random 1024/1024", "--rate", "2"]) == 0
@@ -100,7 +100,7 @@ def test_the_real_folder_keeps_its_two_models_apart(shared_dir, capsys):
     rnd = pts[pts["workload"] == "random 1024/1024"]
     assert rnd.groupby("params_b")["config"].nunique().tolist() == [1, 1]
     assert rnd["config"].nunique() == 2 and all("params_b" in c for c in rnd["config"])
-    from capbook.cli import main
+    from capbook.app.cli import main
 
     assert main(["predict", "--sweep", str(out), "--rate", "1"]) == 2
     err = capsys.readouterr().err

@@ -8,9 +8,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import loadqueue as lq
+from capbook.engine import loadqueue as lq
 from capbook import queueing as q
-from capbook.sweep import Sweep, load_sample_sweep
+from capbook.sweeps.sweep import Sweep, load_sample_sweep
 
 
 def flat(T):
@@ -178,9 +178,9 @@ def test_model_agrees_with_continuous_batching_simulation(rho):
     load-dependent rate and reads prefill from the sweep's TTFT curve) plus three standard
     errors of the simulation.
     """
-    from capbook.arrivals import PoissonArrivals
-    from capbook.distributions import Exponential
-    from capbook.sim import ContinuousBatching, FleetSpec, Simulation
+    from capbook.sim.arrivals import PoissonArrivals
+    from capbook.sim.distributions import Exponential
+    from capbook.sim.slotsim import ContinuousBatching, FleetSpec, Simulation
 
     sw = load_sample_sweep()
     model = lq.from_sweep(sw, 32, replicas=2, input_tokens=1500, output_tokens=300)

@@ -41,20 +41,20 @@ def test_import_capbook_loads_no_heavy_module():
     assert heavy == []
 
 
-# the console script `capbook` calls its entry point; `python -m capbook.cli` runs the module
+# the console script `capbook` calls its entry point; `python -m capbook.app.cli` runs the module
 _CONSOLE = ("from importlib.metadata import entry_points\n"
             "sys.argv = ['capbook', *{argv!r}]\n"
             "(main,) = entry_points(group='console_scripts', name='capbook')\n"
             "try:\n    main.load()()\nexcept SystemExit:\n    pass")
 _MODULE = ("import runpy\n"
            "sys.argv = ['capbook', *{argv!r}]\n"
-           "try:\n    runpy.run_module('capbook.cli', run_name='__main__', alter_sys=True)\n"
+           "try:\n    runpy.run_module('capbook.app.cli', run_name='__main__', alter_sys=True)\n"
            "except SystemExit:\n    pass")
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["--version"], ["trace", "--help"], ["plan", "--help"],
                                   ["book", "--help"], ["predict", "--help"]])
-@pytest.mark.parametrize("entry", [_CONSOLE, _MODULE], ids=["capbook", "python -m capbook.cli"])
+@pytest.mark.parametrize("entry", [_CONSOLE, _MODULE], ids=["capbook", "python -m capbook.app.cli"])
 def test_help_loads_no_heavy_module(entry, argv):
     heavy, out = _heavy_after(entry.format(argv=argv))
     assert heavy == [], f"capbook {' '.join(argv)} imported {heavy}"
@@ -63,7 +63,7 @@ def test_help_loads_no_heavy_module(entry, argv):
 
 def test_a_command_still_reaches_its_modules():
     # the converse: the lazy imports happen when a command needs them
-    heavy, _ = _heavy_after("from capbook.cli import build_parser\n"
+    heavy, _ = _heavy_after("from capbook.app.cli import build_parser\n"
                             "build_parser().parse_args(['trace', 'x.csv', '--format', 'burstgpt'])")
     assert "pandas" in heavy and "duckdb" in heavy
 
@@ -129,15 +129,17 @@ def test_the_wheel_carries_every_sample_file(wheel):
     missing = sorted(expected - names)
     assert not missing, (f"not in the wheel: {missing}; list the folder under "
                          "[tool.setuptools] packages and package-data in pyproject.toml")
-    assert "capbook/paths.py" in names and "capbook/cli.py" in names
+    assert "capbook/paths.py" in names and "capbook/app/cli.py" in names
+    assert {f"capbook/{p}/__init__.py" for p in ("logs", "sweeps", "engine", "sim", "forecast", "plan", "cost",
+                                                 "autoscale", "charts", "app")} <= names
     assert wheel.name.startswith(f"capbook-{capbook.__version__}-")  # the version is written once
     assert not any(n.startswith(("data/", "tests/", "book/")) for n in names)
 
 
 def test_every_loader_finds_data_through_capbook_paths():
     """One lookup honours CAPBOOK_DATA and the wheel's copy: no module looks beside the package."""
-    beside = sorted(p.name for p in (ROOT / "capbook").glob("*.py")
-                    if "parents[1]" in p.read_text(encoding="utf-8") and p.name != "bookbuild.py")
+    beside = sorted(p.name for p in (ROOT / "capbook").rglob("*.py")
+                    if re.search(r"parents\[\d\]", p.read_text(encoding="utf-8")) and p.name != "bookbuild.py")
     assert not beside, f"use capbook.paths.data_path in {beside}"
 
 
@@ -155,7 +157,7 @@ def test_the_installed_wheel_plans_from_its_own_data(wheel, tmp_path):
     package_file, data_dir = out.splitlines()
     assert Path(package_file) == target / "capbook" / "__init__.py"
     assert Path(data_dir) == target / "capbook" / "sample_data"
-    r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--scale", "0.05", "--out", "out"],
+    r = subprocess.run([sys.executable, "-m", "capbook.app.cli", "plan", "--no-sim", "--scale", "0.05", "--out", "out"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "replicas" in r.stdout.lower()
@@ -164,7 +166,7 @@ def test_the_installed_wheel_plans_from_its_own_data(wheel, tmp_path):
     assert str(ROOT) not in r.stdout + r.stderr
     # and it is that copy it reads: without it, the same command fails on the file it misses
     (target / "capbook" / "sample_data" / "gateway" / "hourly.csv").unlink()
-    r = subprocess.run([sys.executable, "-m", "capbook.cli", "plan", "--no-sim", "--no-autoscale", "--out", "out2"],
+    r = subprocess.run([sys.executable, "-m", "capbook.app.cli", "plan", "--no-sim", "--no-autoscale", "--out", "out2"],
                        capture_output=True, text=True, timeout=600, env=env, cwd=cwd)
     assert r.returncode == 2 and "hourly.csv" in r.stderr, r.stdout + r.stderr
 

@@ -56,8 +56,9 @@ def test_inside_a_pool_worker_the_jobs_run_in_that_worker(monkeypatch):
 
 
 def test_a_fleet_sizes_replications_do_not_depend_on_the_processes(monkeypatch):
-    from capbook import datasets, replay
-    from capbook.plan import capacity_plan
+    from capbook.app import datasets
+    from capbook.plan import replay
+    from capbook.plan.steps import capacity_plan
 
     inp = datasets.plan_inputs()
     plan = capacity_plan(**inp.arguments, simulate=False)

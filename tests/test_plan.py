@@ -1,4 +1,4 @@
-"""Tests of capbook.plan: the capstone pipeline from a request log and a sweep to a plan.
+"""Tests of capbook.plan.steps: the capstone pipeline from a request log and a sweep to a plan.
 
 Oracles: a noise-free synthetic token series whose future peak is known from the generator;
 pandas computations on small logs built here (busiest hour, tokens per request, per-tenant
@@ -13,12 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import datasets, queueing, traces
-from capbook import replay as replaymod
-from capbook.forecast import synthetic_token_series
-from capbook.plan import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
-from capbook.sweep import load_sample_sweep
-from capbook.traces import read_requests
+from capbook import queueing
+from capbook.app import datasets
+from capbook.logs import requestlog as traces
+from capbook.plan import replay as replaymod
+from capbook.forecast.tokens import synthetic_token_series
+from capbook.plan.steps import HORIZONS, SLO, capacity_plan, horizon_for_lead_time, peak_forecast
+from capbook.sweeps.sweep import load_sample_sweep
+from capbook.logs.requestlog import read_requests
 
 T0 = pd.Timestamp("2026-03-02 00:00:00", tz="UTC")
 
@@ -174,10 +176,10 @@ def test_plan_replicas_follow_the_rating_and_the_closed_forms(small_plan, sweep)
 
 
 def test_plan_checks_one_replica_with_the_engine_model(small_plan, sweep, tmp_path):
-    """The plan relies on capbook.predict's engine simulation: the rate it says one replica
+    """The plan relies on capbook.engine.predict's engine simulation: the rate it says one replica
     carries within p99 TTFT meets the objective when simulated directly, and the serving count
     covers the planned rate at that per-replica rate."""
-    from capbook.engine import fit_engine
+    from capbook.engine.stepmodel import fit_engine
 
     p = small_plan
     e = p.engine_check
@@ -314,10 +316,10 @@ def test_replay_stacks_enough_busy_hours_at_any_scale(small_log, sweep):
 # --------------------------------------------------------------------------------------------
 import dataclasses  # noqa: E402
 
-from capbook import fleet as fleetmod  # noqa: E402
-from capbook import plan as planmod  # noqa: E402
-from capbook.replicas import replicas_for_tokens  # noqa: E402
-from capbook.sweep import choose_slots  # noqa: E402
+from capbook.plan import fleet as fleetmod  # noqa: E402
+from capbook.plan import steps as planmod  # noqa: E402
+from capbook.sweeps.replicas import replicas_for_tokens  # noqa: E402
+from capbook.sweeps.sweep import choose_slots  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -504,18 +506,19 @@ def test_the_engine_fit_is_kept_with_the_sweep_and_redone_when_it_changes():
     rate, a new configuration value) is fitted again, and the plan equals a plan on a fresh copy."""
     import dataclasses
 
-    from capbook import plan as plan_mod
-    from capbook.sweep import load_sample_sweep
+    from capbook.engine.stepmodel import fitted_engine
+    from capbook.sweeps.sweep import load_sample_sweep
 
     s = load_sample_sweep()
-    first = plan_mod._fitted_engine(s)
-    assert plan_mod._fitted_engine(s) is first
+    first = fitted_engine(s)
+    assert not [k for k in vars(s) if "engine" in k]   # the fit is kept by the engine layer, not on the sweep
+    assert fitted_engine(s) is first
     s.set_prefill_rate(5_000.0, "test")
-    second = plan_mod._fitted_engine(s)
+    second = fitted_engine(s)
     assert second is not first
     fresh = load_sample_sweep().set_prefill_rate(5_000.0, "test")
-    from capbook.engine import fit_engine
+    from capbook.engine.stepmodel import fit_engine
 
     assert dataclasses.replace(second, fitted_sweep=None) == dataclasses.replace(fit_engine(fresh), fitted_sweep=None)
     s.config["gpu"] = "elsewhere"
-    assert plan_mod._fitted_engine(s) is not second
+    assert fitted_engine(s) is not second

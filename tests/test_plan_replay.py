@@ -1,4 +1,4 @@
-"""Tests of the replay-verified plan (capbook.plan.capacity_plan's replay check, replay_plan).
+"""Tests of the replay-verified plan (capbook.plan.steps.capacity_plan's replay check, replay_plan).
 
 Oracles: arrival counts over replay durations computed here from the stacked data; a
 simulation assembled here from the public pieces (stack_busy_periods, TraceArrivals, FleetSpec,
@@ -14,14 +14,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import replay as replaymod
-from capbook.arrivals import stack_busy_periods
-from capbook.plan import SLO, capacity_plan
-from capbook.replay import replay_plan
-from capbook.engine import fit_engine
-from capbook.fleetsim import simulate_fleet
-from capbook.sweep import Sweep, load_sample_sweep
-from capbook.traces import read_requests
+from capbook.plan import replay as replaymod
+from capbook.sim.arrivals import stack_busy_periods
+from capbook.plan.steps import SLO, capacity_plan
+from capbook.plan.replay import replay_plan
+from capbook.engine.stepmodel import fit_engine
+from capbook.sim.fleetsim import simulate_fleet
+from capbook.sweeps.sweep import Sweep, load_sample_sweep
+from capbook.logs.requestlog import read_requests
 
 T0 = pd.Timestamp("2026-03-02 00:00:00", tz="UTC")
 
@@ -190,7 +190,7 @@ def test_bursty_log_plan_is_the_smallest_fleet_the_simulation_verifies(bursty, b
 
 def test_the_checks_are_not_stacked(bursty, sweep, monkeypatch):
     # an Erlang C that asked for a hundred times more would not change the plan: it is a cross-check
-    from capbook import plan as planmod
+    from capbook.plan import steps as planmod
 
     real = planmod.check_queueing
 
@@ -371,7 +371,7 @@ def test_a_measured_prefill_rate_makes_the_impossible_possible(tmp_path, sweep):
     assert p.verification.status == "verified", p.verification
     # the fleet simulation's engine prefills at the measured rate: a prompt alone on an idle replica
     # takes t0 plus its tokens at that rate
-    from capbook.plan import _fitted_engine
+    from capbook.engine.stepmodel import fitted_engine as _fitted_engine
 
     st = _fitted_engine(fast).step
     assert st.cp_s == pytest.approx(1 / fast.prefill_rate_tps)

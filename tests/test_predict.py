@@ -1,4 +1,4 @@
-"""capbook.engine and capbook.predict against independent oracles.
+"""capbook.engine.stepmodel and capbook.engine.predict against independent oracles.
 
 Every expected number here comes from a formula (a flat step's S / (L t0), the mean-field
 step identity solved by hand, M/M/1 and Erlang C from capbook.queueing, a fixed point found by
@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 from scipy.optimize import brentq
 
-from capbook.engine import EngineLimits, EngineModel, StepCost, fit_engine
-from capbook.fleetsim import run_fleet
-from capbook.predict import MODELS, predict
+from capbook.engine.stepmodel import EngineLimits, EngineModel, StepCost, fit_engine
+from capbook.sim.fleetsim import run_fleet
+from capbook.engine.predict import MODELS, predict
 from capbook.queueing import erlang_c, mean_wait, wait_quantile
-from capbook.sweep import Sweep, load_sample_sweep
+from capbook.sweeps.sweep import Sweep, load_sample_sweep
 
 FAST = 2000  # simulated requests where the exact count does not matter
 
@@ -303,7 +303,7 @@ def test_rate_zero_and_limits_with_a_fitted_engine_are_refused(chat):
 
 # -- real data: KubeCon NA 2025 inference-perf -------------------------------------------------
 def test_kubecon_saturation_from_the_three_lowest_levels(shared_dir):
-    from capbook.importers import read_sweep
+    from capbook.sweeps.importers import read_sweep
 
     root = shared_dir / "realdata" / "inference-perf-kubecon-na-2025"
     if not root.is_dir():

@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capbook.cli import cli_message, main
+from capbook.app.cli import cli_message, main
 
 #: Python keyword spelling that must not reach a CLI user (``pass drop_invalid=True``).
 _KEYWORD = re.compile(r"\b[a-z_]+=(True|False|['\"{]|\s|$)")
@@ -62,7 +62,7 @@ def test_trace_says_a_servegen_descriptor_is_not_a_request_log(shared_dir, capsy
 
 def test_trace_into_head_on_a_real_log(shared_dir):
     log = shared_dir / "traces" / "conversation_trace.jsonl"
-    r = subprocess.run(f"'{sys.executable}' -m capbook.cli trace '{log}' | head -3", shell=True,
+    r = subprocess.run(f"'{sys.executable}' -m capbook.app.cli trace '{log}' | head -3", shell=True,
                        capture_output=True, text=True, timeout=300)
     assert len(r.stdout.splitlines()) == 3
     assert "Traceback" not in r.stderr and "Error" not in r.stderr, r.stderr
@@ -79,7 +79,7 @@ def _sweep_paths(shared: Path) -> list[Path]:
 
 
 def test_every_sweep_file_and_folder_reads_or_says_what_to_type(shared_dir):
-    from capbook.importers import read_points, read_sweep
+    from capbook.sweeps.importers import read_points, read_sweep
 
     read, refused = [], []
     for p in _sweep_paths(shared_dir):

@@ -6,8 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from capbook import replicas as rp
-from capbook.sweep import load_sample_sweep
+from capbook.sweeps import replicas as rp
+from capbook.sweeps.sweep import load_sample_sweep
 
 
 def test_published_figures():

@@ -1,4 +1,4 @@
-"""Tests of capbook.servingmodel, the generator of the modelled sample sweeps.
+"""Tests of capbook.engine.servingmodel, the generator of the modelled sample sweeps.
 
 Oracles: closed-form step times, Little's law inside the simulation, and measured figures
 read by hand from public load-generator outputs in ../shared/sweeps (quoted below with their
@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from capbook import servingmodel as sm
-from capbook.servingmodel import (
+from capbook.engine import servingmodel as sm
+from capbook.engine.servingmodel import (
     GPUS,
     LLMS,
     SAMPLE_SPECS,

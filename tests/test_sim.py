@@ -16,10 +16,10 @@ import pandas as pd
 import pytest
 
 from capbook import queueing
-from capbook.arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
-from capbook.distributions import Deterministic, Exponential, Gamma, Lognormal
-from capbook.engine import StepCost
-from capbook.sim import (
+from capbook.sim.arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
+from capbook.sim.distributions import Deterministic, Exponential, Gamma, Lognormal
+from capbook.engine.stepmodel import StepCost
+from capbook.sim.slotsim import (
     Admission,
     ContinuousBatching,
     FixedService,
@@ -369,7 +369,7 @@ def test_trace_replay_time_scaling_and_tokens():
             return log
     assert len(TraceArrivals(Log(), speedup=2.0).generate()) == len(log)
 
-    # and so are replay arrays (capbook.traces.ReplayArrays: seconds from the first arrival)
+    # and so are replay arrays (capbook.logs.requestlog.ReplayArrays: seconds from the first arrival)
     class Arrays:
         arrival_s = orig
         input_tokens = log.input_tokens.to_numpy()
@@ -499,7 +499,7 @@ def test_routing_names_come_from_capbook_routing():
     np.testing.assert_array_equal(a.replica, b.replica)
 
 def test_stack_busy_periods_scales_each_period_to_the_peak():
-    from capbook.arrivals import stack_busy_periods
+    from capbook.sim.arrivals import stack_busy_periods
 
     t0 = pd.Timestamp("2026-01-05 00:00:00", tz="UTC")
     # hour 0: 10 requests, hour 1: 40, hour 2: 20 (at known offsets inside each hour)
@@ -550,7 +550,7 @@ def _poisson_log(rate, span_s, start, seed):
 def test_stack_busy_periods_replays_partial_hours_at_the_stated_rate(start, span_s):
     """A log that covers only part of an hour must not be replayed as if it covered all of it:
     the measured rate n / (last - first) of the stack equals the requested rate."""
-    from capbook.arrivals import stack_busy_periods
+    from capbook.sim.arrivals import stack_busy_periods
 
     log = _poisson_log(0.8, span_s, pd.Timestamp(start, tz="UTC"), seed=7)
     periods = log.arrival_time.dt.floor("h").nunique()
@@ -566,7 +566,7 @@ def test_stack_busy_periods_replays_partial_hours_at_the_stated_rate(start, span
 
 
 def test_stack_busy_periods_one_instant_and_numeric_seconds():
-    from capbook.arrivals import stack_busy_periods
+    from capbook.sim.arrivals import stack_busy_periods
 
     # every arrival at one instant: nothing to stretch, a burst of n followed by n / rate seconds
     same = pd.DataFrame({"arrival_time": [5.0] * 4, "input_tokens": [1] * 4, "output_tokens": [1] * 4})

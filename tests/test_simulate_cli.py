@@ -1,4 +1,4 @@
-"""Tests of ``capbook simulate`` (capbook.cli.run_simulate over capbook.replay.check_fleet)."""
+"""Tests of ``capbook simulate`` (capbook.app.cli.run_simulate over capbook.plan.replay.check_fleet)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from capbook.cli import main
+from capbook.app.cli import main
 
 #: Requests per replication where the assertion does not need the plan's 30,000.
 FAST = ["--sim-requests", "4000"]
@@ -15,8 +15,8 @@ FAST = ["--sim-requests", "4000"]
 @pytest.fixture(scope="module")
 def sample_plan():
     """The default sample plan with its fleet simulation, as ``capbook plan`` builds it (~10 s)."""
-    from capbook import datasets
-    from capbook.plan import capacity_plan
+    from capbook.app import datasets
+    from capbook.plan.steps import capacity_plan
 
     return capacity_plan(**datasets.plan_inputs().arguments)
 

@@ -1,4 +1,4 @@
-"""The Spark engine gives DuckDB's answers: the same SQL (capbook.logsql) on both engines.
+"""The Spark engine gives DuckDB's answers: the same SQL (capbook.logs.sql) on both engines.
 
 Every log in ``../shared/traces``, a generated multi-million-row Parquet log and logs with
 every kind of problem are read by both engines; the hourly tables must be equal exactly, the
@@ -17,9 +17,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook import cli
-from capbook.logsql import DUCKDB, SPARK, java_pattern
-from capbook.traces import read_requests
+from capbook.app import cli
+from capbook.logs.sql import DUCKDB, SPARK, java_pattern
+from capbook.logs.requestlog import read_requests
 
 MASTER = "local[2]"
 
@@ -253,7 +253,7 @@ def test_numeric_epoch_times_and_a_strptime_format(tmp_path):
         tmp_path / "epoch.csv", index=False)
     a, _ = assert_same(tmp_path / "epoch.csv", hourly_by=((),))
     assert any("epoch seconds" in note for note in a.notes)
-    from capbook.traces import Mapping
+    from capbook.logs.requestlog import Mapping
 
     ts = pd.to_datetime(t, unit="s").strftime("%d/%m/%Y %H:%M:%S")
     pd.DataFrame({"ts": ts, "p": 10, "c": 20}).to_csv(tmp_path / "fmt.csv", index=False)
@@ -312,9 +312,9 @@ def test_cli_spark_master_without_engine_names_the_flag(tmp_path, capsys):
 
 
 def test_cli_without_spark_says_what_to_install(tmp_path, capsys, monkeypatch):
-    import capbook.engines
+    import capbook.logs.engines
 
-    monkeypatch.setattr(capbook.engines, "spark_unavailable",
+    monkeypatch.setattr(capbook.logs.engines, "spark_unavailable",
                         lambda: "the Spark engine needs a Java runtime (17 or newer)")
     path = _canonical_csv(tmp_path / "x.csv", 50, seed=6)
     assert cli.main(["trace", str(path), "--engine", "spark"]) == 2
@@ -368,7 +368,7 @@ def test_ctrl_c_stops_a_spark_read_at_once_without_tracebacks(spark, big_log, wa
     import time
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
-    proc = subprocess.Popen([sys.executable, "-m", "capbook.cli", "trace", "--engine", "spark",
+    proc = subprocess.Popen([sys.executable, "-m", "capbook.app.cli", "trace", "--engine", "spark",
                              "--spark-master", MASTER, str(big_log)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     lines = []
@@ -473,7 +473,7 @@ def test_cli_spark_refuses_a_huge_count_without_a_java_stack(spark, tmp_path):
     df.to_csv(path, index=False)
     root = Path(__file__).resolve().parents[1]
     env = {**os.environ, "PYTHONPATH": str(root), "PYSPARK_PYTHON": sys.executable}
-    r = subprocess.run([sys.executable, "-m", "capbook.cli", "trace", str(path), "--engine", "spark",
+    r = subprocess.run([sys.executable, "-m", "capbook.app.cli", "trace", str(path), "--engine", "spark",
                         "--spark-master", MASTER], capture_output=True, text=True, env=env,
                        timeout=600)
     assert r.returncode == 2, r.stderr

@@ -1,4 +1,4 @@
-"""Tests of capbook.sweep: interpolation, choosing S, T, capacity and blended mixes.
+"""Tests of capbook.sweeps.sweep: interpolation, choosing S, T, capacity and blended mixes.
 
 The book's reference figures (S = 32, TPOT 40 ms, prefill 0.25 s, T = 12.25 s, 2.61 req/s,
 784 vs 800 tok/s, 1.33 s / 9.33 s for the summarisation slice, 11.38 s and 2.81 QPS for the
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import capbook
-from capbook.sweep import (
+from capbook.sweeps.sweep import (
     CONFIG_COLUMNS,
     METRIC_COLUMNS,
     Sweep,

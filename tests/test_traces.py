@@ -1,4 +1,4 @@
-"""Tests of capbook.traces: adapters on the real public traces, validation, statistics.
+"""Tests of capbook.logs.requestlog: adapters on the real public traces, validation, statistics.
 
 Oracles: figures read from the files with the csv/json standard library and numpy in the test
 (row counts, spans, token means and totals, duplicates), the values in ../shared/traces/README.md,
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 
-from capbook.traces import (
+from capbook.logs.requestlog import (
     LOG_FORMATS,
     Mapping,
     RequestLog,
@@ -659,7 +659,7 @@ def test_service_cv2_from_sweep_numbers_against_numpy(tmp_path):
 
 
 def test_service_cv2_with_the_real_sweep_class(tmp_path):
-    from capbook.sweep import load_sample_sweep
+    from capbook.sweeps.sweep import load_sample_sweep
 
     sw = load_sample_sweep()
     df = _canonical_frame(300, seed=2)
@@ -752,7 +752,7 @@ def test_canonical_needs_only_time_and_tokens(tmp_path):
     assert set(out["status"]) == {"served"}
     assert log.notes[0] == ("no model, tier or status column: every row gets model 'gateway', "
                             "tier 'interactive', status 'served'")
-    h = log.hourly()  # capbook.plan groups this by model and tier
+    h = log.hourly()  # capbook.plan.steps groups this by model and tier
     assert {"model", "tier"} <= set(h.columns) and h["requests"].sum() == 50
     # a column that is present keeps its values, and only the others are noted
     df2 = _canonical_frame(50)[["arrival_time", "input_tokens", "output_tokens", "model"]]
@@ -1019,7 +1019,7 @@ def test_globs_of_several_files(tmp_path):
 # the split: reading and validation (traces), statistics (tracestats); arguments; data paths
 # --------------------------------------------------------------------------------------------
 def test_statistics_are_logstats_of_the_log(tmp_path):
-    from capbook.tracestats import LogStats
+    from capbook.logs.stats import LogStats
 
     df = _canonical_frame(400, seed=11, span_s=3 * 3600)
     p = tmp_path / "split.parquet"

@@ -1,4 +1,4 @@
-"""capbook.traces on the real public traces in ../shared/traces: duplicates, time units, hour
+"""capbook.logs.requestlog on the real public traces in ../shared/traces: duplicates, time units, hour
 coverage, and files that are not request logs.
 
 Oracles: the files read with the csv/json standard library and numpy in the test, and the
@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from capbook.traces import read_requests
+from capbook.logs.requestlog import read_requests
 
 
 def _azure_seconds(path):
@@ -57,7 +57,7 @@ def test_azure_has_no_full_hour(shared_dir, name, minutes):
     assert s["full_hours"] == 0 and s["caveats"] == [caveat]
     assert s["notes"] == [f"no model, tier or status column: every row gets model "
                           f"'{name.split('.')[0]}', tier 'interactive', status 'served'"]
-    # the hourly table still has both partial clock hours (capbook.plan reads it)
+    # the hourly table still has both partial clock hours (capbook.plan.steps reads it)
     assert len(log.hourly(by=())) == 2 and log.hourly(full_hours_only=True).empty
 
 

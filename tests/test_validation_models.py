@@ -14,16 +14,16 @@ import re
 import numpy as np
 import pytest
 
-from capbook import backtest as bt
-from capbook import engine
-from capbook import fidelity as fid
-from capbook import forecast as fc
-from capbook import loadqueue as lq
+from capbook.forecast import backtest as bt
+from capbook.engine import stepmodel as engine
+from capbook.engine import fidelity as fid
+from capbook.forecast import tokens as fc
+from capbook.engine import loadqueue as lq
 from capbook import queueing as q
-from capbook import replicas as rp
-from capbook import servingmodel as sm
-from capbook.predict import predict
-from capbook.sweep import load_sample_sweep
+from capbook.sweeps import replicas as rp
+from capbook.engine import servingmodel as sm
+from capbook.engine.predict import predict
+from capbook.sweeps.sweep import load_sample_sweep
 
 BAD = {"text": "3", "bool": True, "none": None, "nan": math.nan}
 

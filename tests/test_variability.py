@@ -30,10 +30,10 @@ import numpy as np
 import pytest
 
 from capbook import queueing as q
-from capbook.arrivals import TraceArrivals
-from capbook.sim import FixedService, FleetSpec, Simulation
-from capbook.sweep import load_sample_sweep
-from capbook.traces import read_requests
+from capbook.sim.arrivals import TraceArrivals
+from capbook.sim.slotsim import FixedService, FleetSpec, Simulation
+from capbook.sweeps.sweep import load_sample_sweep
+from capbook.logs.requestlog import read_requests
 
 REPLICAS, SLOTS = 2, 32
 RHO = 0.85

@@ -11,7 +11,8 @@ PACKAGE = Path(capbook.__file__).resolve().parent
 
 def _public_definitions() -> dict[str, list[str]]:
     defs = collections.defaultdict(list)
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             names = []
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
@@ -20,7 +21,7 @@ def _public_definitions() -> dict[str, list[str]]:
                 names = [t.id for t in node.targets if isinstance(t, ast.Name) and t.id.isupper()]
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id.isupper():
                 names = [node.target.id]
-            defs.update({n: defs[n] + [path.stem] for n in names if not n.startswith("_")})
+            defs.update({n: defs[n] + [module] for n in names if not n.startswith("_")})
     return defs
 
 
@@ -31,8 +32,9 @@ def test_no_public_name_is_defined_in_two_modules():
 
 def test_the_scan_sees_the_package():
     defs = _public_definitions()
-    assert defs["capacity_plan"] == ["plan"] and defs["FleetSpec"] == ["sim"]
-    assert defs["LOG_FORMATS"] == ["traces"] and defs["SWEEP_FORMATS"] == ["importers"]
+    assert defs["capacity_plan"] == ["plan.steps"] and defs["FleetSpec"] == ["sim.slotsim"]
+    assert defs["LOG_FORMATS"] == ["logs.requestlog"] and defs["SWEEP_FORMATS"] == ["sweeps.importers"]
+    assert defs["SLO"] == ["slo"] and defs["LogAggregates"] == ["logs.aggregates"]
 
 
 def test_every_exported_name_is_defined_where_init_says():

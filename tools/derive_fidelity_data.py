@@ -6,13 +6,13 @@ Usage::
     python tools/derive_fidelity_data.py SHARED --check    # exit 1 if the committed table differs
 
 ``SHARED`` is the ``../shared`` data folder. Each dataset of :data:`DATASETS` is read with
-:func:`capbook.importers.read_sweep` (the filter and load axis given there); its levels
+:func:`capbook.sweeps.importers.read_sweep` (the filter and load axis given there); its levels
 (``.table``) and saturated stages (``.saturated``) are concatenated, a ``dataset`` column is added
 with the hardware the source's README states (``model`` as a Hugging Face id, ``gpu``,
 ``tensor_parallel``), and only the columns of ``tools/derive_kubecon.py`` are kept (no file
 paths). Rows are sorted by dataset and requested rate; floats are written with ``repr`` so the
 table is byte-for-byte reproducible. ``data/README.md`` gives the sources, licences and columns;
-:func:`capbook.datasets.load_fidelity_sweeps` reads it.
+:func:`capbook.app.datasets.load_fidelity_sweeps` reads it.
 
 Only permissively licensed sources with several load levels are used: the SGLang
 ``bench_serving`` runs of datacrunch-research/h200-benchmarks (MIT). llm-d-benchmark exp-7
@@ -43,7 +43,7 @@ def derive(shared) -> "pandas.DataFrame":  # noqa: F821
     """The derived table (one row per level of every dataset of :data:`DATASETS` under ``shared``)."""
     import pandas as pd
 
-    from capbook.importers import read_sweep
+    from capbook.sweeps.importers import read_sweep
     from tools.derive_kubecon import COLUMNS as KUBECON_COLUMNS  # noqa: E402
 
     frames = []

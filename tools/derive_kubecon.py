@@ -8,13 +8,13 @@ Usage::
 ``PATH`` is the folder copied from kubernetes-sigs/inference-perf at commit
 7de5ef2ed6f7934e0ecbc8297e593f79e68430c0, ``demos/kubecon-na-2025/`` (one sub-folder per
 vLLM variant, each with ``results/stage_N_lifecycle_metrics.json`` and ``manifests.yaml``).
-Each variant is read with :func:`capbook.importers.read_sweep`; its levels (``.table``) and
+Each variant is read with :func:`capbook.sweeps.importers.read_sweep`; its levels (``.table``) and
 saturated stages (``.saturated``) are concatenated, a ``variant`` column (the sweep name) is
-added, and only the columns the models of :mod:`capbook.predict` and the protocol of
-:mod:`capbook.fidelity` read are kept (no file paths). Rows are sorted by variant and requested
+added, and only the columns the models of :mod:`capbook.engine.predict` and the protocol of
+:mod:`capbook.engine.fidelity` read are kept (no file paths). Rows are sorted by variant and requested
 rate; floats are written as the shortest text that reads back to the same double (Python's
 ``repr``), so the table is byte-for-byte reproducible and loses nothing.
-``data/README.md`` describes the columns; :func:`capbook.datasets.load_kubecon_sweeps` reads it.
+``data/README.md`` describes the columns; :func:`capbook.app.datasets.load_kubecon_sweeps` reads it.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ OUT = ROOT / "data" / "realdata" / "kubecon_inference_perf.csv"
 #: Columns kept, in order. Absent ones (an older importer) are written empty.
 COLUMNS = [
     "variant", "point", "request_rate_target", "saturated", "saturation_reason",
-    # the sweep-table metrics (capbook.sweep.METRIC_COLUMNS)
+    # the sweep-table metrics (capbook.sweeps.sweep.METRIC_COLUMNS)
     "concurrency", "ttft_p50_s", "ttft_p95_s", "ttft_p99_s", "tpot_p50_s", "tpot_p95_s", "tpot_p99_s",
     "request_throughput_rps", "output_throughput_tps", "mean_input_tokens", "mean_output_tokens",
     "num_requests",
@@ -72,8 +72,8 @@ def derive(root) -> "pandas.DataFrame":  # noqa: F821
     """The derived table (one row per stage of every variant under ``root``)."""
     import pandas as pd
 
-    from capbook.fidelity import kubecon_variants
-    from capbook.importers import read_sweep
+    from capbook.engine.fidelity import kubecon_variants
+    from capbook.sweeps.importers import read_sweep
 
     variants = kubecon_variants(root)
     if not variants:

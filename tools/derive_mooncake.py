@@ -19,7 +19,7 @@ int32. The Parquet file is zstd-compressed with the hash lists delta-encoded (co
 blocks have consecutive ids), about 0.24 MB for the trace's 3.0 MB of JSON; its schema metadata
 carries the attribution. ``--check`` compares the table (values and metadata), not the bytes,
 which depend on the pyarrow version. ``data/README.md`` describes the file;
-:func:`capbook.datasets.load_mooncake_conversation` reads it.
+:func:`capbook.app.datasets.load_mooncake_conversation` reads it.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # A Java runtime for the Spark tests (pyspark 4 needs Java 17 or newer); `make test` runs this.
-# Where one is found (JAVA_HOME first, then PATH, as capbook.engines looks) it does nothing.
+# Where one is found (JAVA_HOME first, then PATH, as capbook.logs.engines looks) it does nothing.
 # Where it is missing or older, as root with apt-get (CI on Debian), it installs Debian's
 # default-jre-headless (OpenJDK 17 on Debian 12, 21 on Debian 13); otherwise it prints one
 # warning line saying how to install one. It always exits 0: without Java the Spark tests skip

@@ -16,7 +16,7 @@ client number, and counts the clients with a non-zero rate. The output starts wi
 comment lines (source, licence, commit, how it was derived), then the header
 ``window_start_s,rate_req_per_s,active_clients`` and one row per window, the rate rounded to 4
 decimals. Only the standard library does the arithmetic, so the file is byte-for-byte
-reproducible. ``data/README.md`` describes it; :func:`capbook.datasets.load_demand_shape`
+reproducible. ``data/README.md`` describes it; :func:`capbook.app.datasets.load_demand_shape`
 reads it.
 """
 from __future__ import annotations

@@ -14,7 +14,7 @@ second** (144,000 requests in the hour). Two files:
 The hourly rows of those three hours are the sums of the log's rows, so the two files agree.
 
 How the hours are made: each tenant's requests per hour = level × 2 % weekly growth
-(compounding hour by hour) × the weekly shape of :func:`capbook.forecast.weekly_profile`
+(compounding hour by hour) × the weekly shape of :func:`capbook.forecast.tokens.weekly_profile`
 (mobile's afternoon peak two hours later) × log-normal noise (σ = 0.08), scaled so that the
 busiest interactive hour of the 26 weeks is 144,000 requests; ``etl`` runs a nightly job at 01:00
 UTC (45 minutes at 3 requests/s) and a weekday job at 16:20 (30 minutes at 4 requests/s).
@@ -48,7 +48,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capbook.forecast import weekly_profile  # noqa: E402
+from capbook.forecast.tokens import weekly_profile  # noqa: E402
 
 SEED = 20261201
 START = pd.Timestamp("2026-01-05 00:00:00", tz="UTC")  # a Monday

@@ -5,7 +5,7 @@ Usage::
     python tools/make_sweeps.py            # write every sample sweep
     python tools/make_sweeps.py --check    # exit 1 if a committed file differs
 
-The sweeps are modelled by :mod:`capbook.servingmodel`, not measured; ``data/README.md``
+The sweeps are modelled by :mod:`capbook.engine.servingmodel`, not measured; ``data/README.md``
 documents the physics, the calibration and the units of every column.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capbook.servingmodel import SAMPLE_SPECS, sample_sweep_csv  # noqa: E402
+from capbook.engine.servingmodel import SAMPLE_SPECS, sample_sweep_csv  # noqa: E402
 
 OUT = ROOT / "data" / "sweeps"
 

@@ -26,7 +26,7 @@ import pandas as pd
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from capbook.forecast import event_calendar, synthetic_token_series  # noqa: E402
+from capbook.forecast.tokens import event_calendar, synthetic_token_series  # noqa: E402
 
 SEED_20 = 20260105
 SEED_56 = 20250602

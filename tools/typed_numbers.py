@@ -1,4 +1,4 @@
-"""List the numbers typed in chapters' prose (capbook.bookcheck.typed_numbers).
+"""List the numbers typed in chapters' prose (capbook.app.bookcheck.typed_numbers).
 
 Usage: python tools/typed_numbers.py [--write-times] book/X.ipynb [...]   (default: every chapter)
 --write-times rewrites each chapter's "Time to learn: N minutes" to the computed time.
@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from capbook.bookcheck import chapter_length, typed_numbers  # noqa: E402
+from capbook.app.bookcheck import chapter_length, typed_numbers  # noqa: E402
 
 import json  # noqa: E402
 import re  # noqa: E402

@@ -1,8 +1,8 @@
 """Charts of the chapter *Autoscaling through the day*.
 
-:func:`day_chart` draws a race of policies (:func:`capbook.autoscale_plan.race_policies`): the
+:func:`day_chart` draws a race of policies (:func:`capbook.autoscale.schedule.race_policies`): the
 demand hour by hour above, the replicas each policy kept serving below. :func:`headroom_chart`
-draws a grid of :func:`capbook.autoscale_plan.headroom_check` rows with a slider for the scale-up
+draws a grid of :func:`capbook.autoscale.schedule.headroom_check` rows with a slider for the scale-up
 lag: every (ramp, lag) row is embedded in the page and the slider's value selects the rows shown
 (:data:`HEADROOM_FILTER`), so it works on the static site with no kernel.
 """
@@ -12,9 +12,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import validation
-from ..validation import number, positive
-from . import PALETTE, slider
+from capbook import validation
+from capbook.validation import number, positive
+from capbook.theme import PALETTE, slider
 
 __all__ = ["HEADROOM_FILTER", "TTFT_FLOOR_S", "TTFT_CEILING_S", "week_shapes_chart", "day_rows", "day_chart", "headroom_rows", "headroom_chart"]
 
@@ -35,7 +35,7 @@ def day_rows(race, *, bin_min: float = 10.0, first_hour: float = 0.0) -> tuple[p
 
     Parameters
     ----------
-    race : capbook.autoscale_plan.PolicyRace
+    race : capbook.autoscale.schedule.PolicyRace
         The policies raced.
     bin_min : float
         Minutes per point of the replicas lines (the mean of the control ticks in each bin).
@@ -81,7 +81,7 @@ def day_chart(race, *, static_replicas: int | None = None, bin_min: float = 10.0
 
     Parameters
     ----------
-    race : capbook.autoscale_plan.PolicyRace
+    race : capbook.autoscale.schedule.PolicyRace
     static_replicas : int, optional
         The static plan's count, drawn as a dashed rule.
     bin_min : float
@@ -133,7 +133,7 @@ def headroom_rows(grid: pd.DataFrame) -> pd.DataFrame:
     Parameters
     ----------
     grid : pandas.DataFrame
-        :func:`capbook.autoscale_plan.headroom_check` over several ramps and lags (columns
+        :func:`capbook.autoscale.schedule.headroom_check` over several ramps and lags (columns
         ``ramp_per_min``, ``lag_min``, ``headroom_replicas``, ``ttft_p99_s``, ``goodput``,
         ``held`` at least), every (ramp, lag) exactly once, the lags evenly spaced (a slider
         moves in equal steps).
@@ -176,7 +176,7 @@ def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None =
                    subtitle: str | None = None):
     """p99 TTFT during a ramp against the ramp's speed, with a slider for the scale-up lag.
 
-    Each bar is one :func:`capbook.autoscale_plan.headroom_check` row at the lag the slider sets
+    Each bar is one :func:`capbook.autoscale.schedule.headroom_check` row at the lag the slider sets
     (:data:`HEADROOM_FILTER`): blue where the burst headroom held the objectives, vermillion
     where it broke; the text on a bar is the headroom the fleet had bought. The dashed rule is
     the p99 TTFT objective.

@@ -5,8 +5,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..validation import number, positive
-from . import slider
+from capbook.validation import number, positive
+from capbook.theme import slider
 
 __all__ = ["rating_explorer"]
 

@@ -16,7 +16,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from capbook import fleet as _fleet
+from capbook.plan import fleet as _fleet
 from capbook import queueing as _q
 from capbook.charts import HEIGHT, PALETTE, WIDTH, slider
 from capbook.validation import integer, nonnegative, positive, probability, table
@@ -68,7 +68,7 @@ def plan_grid(slots, service_time, t, demands=range(10, 101, 5), targets=None,
     targets : dict, optional
         SLO label → largest share of requests waiting over ``t`` (default :data:`SLO_OPTIONS`).
     routings : sequence of str
-        Routing policies of :func:`capbook.fleet.replicas_for_routing`.
+        Routing policies of :func:`capbook.plan.fleet.replicas_for_routing`.
 
     Returns
     -------
@@ -99,7 +99,7 @@ def plan_grid(slots, service_time, t, demands=range(10, 101, 5), targets=None,
 def page_plan_total(queueing, demand, ramp_per_min, lag_min, zones=1) -> int:
     """The total the waterfall page computes: queueing + burst headroom + spare (N+1 or a zone).
 
-    The same arithmetic as :func:`capbook.fleet.plan_fleet` with ``spares=1``; the tests check
+    The same arithmetic as :func:`capbook.plan.fleet.plan_fleet` with ``spares=1``; the tests check
     the two agree.
 
     Parameters
@@ -221,7 +221,7 @@ def hockey_stick(replicas, slots, service_time, t, levels=None, utilisation=None
         Wait threshold, seconds.
     levels : dict, optional
         Label → slot utilisation at which to draw a dashed rule (e.g. the warn and breach
-        levels of :func:`capbook.fleet.alert_levels`).
+        levels of :func:`capbook.plan.fleet.alert_levels`).
     utilisation : array_like, optional
         Utilisations to draw, in (0, 1) (default 0.5 to 0.99).
 
@@ -281,7 +281,7 @@ def throughput_goodput(runs: pd.DataFrame, title="No admission control: throughp
     ----------
     runs : pandas.DataFrame
         One row per simulated load with ``offered_rps``, ``throughput_rps`` and ``goodput_rps``
-        (requests per second, from :meth:`capbook.sim.SimResult.summary`).
+        (requests per second, from :meth:`capbook.sim.slotsim.SimResult.summary`).
     title : str
 
     Returns
@@ -342,7 +342,7 @@ def retry_timeline(timelines: pd.DataFrame, until_min=45, title="A spike and thr
     Parameters
     ----------
     timelines : pandas.DataFrame
-        Rows of :meth:`capbook.sim.SimResult.timeline` with ``minute``, ``clients``,
+        Rows of :meth:`capbook.sim.slotsim.SimResult.timeline` with ``minute``, ``clients``,
         ``attempts_rps`` and ``goodput_rps`` (per second).
     until_min : float
         Last minute drawn.

@@ -1,8 +1,8 @@
 """Charts of the forecasting part: the weekly shape, the quantile band, the static explorer and
 the backtest's coverage by horizon.
 
-The functions take numbers the chapters computed with :mod:`capbook.forecast` and
-:mod:`capbook.backtest` (plain pandas objects) and only draw them; nothing here fits a model.
+The functions take numbers the chapters computed with :mod:`capbook.forecast.tokens` and
+:mod:`capbook.forecast.backtest` (plain pandas objects) and only draw them; nothing here fits a model.
 Sliders are Vega-Lite parameters over data embedded in the chart, so they keep working on the
 static site.
 """
@@ -12,10 +12,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from ..validation import array, integer, table as _table
-from . import HEIGHT, PALETTE, slider
+from capbook.validation import array, integer, table as _table
+from capbook.theme import HEIGHT, PALETTE, slider
 
-__all__ = ["weekly_shape_chart", "time_zone_chart", "forecast_band_chart", "forecast_explorer_chart", "coverage_chart"]
+__all__ = ["fitted_shape_chart", "time_zone_chart", "forecast_band_chart", "forecast_explorer_chart", "coverage_chart"]
 
 _DAYS = np.array(["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"])
 _METHODS = ["calibrated", "sqrt_h"]
@@ -32,7 +32,7 @@ def _series(s, name: str) -> pd.Series:
     return s
 
 
-def weekly_shape_chart(shape, first_day: int = 0) -> alt.Chart:
+def fitted_shape_chart(shape, first_day: int = 0) -> alt.Chart:
     """Line chart of a fitted weekly shape.
 
     Parameters

@@ -43,7 +43,7 @@ KNEE_EXPRESSIONS = {
 
 def tpot_expression(levels, tpot_s, var: str = "S") -> str:
     """A Vega expression of TPOT (seconds) at ``var`` sequences in flight, interpolated linearly
-    between a sweep's measured levels, as :meth:`capbook.sweep.Sweep.tpot` does.
+    between a sweep's measured levels, as :meth:`capbook.sweeps.sweep.Sweep.tpot` does.
 
     Outside the measured range the end values hold (the chart's slider stays inside it).
 
@@ -76,7 +76,7 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
     from the sliders, so the chart works on a static page. Without ``sweep`` the sliders are
     slots, TPOT in ms and prefill in s, and TPOT is whatever the reader sets. With ``sweep``
     there is no TPOT slider: TPOT is the one the sweep measured at S sequences in flight
-    (its mean TPOT, :attr:`capbook.sweep.Sweep.holding_statistic`, interpolated between
+    (its mean TPOT, :attr:`capbook.sweeps.sweep.Sweep.holding_statistic`, interpolated between
     levels by :func:`tpot_expression`), so more slots bring a slower TPOT; a dashed line shows
     the rate if TPOT stayed at ``tpot_s`` (the reading the sweep refutes).
 
@@ -95,7 +95,7 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
         Right end of the output-length axis, tokens.
     step : int
         Spacing of the output-length grid, tokens.
-    sweep : capbook.sweep.Sweep, optional
+    sweep : capbook.sweeps.sweep.Sweep, optional
         A concurrency sweep; the slots slider spans its measured levels.
 
     Returns
@@ -132,10 +132,10 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
             title="The same replica, different mixes: QPS is a derived unit"
         )
 
-    from capbook.sweep import Sweep
+    from capbook.sweeps.sweep import Sweep
 
     if not isinstance(sweep, Sweep):
-        raise TypeError(f"sweep must be a capbook.sweep.Sweep, not {type(sweep).__name__}")
+        raise TypeError(f"sweep must be a capbook.sweeps.sweep.Sweep, not {type(sweep).__name__}")
     levels = np.asarray(sweep.concurrency, float)
     lo, hi = int(np.ceil(levels[0])), int(np.floor(levels[-1]))
     s = integer(slots, "slots", minimum=lo, maximum=hi)

@@ -16,10 +16,10 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from .. import fleet
-from .. import queueing as q
-from ..validation import array, choice, integer, nonnegative, positive, probability, table
-from . import slider
+from capbook.plan import fleet
+from capbook import queueing as q
+from capbook.validation import array, choice, integer, nonnegative, positive, probability, table
+from capbook.theme import slider
 
 __all__ = ["safe_utilisation_grid", "safe_utilisation_chart", "late_share_grid", "late_share_chart",
            "AFFINITY_COLUMNS", "affinity_chart"]
@@ -149,7 +149,7 @@ def late_share_grid(slots, service_time, t, demands, target=0.01, floor=1e-6):
     -------
     pandas.DataFrame
         Rows ``demand`` (req/s), ``replicas``, ``routing`` ("one shared queue" or "a queue per
-        replica") and ``late`` = :func:`capbook.fleet.late_share` (``"pooled"`` or
+        replica") and ``late`` = :func:`capbook.plan.fleet.late_share` (``"pooled"`` or
         ``"round-robin"``), for replica counts from two below the Little's-law floor to twice
         the per-replica-queue answer for ``target``.
     """
@@ -221,8 +221,8 @@ AFFINITY_COLUMNS = ("replicas", "router", "affinity_slack", "cache_hit_share", "
 def affinity_chart(grid, replicas=None, quantile="p99", title="Cache hits against time to first token, by router"):
     """Cache hits against time to first token, per router, with a fleet-size slider.
 
-    Each point is one simulated fleet (:func:`capbook.fleetsim.simulate_fleet` and
-    :meth:`~capbook.fleetsim.FleetRun.summary`): across, the share of prompt tokens found in
+    Each point is one simulated fleet (:func:`capbook.sim.fleetsim.simulate_fleet` and
+    :meth:`~capbook.sim.fleetsim.FleetRun.summary`): across, the share of prompt tokens found in
     the prefix cache; up, the TTFT percentile chosen with the buttons. The prefix-affinity
     fleets are joined in the order of their load bound (``affinity_slack``, labelled on each
     point), from the bound that balances most to the loosest.
@@ -230,7 +230,7 @@ def affinity_chart(grid, replicas=None, quantile="p99", title="Cache hits agains
     Parameters
     ----------
     grid : pandas.DataFrame
-        The :data:`AFFINITY_COLUMNS`: ``replicas``, ``router`` (a :data:`capbook.fleetsim.ROUTERS`
+        The :data:`AFFINITY_COLUMNS`: ``replicas``, ``router`` (a :data:`capbook.sim.fleetsim.ROUTERS`
         name), ``affinity_slack`` (outstanding requests; NaN for the other routers), and the
         summary's ``cache_hit_share`` (fraction), ``ttft_p50_s``, ``ttft_p99_s`` (seconds) and
         ``goodput_share`` (fraction). The fleet sizes must be evenly spaced, since the slider

@@ -1,6 +1,6 @@
 """Charts of a gateway's request log (chapter *Know your traffic*).
 
-Each function takes the tables that :class:`capbook.traces.RequestLog` returns (or the numbers
+Each function takes the tables that :class:`capbook.logs.requestlog.RequestLog` returns (or the numbers
 computed from them) and returns an Altair chart, so a chapter cell makes one call per chart.
 :func:`capacity_line_chart` binds its control to a Vega-Lite parameter and counts the hours
 above the line in the browser, so it keeps working on the static site.
@@ -13,8 +13,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import PALETTE, WIDTH, slider
-from ..validation import array, integer, number, table as _table
+from capbook.theme import PALETTE, WIDTH, slider
+from capbook.validation import array, integer, number, table as _table
 
 __all__ = ["log_histogram", "token_histogram_chart", "dispersion_chart", "hourly_tokens_chart",
            "weekly_shape", "weekly_shape_chart", "capacity_line_chart"]

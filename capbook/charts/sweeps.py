@@ -2,7 +2,7 @@
 workloads*).
 
 Each function returns an Altair chart built on data computed here from
-:class:`capbook.sweep.Sweep` objects, so a chapter cell makes one call per chart. The
+:class:`capbook.sweeps.sweep.Sweep` objects, so a chapter cell makes one call per chart. The
 interactive chart (:func:`slots_slider_chart`) binds its controls to Vega-Lite parameters and
 computes the pass/fail status, ``S``, ``T`` and capacity in the browser from embedded data, so
 it keeps working on the static site.
@@ -15,9 +15,9 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from . import PALETTE, slider
-from ..sweep import QUANTILES, Sweep
-from ..validation import choice, number
+from capbook.theme import PALETTE, slider
+from capbook.sweeps.sweep import QUANTILES, Sweep
+from capbook.validation import choice, number
 
 __all__ = ["percentile_frame", "latency_curves_chart", "tpot_limit_chart", "slider_frame",
            "slots_slider_chart", "long_share_chart"]
@@ -33,7 +33,7 @@ def _x_concurrency() -> alt.X:
 
 def _sweep(sweep, name: str = "sweep") -> Sweep:
     if not isinstance(sweep, Sweep):
-        raise TypeError(f"{name} must be a capbook.sweep.Sweep, not {type(sweep).__name__}")
+        raise TypeError(f"{name} must be a capbook.sweeps.sweep.Sweep, not {type(sweep).__name__}")
     return sweep
 
 
@@ -115,7 +115,7 @@ def slider_frame(sweeps: Mapping[str, Sweep], q=None) -> pd.DataFrame:
         The sweeps to offer, by name.
     q : {50, 95, 99}, "mean" or None
         TPOT statistic for the service time ``T`` (``"mean"`` for Little's law; the sweep must
-        have ``tpot_mean_s``). None: each sweep's :attr:`~capbook.sweep.Sweep.holding_statistic`.
+        have ``tpot_mean_s``). None: each sweep's :attr:`~capbook.sweeps.sweep.Sweep.holding_statistic`.
 
     Returns
     -------
@@ -146,7 +146,7 @@ def slots_slider_chart(sweeps: Mapping[str, Sweep], q=None, *, initial: str | No
                        height: int = 300) -> alt.LayerChart:
     """Choosing S in the browser: pick a sweep, a percentile, a TPOT target and a margin.
 
-    Levels are scanned upwards as :func:`capbook.sweep.choose_slots` does: a level is *within
+    Levels are scanned upwards as :func:`capbook.sweeps.sweep.choose_slots` does: a level is *within
     limit* while it and every level below it have TPOT ≤ target × (1 − margin); the label shows
     S (the highest such level), and T and capacity there. All of it is computed by Vega-Lite
     transforms over the embedded :func:`slider_frame`, so it works on a static page.
@@ -216,7 +216,7 @@ def long_share_chart(sweep: Sweep, slots, resweep: pd.DataFrame | None = None,
     with two sliders (Vega-Lite parameters ``long_in`` and ``long_out``):
 
     * the blended estimate ``S / ((1 − p) T_short + p T_long)``, with each ``T`` from the
-      sweep's prefill rate and its TPOT at ``slots`` (as :func:`capbook.sweep.capacity_vs_long_share`);
+      sweep's prefill rate and its TPOT at ``slots`` (as :func:`capbook.sweeps.sweep.capacity_vs_long_share`);
     * the prefill ceiling ``prefill rate / ((1 − p) in_short + p in_long)``.
 
     Parameters
@@ -231,7 +231,7 @@ def long_share_chart(sweep: Sweep, slots, resweep: pd.DataFrame | None = None,
         The two request classes, tokens; ``long`` gives the sliders' initial values.
     q : {50, 95, 99}, "mean" or None
         TPOT statistic of the service times (None: the sweep's
-        :attr:`~capbook.sweep.Sweep.holding_statistic`).
+        :attr:`~capbook.sweeps.sweep.Sweep.holding_statistic`).
     height : int
         Chart height, pixels.
     """

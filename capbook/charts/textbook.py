@@ -69,7 +69,7 @@ def p99_ttft_curves(model, service_time_s, prefill_s, loads=None, grid_s=None) -
 
     Parameters
     ----------
-    model : capbook.loadqueue.LoadDependentQueue
+    model : capbook.engine.loadqueue.LoadDependentQueue
         The load-dependent model of the pool (its ``servers`` and ``max_throughput`` set the
         M/M/c pool and the load scale).
     service_time_s : float
@@ -196,7 +196,7 @@ def prefill_chart(sweeps: dict) -> tuple[alt.Chart, pd.DataFrame]:
 
     Parameters
     ----------
-    sweeps : dict of str to capbook.sweep.Sweep
+    sweeps : dict of str to capbook.sweeps.sweep.Sweep
         Workload label → its sweep (each table has ``concurrency``, ``tpot_p50_s`` and
         ``prefill_share``).
 
@@ -261,7 +261,7 @@ def error_points(fid: pd.DataFrame, quantities: dict, names: dict, targets: dict
     Parameters
     ----------
     fid : pandas.DataFrame
-        From :func:`capbook.fidelity.fidelity`: ``check``, ``variant``, ``stage``, ``model``,
+        From :func:`capbook.engine.fidelity.fidelity`: ``check``, ``variant``, ``stage``, ``model``,
         ``quantity``, ``rate_rps``, ``predicted``, ``measured``, ``error`` (a fraction).
     quantities, names : dict
         Quantity and model codes → the labels shown.

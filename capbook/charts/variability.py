@@ -21,7 +21,7 @@ from capbook import queueing as q
 from capbook.charts import HEIGHT, WIDTH, slider
 from capbook.validation import integer, number, positive
 
-__all__ = ["AC_EXPRESSIONS", "allen_cunneen_grid", "allen_cunneen_chart", "dispersion_chart"]
+__all__ = ["AC_EXPRESSIONS", "allen_cunneen_grid", "allen_cunneen_chart", "peak_dispersion_chart"]
 
 #: Vega expressions of the chart (parameters ``ca2`` and ``sigma``; ``datum.w_mmc`` embedded).
 AC_EXPRESSIONS = {
@@ -100,7 +100,7 @@ def allen_cunneen_chart(slots, service_time_s, ca2=1.0, sigma=1.0) -> alt.Chart:
                        f"T = {float(service_time_s):.2f} s)")
 
 
-def dispersion_chart(table, title="Bursts show in the counts, at windows as long as a burst") -> alt.Chart:
+def peak_dispersion_chart(table, title="Bursts show in the counts, at windows as long as a burst") -> alt.Chart:
     """Index of dispersion of counts against the window length, one line per arrival stream.
 
     Parameters

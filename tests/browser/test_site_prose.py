@@ -8,7 +8,7 @@ outside outputs; math and code excluded) whose value is among them fails the tes
 written as a literal in the chapter's code (an input such as a 0.5 s target, also as 500 ms or
 50 %) is chosen, not computed, and may be typed. Only
 numbers with a decimal point, a thousands separator or three digits or more are compared
-(:func:`capbook.bookcheck.computed_numbers`): small counts and section numbers are not.
+(:func:`capbook.app.bookcheck.computed_numbers`): small counts and section numbers are not.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from capbook.bookcheck import code_literals, computed_numbers, number_value
+from capbook.app.bookcheck import code_literals, computed_numbers, number_value
 
 bs4 = pytest.importorskip("bs4")
 

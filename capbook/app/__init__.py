@@ -1,0 +1,30 @@
+"""The application: the ``capbook`` command (:mod:`.cli`), the book's data (:mod:`.datasets`), the
+book re-run on a reader's data (:mod:`.bookbuild`) and the book's editorial checks
+(:mod:`.bookcheck`).
+
+Each name is loaded on first use (:func:`capbook._lazy.attach`)."""
+from capbook._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(__name__, {
+    'bookbuild': [
+        'ROOT', 'chapter_files', 'data_note', 'check_out', 'build_book',
+    ],
+    'bookcheck': [
+        'ChapterLength', 'prose_words', 'chapter_length', 'typed_numbers', 'number_value',
+        'computed_numbers', 'code_literals',
+    ],
+    'cli': [
+        'COMMANDS', 'build_parser', 'main', 'plain_text',
+    ],
+    'datasets': [
+        'data_dir', 'SAMPLE_SWEEP_FOR_MODEL', 'GATEWAY_LOG', 'GATEWAY_HISTORY', 'load_gateway',
+        'history_path', 'prices_path', 'load_prices', 'PlanInputs', 'plan_log', 'plan_inputs',
+        'using_sample_data', 'slo', 'slo_given', 'data_source', 'requests_path', 'sweep_path',
+        'load_requests', 'load_sweep', 'load_token_series', 'load_kubecon_sweeps', 'KUBECON_FILE',
+        'FIDELITY_FILE', 'load_fidelity_sweeps', 'DEMAND_SHAPE_FILE', 'demand_shape_path',
+        'load_demand_shape', 'MOONCAKE_FILE', 'load_mooncake_conversation',
+    ],
+    'messages': [
+        'cli_message',
+    ],
+})
