@@ -16,7 +16,6 @@ True
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.util
 import sys
 
@@ -35,8 +34,9 @@ MOVED = {f"capbook.{old}": f"capbook.{new}" for old, new in {
 }.items()}
 
 
-class _OldPath(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds an old path and hands back the module at its new one."""
+class _OldPath:
+    """Finds an old path and hands back the module at its new one (a meta path finder and its
+    loader; importlib.abc is not imported, it would cost every command's start-up)."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname in MOVED:
@@ -44,11 +44,13 @@ class _OldPath(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return None
 
     def create_module(self, spec):
-        return importlib.import_module(MOVED[spec.name])
+        module = importlib.import_module(MOVED[spec.name])
+        spec.loader_state = module.__spec__  # its own spec, which the import system overwrites next
+        return module
 
     def exec_module(self, module):
         # the import system stamped the old path's spec on the module: give it back its own
-        module.__spec__ = importlib.util.find_spec(module.__name__)
+        module.__spec__ = module.__spec__.loader_state
 
 
 def install() -> None:

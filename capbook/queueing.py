@@ -54,7 +54,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special  # scipy.optimize and scipy.stats load only when a solver needs them
 
 from capbook.validation import array, fewest, integer, nonnegative, positive, probability
 
@@ -860,7 +860,9 @@ def max_arrival_rate(c, service_time, t, target):
     if f(hi) <= 0:  # pragma: no cover - only if t is so large the tail vanishes as a -> c
         lam = hi / ts
     else:
-        a_star = optimize.brentq(f, 0.0, hi, xtol=1e-14 * max(1.0, cc), rtol=4 * np.finfo(float).eps, maxiter=500)
+        from scipy.optimize import brentq
+
+        a_star = brentq(f, 0.0, hi, xtol=1e-14 * max(1.0, cc), rtol=4 * np.finfo(float).eps, maxiter=500)
         lam = a_star / ts
     # the root is exact only to floating tolerance: step down until the SLO holds as
     # prob_wait_exceeds computes it
@@ -1017,7 +1019,8 @@ def halfin_whitt_prob_wait(beta):
     .. math:: P(\text{wait}) \approx \left[1 + \frac{\beta\,\Phi(\beta)}{\varphi(\beta)}\right]^{-1}
     """
     b = array(beta, "beta", lo=0, lo_open=True)
-    ratio = b * np.exp(stats.norm.logcdf(b) - stats.norm.logpdf(b))
+    # log Φ(β) − log φ(β), with log φ(β) = −β²/2 − ½ log 2π (scipy.stats.norm's logcdf and logpdf)
+    ratio = b * np.exp(special.log_ndtr(b) + 0.5 * b * b + 0.5 * math.log(2 * math.pi))
     return _scalar_or_array(1.0 / (1.0 + ratio))
 
 
@@ -1028,7 +1031,9 @@ def halfin_whitt_beta(target_prob_wait):
     hi = 1.0
     while f(hi) > 0:
         hi *= 2
-    return optimize.brentq(f, 1e-12, hi, xtol=1e-14)
+    from scipy.optimize import brentq
+
+    return brentq(f, 1e-12, hi, xtol=1e-14)
 
 
 def square_root_staffing(offered_load, target_prob_wait):

@@ -24,9 +24,7 @@ it was.
 from __future__ import annotations
 
 import datetime as _dt
-import errno
 import hashlib
-import html as _html
 import json
 import os
 import re
@@ -40,6 +38,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from contextlib import contextmanager
 from pathlib import Path
+
+from capbook.app import datasets
+from capbook.slo import SLO
+from capbook.validation import integer
 
 __all__ = ["ROOT", "chapter_files", "data_note", "check_out", "build_book"]
 
@@ -825,15 +827,10 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
     """
     from tqdm.auto import tqdm
 
-    from capbook.app import datasets
-    from capbook.validation import integer
-
     jobs = integer(jobs, "jobs", minimum=1)
     timeout = integer(timeout, "timeout", minimum=1)
     out = check_out(out)
     if slo is not None:
-        from capbook.plan.steps import SLO
-
         try:
             SLO.parse(slo)
         except ValueError as exc:

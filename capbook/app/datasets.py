@@ -38,8 +38,20 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from capbook.app.messages import cli_message
+from capbook.cost import costs
+from capbook.engine.hardware import hardware_for
+from capbook.forecast import tokens as forecast
 from capbook.forecast.shapes import DEMAND_SHAPE_FILE, DEMAND_SHAPE_SOURCE, demand_shape_path, load_demand_shape  # noqa: F401
-from capbook.paths import data_dir  # the one lookup, re-exported for the chapters
+from capbook.logs import requestlog as traces
+from capbook.logs.aggregates import LogAggregates
+from capbook.logs.requestlog import SAMPLE_REQUESTS
+from capbook.paths import data_dir, data_path  # data_dir: the one lookup, re-exported for the chapters
+from capbook.plan.steps import select_traffic
+from capbook.slo import SLO
+from capbook.sweeps import importers, sweep
+from capbook.sweeps.sweep import Sweep, choose_slots, load_sample_sweep
+from capbook.validation import integer
 
 __all__ = [
     "data_dir",
@@ -123,8 +135,6 @@ def load_prices():
     -------
     capbook.cost.costs.PriceTable
     """
-    from capbook.cost import costs
-
     p = prices_path()
     return costs.read_prices(p) if p is not None else costs.load_sample_prices()
 
@@ -140,9 +150,6 @@ def load_gateway():
     -------
     capbook.logs.requestlog.RequestLog
     """
-    from capbook.logs import requestlog as traces
-    from capbook.paths import data_path
-
     return traces.read_requests(data_path(*GATEWAY_LOG.parts))
 
 
@@ -196,8 +203,6 @@ def slo(**sample):
     >>> slo(tpot_target_s=0.05).describe()        # no CAPBOOK_SLO set: the chapter's objectives
     'p99 TTFT ≤ 1 s, p95 TPOT ≤ 50 ms, P(wait > 0.5 s) ≤ 1 %, goodput ≥ 99 %'
     """
-    from capbook.plan.steps import SLO
-
     text = os.environ.get(_ENV_SLO, "").strip()
     if not text:
         return SLO(**sample)
@@ -215,8 +220,6 @@ def reader_hint(exc: Exception) -> str:
     >>> reader_hint(ValueError("pass tensor_parallel=N"))
     'pass --tensor-parallel N to capbook book'
     """
-    from capbook.app.messages import cli_message   # the same spelling the command line prints
-
     msg = cli_message(str(exc))
     if "--" in msg:
         msg += " to capbook book"
@@ -271,8 +274,6 @@ def load_requests():
     -------
     capbook.logs.requestlog.RequestLog
     """
-    from capbook.logs import requestlog as traces
-
     path = requests_path()
     if path is None:
         return traces.load_sample_requests()
@@ -291,11 +292,7 @@ def load_sweep(name: str | None = None):
     """
     path = sweep_path()
     if path is not None:
-        from capbook.sweeps import importers
-
         return importers.read_sweep(path, **sweep_options())
-    from capbook.sweeps import sweep
-
     return sweep.load_sample_sweep(name) if name else sweep.load_sample_sweep()
 
 
@@ -323,8 +320,6 @@ def load_token_series(name: str | None = None, *, min_weeks: int | None = None):
         The trace layer's hourly layout: ``period_start, model, tier, requests, throttled,
         input_tokens, output_tokens``.
     """
-    from capbook.forecast import tokens as forecast
-
     def sample(note: str | None = None):
         frame = forecast.load_sample_series(name) if name else forecast.load_sample_series()
         frame.attrs["capbook_source"] = f"sample token series {name or 'weeks20'} (data/tokens)"
@@ -396,8 +391,6 @@ def load_kubecon_sweeps(path=None) -> list:
     """
     import pandas as pd
 
-    from capbook.sweeps.sweep import Sweep
-
     path = Path(path) if path is not None else data_dir() / KUBECON_FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path} not found: regenerate it with tools/derive_kubecon.py "
@@ -452,9 +445,6 @@ def load_fidelity_sweeps(path=None) -> list:
         tensor-parallel value.
     """
     import pandas as pd
-
-    from capbook.engine.hardware import hardware_for
-    from capbook.sweeps.sweep import Sweep
 
     path = Path(path) if path is not None else data_dir() / FIDELITY_FILE
     if not path.is_file():
@@ -577,8 +567,6 @@ SAMPLE_GATEWAY_LABEL = "sample gateway (data/gateway)"
 
 def _is_file(log, rel: Path) -> bool:
     """True when ``log`` was read from the sample file ``rel`` (relative to the data folder)."""
-    from capbook.paths import data_path
-
     try:
         return Path(str(getattr(log, "path", ""))).resolve() == data_path(*rel.parts).resolve()
     except (OSError, ValueError):
@@ -587,8 +575,6 @@ def _is_file(log, rel: Path) -> bool:
 
 def _is_sample_log(log) -> bool:
     """True when ``log`` was read from the book's four-week sample request log."""
-    from capbook.logs.requestlog import SAMPLE_REQUESTS
-
     return _is_file(log, Path(*SAMPLE_REQUESTS))
 
 
@@ -605,9 +591,6 @@ def plan_log(log=None, history=None, history_label: str | None = None):
     history_label : str, optional
         How the plan names a history given as a frame (default: its path, or "hourly history").
     """
-    from capbook.paths import data_path
-    from capbook.plan.steps import LogAggregates
-
     if isinstance(log, LogAggregates):
         return LogAggregates.of(log, history=history)
     label = None
@@ -692,9 +675,6 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None,
     >>> plan_inputs().sweep_label
     'sample sweep illustrative_chat (modelled, not measured)'
     """
-    from capbook.plan.steps import select_traffic
-    from capbook.sweeps.sweep import load_sample_sweep
-
     sums = plan_log(log, history, history_label)
     notes: tuple = ()
     if sweep is not None:
@@ -744,14 +724,10 @@ def load_sweep_or_sample(name: str | None = None, *, min_levels: int = 1):
     >>> sweep.name, note
     ('illustrative_chat', None)
     """
-    from capbook.validation import integer
-
     need = integer(min_levels, "min_levels", minimum=1)
     sweep = load_sweep(name)
     if sweep_path() is None or len(sweep.concurrency) >= need:
         return sweep, None
-    from capbook.sweeps.sweep import load_sample_sweep
-
     n = len(sweep.concurrency)
     sample = load_sample_sweep(name) if name else load_sample_sweep()
     note = (f"Your sweep {sweep.name} has {n} load level{'s' if n != 1 else ''}; this chapter fits a curve "
@@ -825,8 +801,6 @@ def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> Objec
     (1, False)
     """
     import dataclasses
-
-    from capbook.sweeps.sweep import choose_slots
 
     objectives = objectives if objectives is not None else slo()
     q, note = sweep.percentile_for("tpot", objectives.tpot_percentile)

@@ -59,11 +59,13 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from capbook.sim.arrivals import ArrivalStream, RateArrivals, TokenLengths
-from capbook.sim.distributions import Distribution, as_distribution
-from capbook.sim.eventcore import EventCore
 from capbook.forecast.tokens import HOURS_PER_WEEK
-from capbook.validation import integer, nonnegative, positive, probability
+from capbook.queueing import replicas_pooled
+from capbook.sim.arrivals import ArrivalStream, RateArrivals, TokenLengths
+from capbook.sim.distributions import as_distribution, Distribution, Lognormal
+from capbook.sim.eventcore import EventCore
+from capbook.sim.slotsim import _integrate_intervals
+from capbook.validation import array, choice, integer, nonnegative, positive, probability
 
 __all__ = [
     "ReplicaModel",
@@ -203,8 +205,6 @@ def required_replicas(rate, replica: ReplicaModel, mean_holding_s: float, *, wai
     -------
     numpy.ndarray of int
     """
-    from capbook.queueing import replicas_pooled
-
     r = np.atleast_1d(np.asarray(rate, dtype=float))
     out = np.zeros(r.size, dtype=np.int64)
     cache = {}
@@ -265,8 +265,6 @@ class ProvisioningLag(Distribution):
     """
 
     def __init__(self, components: dict, scv: float = 0.25):
-        from capbook.sim.distributions import Lognormal
-
         if not isinstance(components, dict) or not components:
             raise ValueError("components must map part names to mean seconds")
         self.components = {str(k): nonnegative(v, f"components[{k!r}]") for k, v in components.items()}
@@ -460,8 +458,6 @@ class Schedule(Policy):
     """
 
     def __init__(self, replicas, step_s: float = 3600.0, lead_s: float = 0.0, offset_s: float = 0.0):
-        from capbook.validation import array
-
         r = array(np.asarray(replicas, dtype=float), "replicas", lo=0.0, nonempty=True).ravel()
         if np.any(r != np.round(r)):
             raise ValueError("replicas must be whole numbers")
@@ -516,8 +512,6 @@ class ReactiveUtilisation(Policy):
     """
 
     def __init__(self, target: float = 0.65, metric: str = "slots", tolerance: float = 0.1, extra: int = 0):
-        from capbook.validation import choice
-
         self.target = probability(target, "target", lo_open=True)
         self.metric = choice(metric, "metric", ("slots", "gpu"))
         self.tolerance = nonnegative(tolerance, "tolerance")
@@ -1296,8 +1290,6 @@ class _Run:
 
     # ---------------------------------------------------------------- the result
     def _result(self, parts, ticks):
-        from capbook.sim.slotsim import _integrate_intervals
-
         T_end, rep_s, obj = self.T_end, self.report_s, self.obj
         nb = int(math.ceil(T_end / rep_s - 1e-9))
         edges = np.arange(nb + 1) * rep_s

@@ -31,10 +31,16 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from capbook.sim.arrivals import RateArrivals, TokenLengths
-from capbook.autoscale.policies import (HOURS_PER_WEEK, Objectives, ReactiveLatency, ReactiveUtilisation, ReactiveWaiting,
-                        ReplicaModel, Schedule, ScheduleReactive, Scaling, Static, simulate_autoscaling)
+from capbook.autoscale.policies import (HOURS_PER_WEEK, Objectives, Observation, ReactiveLatency, ReactiveUtilisation,
+                                       ReactiveWaiting, ReplicaModel, Schedule, ScheduleReactive, Scaling, Static,
+                                       simulate_autoscaling)
+from capbook.cost.costs import FleetCurve, as_prices, replica_price, week_demand
+from capbook.forecast.shapes import load_demand_shape
 from capbook.parallel import run_all
+from capbook.plan.fleet import burst_headroom
+from capbook.logs.aggregates import LogAggregates
+from capbook.plan.steps import _frame_text, _md_text
+from capbook.sim.arrivals import RateArrivals, TokenLengths, rate_cv_from_log
 from capbook.validation import nonnegative, positive, probability
 
 __all__ = ["autoscaled", "design_week", "week_arrivals", "forecast_schedule", "standard_policies", "race_policies",
@@ -50,8 +56,6 @@ def hour_of_week(times) -> np.ndarray:
 
 def _borrowed_shape() -> tuple[np.ndarray, str]:
     """The ServeGen week (first 7 days, hourly means) as a shape of 168 values with mean 1."""
-    from capbook.forecast.shapes import load_demand_shape
-
     s = load_demand_shape()
     bin_s = float(s.attrs.get("bin_s", 600.0))
     per_hour = int(round(3600.0 / bin_s))
@@ -82,8 +86,6 @@ def design_week(plan, *, quantile: float | None = None, shape=None) -> pd.DataFr
         ``output_tps`` (output tokens/s), ``request_rate`` (requests/s); ``attrs["note"]`` says
         where the shape came from.
     """
-    from capbook.cost.costs import week_demand
-
     q = plan.quantile if quantile is None else probability(quantile, "quantile", closed=True)
     note = None
     start = None
@@ -113,8 +115,6 @@ def design_week(plan, *, quantile: float | None = None, shape=None) -> pd.DataFr
 
 def _traffic(plan, log) -> pd.DataFrame:
     """The rows of the log the plan is for (its model and tier)."""
-    from capbook.plan.steps import LogAggregates
-
     frame = log.frame if isinstance(log, LogAggregates) else (log.to_pandas() if hasattr(log, "to_pandas") else log)
     if plan.source.get("model") is not None and "model" in frame.columns:
         frame = frame[frame["model"].astype(str) == plan.source["model"]]
@@ -165,8 +165,6 @@ def forecast_schedule(plan, sweep, week: pd.DataFrame | None = None, *, lead_s: 
     lead_s : float, optional
         How far ahead the schedule looks, seconds (default: the plan's scale-up lag).
     """
-    from capbook.cost.costs import FleetCurve
-
     week = design_week(plan) if week is None else week
     curve = FleetCurve(plan, sweep)
     counts = [curve.replicas(max(float(x), 1e-9)) for x in week["output_tps"]]
@@ -294,8 +292,6 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
     if isinstance(prices, (int, float)) and not isinstance(prices, bool):
         usd_per_gpu_hour = positive(prices, "prices")
     elif prices is not None:
-        from capbook.cost.costs import replica_price, as_prices
-
         rp = replica_price(_PlanSweep(plan, sweep), as_prices(prices), tensor_parallel=rep.gpus)
         usd_per_gpu_hour = rp.on_demand_usd_per_hour / max(rp.gpus, 1)
     jobs = []
@@ -348,8 +344,6 @@ class _PlanSweep:
 
 
 def _first_obs(rep):
-    from capbook.autoscale.policies import Observation
-
     return Observation(0.0, 0, 0, 0, 0, rep.slots, 0.0, 0.0, 0.0, 0, 0, 0.0, 1.0)
 
 
@@ -379,8 +373,6 @@ def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rat
         ``goodput``, ``held`` (p99 TTFT and goodput within the objectives), ``gpu_hours``,
         ``planned_ramp_per_min`` and ``planned_lag_min`` (what the headroom was sized for).
     """
-    from capbook.plan.fleet import burst_headroom
-
     obj = Objectives() if objectives is None else objectives
     base = positive(base_rate, "base_rate")
     T = replica.mean_holding_s(lengths)
@@ -506,8 +498,6 @@ class PlanAutoscaling:
 
     def render(self, markdown: bool = False) -> str:
         """The section as text (or Markdown)."""
-        from capbook.plan.steps import _frame_text, _md_text
-
         h2 = "## " if markdown else ""
         md = _md_text if markdown else str
         t = self.race.table
@@ -549,8 +539,6 @@ def log_rate_cv(plan, log, window_s: float = 60.0, trend_s: float = 600.0) -> fl
     """The burstiness of the plan's traffic in its log beyond the 10-minute trend
     (:func:`capbook.sim.arrivals.rate_cv_from_log` over the plan's model and tier); 0 for a log
     shorter than ``trend_s``."""
-    from capbook.sim.arrivals import rate_cv_from_log
-
     t = _traffic(plan, log)["arrival_time"]
     secs = ((t - t.min()).dt.total_seconds() if pd.api.types.is_datetime64_any_dtype(t)
             else pd.to_numeric(t, errors="coerce") - float(pd.to_numeric(t, errors="coerce").min())).to_numpy(float)

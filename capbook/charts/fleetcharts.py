@@ -18,7 +18,7 @@ import pandas as pd
 
 from capbook.plan import fleet as _fleet
 from capbook import queueing as _q
-from capbook.charts import HEIGHT, PALETTE, WIDTH, slider
+from capbook.theme import HEIGHT, PALETTE, WIDTH, slider
 from capbook.validation import integer, nonnegative, positive, probability, table
 
 __all__ = [

@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 
 from capbook import queueing as q
-from capbook.charts import PALETTE, slider
 from capbook import validation
+from capbook.sweeps.sweep import Sweep
+from capbook.theme import PALETTE, slider
 from capbook.validation import array, integer, nonnegative, number, positive, probability
 
 __all__ = ["qps_by_output_chart", "tpot_expression", "erlang_c_table", "table_safe_utilisation", "knee_explorer_chart"]
@@ -131,8 +132,6 @@ def qps_by_output_chart(slots, tpot_s, prefill_s, output_tokens, max_output_toke
         return (line + marker).add_params(*params).properties(
             title="The same replica, different mixes: QPS is a derived unit"
         )
-
-    from capbook.sweeps.sweep import Sweep
 
     if not isinstance(sweep, Sweep):
         raise TypeError(f"sweep must be a capbook.sweeps.sweep.Sweep, not {type(sweep).__name__}")

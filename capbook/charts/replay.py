@@ -25,7 +25,7 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
-from capbook.charts import PALETTE, WIDTH, slider
+from capbook.theme import PALETTE, WIDTH, slider
 from capbook.validation import array, integer, nonnegative, positive, probability
 
 __all__ = ["wait_share_table", "wait_share_chart", "tail_share_table", "ttft_tail_chart", "minute_rate_table",

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from capbook import queueing as q
-from capbook.charts import PALETTE, slider
+from capbook.theme import PALETTE, slider
 from capbook.validation import array, integer, nonnegative, positive
 
 __all__ = ["KV_EXPRESSIONS", "p99_ttft_curves", "p99_ttft_chart", "kv_slots_chart", "prefill_chart",

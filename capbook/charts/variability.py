@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from capbook import queueing as q
-from capbook.charts import HEIGHT, WIDTH, slider
+from capbook.theme import HEIGHT, WIDTH, slider
 from capbook.validation import integer, number, positive
 
 __all__ = ["AC_EXPRESSIONS", "allen_cunneen_grid", "allen_cunneen_chart", "peak_dispersion_chart"]

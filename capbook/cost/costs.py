@@ -46,7 +46,12 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from capbook.forecast.tokens import HOURS_PER_WEEK
+from capbook.forecast import tokens as fc
+from capbook.forecast.tokens import HOURLY_COLUMNS, HOURS_PER_WEEK, read_token_csv
+from capbook.paths import data_dir
+from capbook.plan.fleet import plan_fleet
+from capbook.plan.steps import _LADDER, _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO
+from capbook.sweeps.sweep import Sweep
 from capbook.validation import nonnegative, number, positive, probability
 
 __all__ = ["priced", 
@@ -296,8 +301,6 @@ def read_prices(path) -> PriceTable:
 def load_sample_prices() -> PriceTable:
     """The illustrative price table shipped in ``data/prices/illustrative.csv`` (round numbers,
     not quotes)."""
-    from capbook.paths import data_dir
-
     return read_prices(data_dir() / SAMPLE_PRICES)
 
 
@@ -470,8 +473,6 @@ class PlanCost:
 
     def render(self, markdown: bool = False) -> str:
         """The cost as a few lines of text (a section of the plan's review document)."""
-        from capbook.plan.steps import _md_text
-
         r = self.replica
         h2 = "## " if markdown else ""
         md = _md_text if markdown else str     # the GPU's and the notes' names are the reader's
@@ -613,8 +614,6 @@ class FleetCurve:
         return self._stack(output_tps).serving
 
     def _stack(self, output_tps: float):
-        from capbook.plan.fleet import plan_fleet
-
         x = positive(output_tps, "output_tps")
         slo = self.plan.slo
         lam = x / self._mean_out
@@ -738,9 +737,6 @@ def week_demand(plan) -> WeekDemand:
     ValueError
         When the plan had no forecast (it used the busiest observed hour).
     """
-    from capbook.forecast import tokens as fc
-    from capbook.plan.steps import _LADDER
-
     h = int(plan.horizon_weeks)
     pk = plan.peaks[h]
     if pk.method == "observed":
@@ -1054,8 +1050,6 @@ def reserve_split(plan, sweep, prices, *, quantile: float | None = None, gpu: st
 def _observed_week(plan, why: Exception) -> tuple[pd.DatetimeIndex, np.ndarray]:
     """The last whole observed week of the plan's traffic, scaled so its busiest hour is the
     planned peak: the hour-of-week shape when no forecast was possible."""
-    from capbook.forecast import tokens as fc
-
     sel = plan.traffic.hourly
     s = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
     s.index = pd.DatetimeIndex(s.index)
@@ -1145,8 +1139,6 @@ class Comparison:
 
 
 def _sweeps_named(sweeps) -> dict:
-    from capbook.sweeps.sweep import Sweep
-
     if isinstance(sweeps, Mapping):
         items = list(sweeps.items())
     else:
@@ -1190,8 +1182,6 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
     -------
     Comparison
     """
-    from capbook.plan.steps import InfeasibleObjective, LogAggregates, capacity_plan
-
     _basis(basis)
     table = as_prices(prices)
     named = _sweeps_named(sweeps)
@@ -1264,8 +1254,6 @@ def price_of_objectives(log, sweep, prices, ttft_targets_s: Sequence[float] = (0
         (why the simulation could not verify it, empty when it did), ``binding``, ``usd_per_week``
         and ``extra_usd_per_week`` against the loosest target.
     """
-    from capbook.plan.steps import SLO, LogAggregates, capacity_plan
-
     rp = replica_price(sweep, prices, gpu=gpu, tensor_parallel=tensor_parallel)
     base = SLO() if slo is None else slo
     sums = LogAggregates.of(log)
@@ -1281,8 +1269,6 @@ def price_of_objectives(log, sweep, prices, ttft_targets_s: Sequence[float] = (0
 
 def _tenant_hourly(log, history, tenant_col: str) -> pd.DataFrame:
     """Hourly sums per model, tier and tenant: from ``history`` when given, else from the log."""
-    from capbook.forecast.tokens import HOURLY_COLUMNS, read_token_csv
-
     if history is None:
         return log.hourly(by=("model", "tier", tenant_col))
     frame = read_token_csv(history) if isinstance(history, (str, Path)) else history.copy()
@@ -1322,8 +1308,6 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
         One row per pool and a ``shared`` row and a ``dedicated (sum)`` row: ``replicas``,
         ``binding``, ``usd_per_week``, ``peak_output_tps``.
     """
-    from capbook.plan.steps import LogAggregates, capacity_plan
-
     rp = replica_price(sweep, prices, gpu=gpu, tensor_parallel=tensor_parallel)
     kw = {**plan_kwargs, "simulate": False}
     if isinstance(log, LogAggregates):  # already summed (with its history, if any): history only splits the pools
@@ -1525,8 +1509,6 @@ class PlanPricing:
                     f"{_usd(float(c['total_usd_per_week']), 0)} a week, against "
                     f"{_usd(float(o.conventional['total_usd_per_week']), 0)} for the plan's "
                     f"P{100 * self._plan_q:g} fleet ({int(o.conventional.name)} replicas)\n")
-        from capbook.plan.steps import _md_text
-
         out += "".join(f"- {_md_text(n) if markdown else n}\n" for n in self.notes)
         return out
 

@@ -36,8 +36,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from capbook.engine.stepmodel import ExtrapolationError, _row_mean
 from capbook.engine.predict import MODELS, predict
+from capbook.engine.stepmodel import _row_mean, ExtrapolationError, fit_engine
+from capbook.sim.closedloop import simulate_closed
+from capbook.sim.fleetsim import run_fleet
+from capbook.sweeps.importers import read_sweep
+from capbook.sweeps.sweep import Sweep
 from capbook.validation import integer, positive
 
 __all__ = ["stable_stages", "all_stages", "fidelity", "fidelity_summary", "TARGETS", "TTFT_P99_TARGET_S",
@@ -76,8 +80,6 @@ def stable_stages(sweep) -> pd.DataFrame:
 
 
 def _sub_sweep(sweep, rows: pd.DataFrame):
-    from capbook.sweeps.sweep import Sweep
-
     keep = rows.drop(columns=["stable"]).copy()
     keep["saturated"] = False
     return Sweep.from_frame(keep, name=sweep.name)
@@ -313,8 +315,6 @@ def _queued(lv: pd.DataFrame) -> pd.Series:
 
 
 def _level_sweep(sweep, rows: pd.DataFrame):
-    from capbook.sweeps.sweep import Sweep
-
     keep = rows.drop(columns=[c for c in ("stable", "why", "loop", "level") if c in rows]).copy()
     keep["saturated"] = False
     out = Sweep.from_frame(keep, name=sweep.name)
@@ -327,8 +327,6 @@ def _open_run(engine, rate, n, *, arrivals, seed):
     """The level as the load generator ran it: ``n`` requests at ``rate`` req/s (all at once when
     ``rate`` is not finite) into an idle engine; (completions per second over send time plus
     drain, TTFT p50, TTFT p99, mean E2E)."""
-    from capbook.sim.fleetsim import run_fleet
-
     rng = np.random.default_rng(seed)
     n = int(max(n, 1))
     if not np.isfinite(rate):
@@ -451,9 +449,6 @@ def score_sweep(sweep, *, name: str | None = None, fit_levels: int = 3, seed: in
         (:meth:`capbook.engine.stepmodel.EngineModel.saturation_rps`), the highest served throughput and
         the engine's notes.
     """
-    from capbook.sim.closedloop import simulate_closed
-    from capbook.engine.stepmodel import fit_engine
-
     fit_levels = integer(fit_levels, "fit_levels", minimum=1)
     requests = integer(requests, "requests", minimum=1)
     name = name or sweep.name
@@ -687,8 +682,6 @@ def shared_datasets(root, *, skipped: list | None = None) -> list:
         variants (inference-perf, Llama-3.1-8B on one H100), then the others.
     """
     import warnings
-
-    from capbook.sweeps.importers import read_sweep
 
     root = Path(root)
     skipped = [] if skipped is None else skipped

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from capbook.engine.loadqueue import kv_bytes_per_token
+from capbook.sweeps import importers
+from capbook.sweeps.configurations import parse_gpu
 from capbook.validation import integer, probability
 
 __all__ = ["GPU", "ModelArch", "Hardware", "GPUS", "ARCHITECTURES", "find_gpu", "find_model", "hardware_for",
@@ -445,8 +447,6 @@ def _norm(name: str) -> str:
 
 def gpu_count(name) -> int | None:
     """GPUs a name counts (``4xNVIDIA_L40S`` → 4, ``Standard_ND96asr_v4 x 1`` → 8), or None."""
-    from capbook.sweeps.configurations import parse_gpu
-
     if not isinstance(name, str) or not name.strip():
         return None
     raw, n = parse_gpu(name)
@@ -467,8 +467,6 @@ def find_gpu(name) -> GPU | None:
     variant (``A100-40GB``, ``H100 NVL 94GB``), and so do ``PCIe``, ``SXM`` and ``NVL``; without
     them the SXM part of a family is meant (GKE's ``nvidia-tesla-a100`` is the 40 GB one).
     """
-    from capbook.sweeps.configurations import parse_gpu
-
     if isinstance(name, GPU):
         return name
     if not isinstance(name, str) or not name.strip():
@@ -1158,8 +1156,6 @@ def parse_server_log(text: str, source: str = "log") -> dict:
 
 def _command_facts(text: str, source: str) -> dict:
     """Facts of a server command line in a text file (vLLM, SGLang, TGI), each with file:line."""
-    from capbook.sweeps import importers
-
     facts: dict = {}
     joined = text.replace("\\\r\n", " ").replace("\\\n", " ")
     for i, line in enumerate(joined.splitlines(), 1):
@@ -1207,8 +1203,6 @@ def read_server_facts(path) -> dict:
         ``{fact: (value, "file:line" or "file")}``; empty when nothing is found or ``path``
         does not exist.
     """
-    from capbook.sweeps import importers
-
     p = os.fspath(path)
     if not os.path.exists(p):
         return {}

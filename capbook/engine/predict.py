@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from capbook.engine.stepmodel import EngineModel, ExtrapolationError, _row_mean, fit_engine
-from capbook.engine.loadqueue import highest_passing
+from capbook.engine.loadqueue import highest_passing, LoadDependentQueue
+from capbook.engine.stepmodel import _row_mean, EngineModel, ExtrapolationError, fit_engine
+from capbook.queueing import erlang_c
 from capbook.validation import choice, integer, positive
 
 __all__ = ["ModelPrediction", "Prediction", "predict", "MODELS", "PRIMARY_MODEL"]
@@ -153,8 +154,6 @@ def _lightest(sweep):
 
 
 def _mmc(engine, sweep, rate, ac_factor):
-    from capbook.queueing import erlang_c
-
     row = _lightest(sweep)
     e2e = _row_mean(row, "e2e")
     if e2e is None:
@@ -183,8 +182,6 @@ def _mmc(engine, sweep, rate, ac_factor):
 
 
 def _load_dependent(engine: EngineModel, rate, ac_factor):
-    from capbook.engine.loadqueue import LoadDependentQueue
-
     S, L = engine.slots, engine.output_tokens
     notes = [f"{S} slots; completion rate n / (L · t_step(n)) from the fitted step cost"]
     step = engine.step_time_at(np.arange(1, S + 1), rate)

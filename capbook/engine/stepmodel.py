@@ -58,6 +58,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from capbook.engine.hardware import engine_defaults, find_gpu, find_model, GPU, Hardware, hardware_for
+from capbook.sim.closedloop import simulate_closed
+from capbook.sim.fleetsim import run_fleet
+from capbook.sweeps.sweep import Sweep
 from capbook.validation import choice, integer, nonnegative, positive, probability
 
 __all__ = [
@@ -84,8 +88,6 @@ def model_config(name) -> tuple[float, int, int, int] | None:
     ``Qwen2.5-7B`` …). For multi-head latent attention (DeepSeek-V3) ``kv_heads × head_dim`` is
     half the latent width, so that ``2 × layers × kv_heads × head_dim`` is its KV values per token.
     """
-    from capbook.engine.hardware import find_model
-
     m = find_model(name)
     if m is None:
         return None
@@ -97,8 +99,6 @@ def model_config(name) -> tuple[float, int, int, int] | None:
 def gpu_memory_gb(name) -> float | None:
     """Memory capacity (GB as sold) of a GPU named as sweeps name it (``nvidia-h100-80gb``,
     ``H100 SXM``): the table's (:func:`capbook.engine.hardware.find_gpu`), else a size in the name."""
-    from capbook.engine.hardware import find_gpu
-
     g = find_gpu(name)
     if g is not None:
         return g.memory_gb
@@ -118,8 +118,6 @@ def kv_cache_tokens(model: str, gpu: str, *, tensor_parallel: int = 1,
     dense models. A GPU not in the table but with a size in its name (``XYZ-48GB``) is taken as
     that much GDDR. Returns None when the model or GPU is not recognised.
     """
-    from capbook.engine.hardware import GPU, Hardware, find_gpu, find_model
-
     arch, dev = find_model(model), find_gpu(gpu)
     if dev is None and gpu_memory_gb(gpu) is not None:
         dev = GPU(str(gpu), gpu_memory_gb(gpu), math.nan, {"bf16": math.nan}, "the size in the name", hbm=False)
@@ -323,8 +321,6 @@ def engine_limits(sweep, *, max_num_seqs=None, kv_cache_tokens: int | None = Non
     defaults = None
     if re.search(r"sglang|tgi|text-generation|vllm", low) and "modelled" not in low:
         # a real engine named by the files: its own defaults, which depend on its version and GPU
-        from capbook.engine.hardware import engine_defaults
-
         mml0 = _col(tab, "max_model_len")
         hw_kv = hardware.kv_cache_tokens() if hardware is not None else None
         ctx = None
@@ -547,10 +543,9 @@ def _calibrate_separate(model, sweep, include_saturated):
     ok = np.isfinite(lam) & (lam > 0) & np.isfinite(tpot)
     lam, tpot = lam[ok], tpot[ok]
     t0 = float(tpot[np.argmin(lam)])
+    cp = model.step.cp_s
     if len(lam) < 2:
         return StepCost(t0, 0.0, 0.0, cp)
-
-    cp = model.step.cp_s
 
     def resid(c):
         model.step = StepCost(t0, c, 0.0, cp)
@@ -821,8 +816,6 @@ class EngineModel:
                 m = max(1, int(round(lam * duration)))
                 a = (np.arange(m) + 0.5) / lam
         inp, out = self._lengths(rng, len(a))
-        from capbook.sim.fleetsim import run_fleet
-
         run = run_fleet(self, a, inp, out, replicas=1, router="jsq", overhead=False)
         first, done = run.first_token, run.end
         npre = int(run.replicas["preemptions"].sum())
@@ -1017,8 +1010,6 @@ def _calibrate_overhead(model: "EngineModel", sweep) -> None:
     rng = np.random.default_rng(3)
     for j, (lm, k) in enumerate(zip(lam, n)):
         if closed and np.isfinite(conc[j]) and conc[j] >= 1:
-            from capbook.sim.closedloop import simulate_closed
-
             e = simulate_closed(model, int(round(conc[j])), requests=int(min(max(k, 800), 3000)), seed=5,
                                 overhead=False).ttft_s
         else:
@@ -1068,8 +1059,6 @@ def _before_the_peak(sweep):
     past[1:] = thr[1:] < 0.8 * best[:-1]
     if not past.any() or past.sum() > len(thr) - 2:
         return sweep, ""
-    from capbook.sweeps.sweep import Sweep
-
     drop = order[past]
     levels = ", ".join(f"{c:g}" for c in np.asarray(tab["concurrency"], dtype=float)[drop])
     kept = Sweep.from_frame(tab.drop(index=tab.index[drop]).reset_index(drop=True), name=sweep.name)
@@ -1103,8 +1092,6 @@ def _closed_loop_cap(sweep, include_saturated: bool) -> float | None:
     tab = pd.concat(frames, ignore_index=True)
     if not _closed_loop(tab):
         return None
-    from capbook.sweeps.sweep import Sweep
-
     one = Sweep.from_frame(tab.assign(saturated=False), name=sweep.name)
     lam, tpot, out, _ = _points(one, False)
     run = lam * np.maximum(out - 1, 0) * tpot
@@ -1264,8 +1251,6 @@ def fit_engine(sweep, *, max_num_seqs=None, kv_cache_tokens=None, max_num_batche
     -------
     EngineModel
     """
-    from capbook.engine.hardware import hardware_for
-
     if hardware is None:
         hardware = getattr(sweep, "hardware", None)
     if hardware is None:

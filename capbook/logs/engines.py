@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import threading
 from typing import Any
+from capbook.logs.sql import DUCKDB, SPARK
 
 __all__ = ["ENGINES", "spark_session", "spark_unavailable"]
 
@@ -234,8 +235,6 @@ class DuckDBEngine:
     name = "duckdb"
 
     def __init__(self, con):
-        from capbook.logs.sql import DUCKDB
-
         self.con = con
         self.dialect = DUCKDB
 
@@ -284,8 +283,6 @@ class SparkEngine:
     _query_lock = threading.Lock()
 
     def __init__(self, master: str | None = None):
-        from capbook.logs.sql import SPARK
-
         self.spark = spark_session(master)
         self.dialect = SPARK
         with _SESSION_LOCK:

@@ -79,11 +79,12 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from capbook.logs.engines import ENGINES, DuckDBEngine, SparkEngine
 from capbook.formats import FileFormat
-from capbook.logs.sql import DUCKDB, SPARK, Dialect
+from capbook.logs.engines import DuckDBEngine, ENGINES, SparkEngine
+from capbook.logs.sql import Dialect, DUCKDB, SPARK
+from capbook.logs.stats import LogStats, US_PER_H as _US_PER_H, US_PER_S as _US_PER_S, utc as _utc
 from capbook.paths import data_path
-from capbook.logs.stats import US_PER_H as _US_PER_H, US_PER_S as _US_PER_S, LogStats, utc as _utc
+from capbook.sweeps.perrequest import match_columns
 from capbook.validation import choice, integer
 
 __all__ = [
@@ -362,8 +363,6 @@ LOG_FORMATS: dict[str, FileFormat] = {f.name: f for f in (
 def _perrequest_mapping(columns) -> Mapping | None:
     """The mapping of a per-request results file's columns (:mod:`capbook.sweeps.perrequest`'s table of
     names), or None when it lacks a launch time, a token count, or TTFT / latency / finish time."""
-    from capbook.sweeps.perrequest import match_columns
-
     found = match_columns(columns)
     if not {"launch_time", "input_tokens", "output_tokens"} <= set(found):
         return None

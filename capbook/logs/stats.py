@@ -35,8 +35,9 @@ import pandas as pd
 from capbook.logs import sql as logsql
 from capbook.validation import array, integer, positive
 
+from capbook.sweeps.sweep import Sweep
+
 if TYPE_CHECKING:  # pragma: no cover
-    from capbook.sweeps.sweep import Sweep
     from capbook.logs.requestlog import RequestLog
 
 __all__ = ["LogStats", "busiest_window", "format_duration"]
@@ -331,8 +332,6 @@ class LogStats:
             when modelled, ``prefill_rate_tps``, ``tpot_s`` and ``concurrency`` (None when the
             numbers were given).
         """
-        from capbook.sweeps.sweep import Sweep
-
         given = prefill_rate_tps is not None or tpot_s is not None
         if sweep is not None and given:
             raise ValueError("sweep: pass a sweep (with concurrency=) or prefill_rate_tps= and "

@@ -41,6 +41,9 @@ from capbook.validation import integer
 
 if TYPE_CHECKING:  # the plan imports this module; its types are only annotations here
     from capbook.plan.steps import CapacityPlan
+from capbook.parallel import run_all
+from capbook.sim.arrivals import stack_busy_periods
+from capbook.sim.fleetsim import router_name, simulate_fleet
 
 __all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests",
            "explain_checks", "judge_fleet", "check_fleet", "SIM_CAP_MAX", "SIM_BUDGET_S", "MAX_SEEDS"]
@@ -112,8 +115,6 @@ def replay_requests(log, rate: float, n_requests: int, *, model=None, tier=None)
     Requests that record no prompt or no output token (failed requests) are left out and the
     others arrive at their share of ``rate``; ``attrs["without_tokens"]`` is (left out, of).
     """
-    from capbook.sim.arrivals import stack_busy_periods
-
     frame = log.frame if isinstance(log, LogAggregates) else log.to_pandas()
     if model is not None and "model" in frame.columns:
         frame = frame[frame["model"] == model]
@@ -278,8 +279,6 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
 
 def _replicate(engine, data, replicas, slo, router, seed, k) -> dict:
     """Replication ``k``: its measured TTFTs, good count and batch-means margins."""
-    from capbook.sim.fleetsim import simulate_fleet
-
     run = simulate_fleet(engine, _replication(data, seed, k), replicas=replicas, router=router, seed=seed + 7919 * k)
     s = run.summary(slo.ttft_target_s, slo.tpot_target_s, slo.ttft_quantile)
     m = run.measured()
@@ -297,8 +296,6 @@ PARALLEL_MIN_REQUESTS = 5_000
 
 def _replicate_all(engine, data, replicas, slo, router, seed, ks) -> list:
     """Replications ``ks``, in order: independent simulations, on both cores for a long replay."""
-    from capbook.parallel import run_all
-
     ks = list(ks)
     if len(data) < PARALLEL_MIN_REQUESTS or len(ks) < 2:
         return [_replicate(engine, data, replicas, slo, router, seed, k) for k in ks]
@@ -432,8 +429,6 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     -------
     Verification
     """
-    from capbook.sim.fleetsim import router_name
-
     t_start = time.perf_counter()
     router = router_name(router)
     slo = plan.slo
@@ -558,8 +553,6 @@ def check_fleet(plan: CapacityPlan, log, sweep, replicas: int, *, rate: float | 
         sequence limit and KV cache in tokens, None when unbounded) of the engine fitted to the
         sweep.
     """
-    from capbook.sim.fleetsim import router_name
-
     n_rep = integer(replicas, "replicas", minimum=1)
     tier = plan.source["tier"] if plan.source["tier"] != "all tiers" else None
     lam = plan.request_rate if rate is None else rate

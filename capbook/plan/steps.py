@@ -70,10 +70,18 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from capbook.logs.aggregates import LogAggregates
-from capbook.plan.replay import _SKIPPED, Verification, explain_checks, verify_plan
+from capbook.engine import loadqueue
+from capbook.engine.hardware import hardware_for
+from capbook.engine.predict import predict
 from capbook.engine.stepmodel import fitted_engine
+from capbook.forecast import tokens as fc
+from capbook.logs.aggregates import LogAggregates
+from capbook.logs.stats import busiest_window, format_duration
+from capbook.plan.fleet import allocate_tpm, plan_fleet, replicas_for_routing, waterfall_chart
+from capbook.plan.replay import _SKIPPED, explain_checks, Verification, verify_plan
 from capbook.slo import SLO
+from capbook.sweeps.replicas import rating_from_sweep, ReplicaRating, replicas_for_tokens
+from capbook.sweeps.sweep import choose_slots, Sweep
 from capbook.validation import array, integer, nonnegative, number, positive, probability
 
 __all__ = [
@@ -234,8 +242,6 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
         fit weeks and 1 origin, the √h rule (4 and 3), the √h rule (3 and 1). With less than
         four whole weeks or an empty hour none works, and the observed peak is used.
     """
-    from capbook.forecast import tokens as fc
-
     q = probability(quantile, "quantile")
     g = number(growth_per_week, "growth_per_week", lo=GROWTH_PER_WEEK_RANGE[0], hi=GROWTH_PER_WEEK_RANGE[1])
     hs = sorted({int(h) for h in array(list(horizons), "horizons", lo=1, integer=True, nonempty=True, ndim=1)})
@@ -448,8 +454,6 @@ def _observed_peak(log: LogAggregates, model, tier) -> dict:
     (58.4 minutes from 18:15:46 do); its busiest 60 minutes are then all of it, over its span,
     not over 3600 s.
     """
-    from capbook.logs.stats import busiest_window
-
     return busiest_window(_select(log.per_minute, model, tier), log.log.span_s, log.log.start, log.log.end)
 
 
@@ -566,8 +570,6 @@ def _split_rating(sweep, S: int, why: Exception):
     lowest level, where a request spends ``f = TTFT / (TTFT + output tokens × TPOT)`` of its time
     in prefill: ``R_in = I / f``, ``R_out = O / (1 - f)`` (so ``O / R_out + I / R_in = 1``).
     """
-    from capbook.sweeps.replicas import ReplicaRating
-
     tab = sweep.table
     n = tab["concurrency"].to_numpy(float)
     lo = tab.iloc[int(np.argmin(n))]
@@ -604,9 +606,6 @@ def rate_replica(sweep, demand: Demand, slo: SLO, headroom: float = 0.8) -> Repl
     ValueError
         When no measured concurrency meets the TPOT objective, or ``headroom`` is not in (0, 1].
     """
-    from capbook.sweeps.replicas import rating_from_sweep, replicas_for_tokens
-    from capbook.sweeps.sweep import choose_slots
-
     h_room = probability(headroom, "headroom", hi_open=False)
     notes: list[str] = []
     slo = _checked_percentile(sweep, slo, notes)
@@ -658,9 +657,6 @@ class QueueingCheck:
 def check_queueing(sweep, demand: Demand, replica: Replica) -> QueueingCheck:
     """Erlang C (:func:`capbook.plan.fleet.replicas_for_routing`, pooled) and the load-dependent
     model (:func:`capbook.engine.loadqueue.replicas_needed`) at the planned peak."""
-    from capbook.engine import loadqueue
-    from capbook.plan.fleet import replicas_for_routing
-
     slo, S, lam = replica.slo, int(replica.slots.S), demand.request_rate
     mean_in, mean_out = demand.mean_input_tokens, demand.mean_output_tokens
     erl = int(replicas_for_routing(lam, S, replica.service_time_s, slo.wait_target_s, slo.late_share, "pooled"))
@@ -728,10 +724,6 @@ def check_engine(sweep, demand: Demand, replica: Replica, serving: int, seed: in
     step cost is per token, so it carries over from the sweep's mix): its saturation rate, the
     highest rate meeting p99 TTFT within the objective, the replicas that implies for the peak,
     and its p99 TTFT at ``peak / serving``."""
-    from capbook.engine.predict import predict
-
-    from capbook.engine.hardware import hardware_for
-
     slo, lam = replica.slo, demand.request_rate
     mean_in, mean_out = demand.mean_input_tokens, demand.mean_output_tokens
     try:
@@ -776,8 +768,6 @@ def stack_fleet(demand: Demand, replica: Replica, queue: QueueingCheck, engine: 
     -------
     capbook.plan.fleet.FleetPlan
     """
-    from capbook.plan.fleet import plan_fleet
-
     lam = demand.request_rate
     ramp = nonnegative(ramp_per_min, "ramp_per_min")
     return plan_fleet(lam, int(replica.slots.S), replica.service_time_s, replica.slo.wait_target_s,
@@ -805,8 +795,6 @@ class ServingCheck:
 
 def check_serving(sweep, demand: Demand, replica: Replica, queue: QueueingCheck, fleet_plan) -> ServingCheck:
     """Erlang C's late share and the load-dependent model's TTFT on ``fleet_plan.serving`` replicas."""
-    from capbook.engine import loadqueue
-
     serving = fleet_plan.serving
     late = fleet_plan.late_share(serving)
     notes, lq_ttft = [], None
@@ -881,8 +869,6 @@ def tenant_limits(log: LogAggregates, traffic: Traffic, demand: Demand, replica:
     (:attr:`TenantLimits.floor_tpm`): a log whose tenant column is per user holds thousands of
     tenants that most minutes do not see, whose p99 minute is 0.
     """
-    from capbook.plan.fleet import allocate_tpm
-
     res = number(reserve, "tpm_reserve", lo=0, hi=1, hi_open=True)
     top = integer(top, "top", minimum=1)
     ratio, rating = demand.input_per_output, replica.rating
@@ -1057,8 +1043,6 @@ class CapacityPlan:
     def _busiest_text(self) -> str:
         """The observed peak the plan grew from, named: the busiest 60 minutes (a sliding window,
         as ``capbook trace`` prints it beside the busiest clock hour), or the whole of a shorter log."""
-        from capbook.logs.stats import format_duration
-
         b = self.demand.busiest
         if b is None:
             return f"{self.observed_peak_output_tps:,.0f} output tokens/s"
@@ -1135,8 +1119,6 @@ class CapacityPlan:
     def horizons(self) -> pd.DataFrame:
         """Planned peak and replicas (rating with headroom) per horizon, with the decision each
         horizon feeds."""
-        from capbook.sweeps.replicas import replicas_for_tokens
-
         ratio = self.input_tps / self.output_tps if self.output_tps > 0 else 0.0
         rows = []
         for h, p in sorted(self.peaks.items()):
@@ -1378,8 +1360,6 @@ class CapacityPlan:
         import altair as alt
 
         from capbook import theme as charts
-        from capbook.plan.fleet import waterfall_chart
-
         st = self.stages().reset_index()
         water = waterfall_chart(st[["stage", "added", "kind"]],
                                 title=f"{self.total} replicas for week {self.horizon_weeks}"
@@ -1566,8 +1546,6 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
         On invalid parameters, an unknown model or tier, a log with no requests of the
         selection, or a sweep whose slowest level already misses the TPOT objective.
     """
-    from capbook.sweeps.sweep import Sweep
-
     slo = SLO() if slo is None else slo
     if not isinstance(slo, SLO):
         raise ValueError("slo must be a capbook.plan.steps.SLO")

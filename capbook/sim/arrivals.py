@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from capbook.sim.distributions import Gamma
-from capbook.validation import integer, positive
+from capbook.sim.distributions import as_distribution, Gamma
+from capbook.validation import array, integer, nonnegative, positive
 
 __all__ = ["ArrivalStream", "PoissonArrivals", "RenewalArrivals", "TraceArrivals", "stack_busy_periods",
            "RateArrivals", "TokenLengths", "rate_cv_from_log"]
@@ -385,8 +385,6 @@ class TokenLengths:
     @classmethod
     def from_distributions(cls, input_tokens, output_tokens, n: int = 65_536, seed: int = 0) -> "TokenLengths":
         """Independent input and output lengths from two distributions (``n`` pairs drawn once)."""
-        from capbook.sim.distributions import as_distribution
-
         rng = np.random.default_rng(seed)
         di, do = as_distribution(input_tokens, "input_tokens"), as_distribution(output_tokens, "output_tokens")
         inp = np.maximum(np.rint(di.sample(rng, n)), 0).astype(np.int64)
@@ -460,8 +458,6 @@ class RateArrivals:
 
     def __init__(self, rates, bin_s: float, *, rate_cv: float = 0.0, window_s: float = 60.0,
                  lengths: TokenLengths | None = None):
-        from capbook.validation import array, nonnegative
-
         self.rates = array(np.asarray(rates, dtype=float), "rates", lo=0.0, nonempty=True).ravel()
         if not self.rates.sum() > 0:
             raise ValueError("rates are all zero: no request would ever arrive")

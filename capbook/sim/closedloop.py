@@ -30,6 +30,7 @@ from heapq import heappop
 
 import numpy as np
 
+from capbook.sim.fleetsim import _Fleet
 from capbook.validation import integer, nonnegative
 
 __all__ = ["ClosedLoopRun", "simulate_closed"]
@@ -132,8 +133,6 @@ def simulate_closed(engine, concurrency: int, *, requests: int = 2000, seed: int
     -------
     ClosedLoopRun
     """
-    from capbook.sim.fleetsim import _Fleet
-
     n_cli = integer(concurrency, "concurrency", minimum=1)
     requests = integer(requests, "requests", minimum=1)
     think = nonnegative(think_time_s, "think_time_s")

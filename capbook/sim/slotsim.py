@@ -65,7 +65,7 @@ import numpy as np
 import pandas as pd
 
 from capbook.sim.arrivals import ArrivalStream, PoissonArrivals, RenewalArrivals, TraceArrivals
-from capbook.sim.distributions import as_distribution
+from capbook.sim.distributions import Empirical, as_distribution
 from capbook.sim.eventcore import EventCore
 from capbook.routing import dispatch
 from capbook.validation import array, choice, integer, nonnegative, positive
@@ -209,8 +209,6 @@ class ContinuousBatching:
 
 def _token_dist(value, name):
     if isinstance(value, (list, tuple, np.ndarray)):
-        from capbook.sim.distributions import Empirical
-
         return Empirical(value)
     return as_distribution(value, name)
 
