@@ -1,4 +1,4 @@
-"""The real demand shape (data/demand, tools/make_demand_shape.py, capbook.app.datasets.load_demand_shape).
+"""The real demand shape (data/demand, tools/make_demand_shape.py, capbook.forecast.shapes.load_demand_shape).
 
 The file is checked against its source (the script on ../shared's ServeGen folder gives it byte
 for byte), against an independent reader of the same source

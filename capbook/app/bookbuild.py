@@ -785,12 +785,12 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         Format of the request log (see :data:`capbook.logs.requestlog.LOG_FORMATS`).
     history : str or Path, optional
         Hourly history of the reader's log for the capstone's forecast (``CAPBOOK_HISTORY``;
-        see :meth:`capbook.plan.steps.LogAggregates.of`).
+        see :meth:`capbook.logs.aggregates.LogAggregates.of`).
     prices : str or Path, optional
         Price table for the chapter on costs (``CAPBOOK_PRICES``; see
         :func:`capbook.cost.costs.read_prices`).
     slo : str, optional
-        The objectives, as ``capbook plan --slo`` takes them (:meth:`capbook.plan.steps.SLO.parse`);
+        The objectives, as ``capbook plan --slo`` takes them (:meth:`capbook.slo.SLO.parse`);
         every chapter with objectives uses them (``CAPBOOK_SLO``, :func:`capbook.app.datasets.slo`).
         Default: each chapter's own sample objectives.
     requests_options, sweep_options : dict, optional

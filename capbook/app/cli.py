@@ -161,7 +161,7 @@ _HOURLY_MAX_ROWS = 5_000_000
 
 def _write_hourly(log, path) -> tuple[int, str]:
     """Write ``log``'s hourly sums (per model, tier and tenant when it has one) as the CSV that
-    :func:`capbook.forecast.tokens.read_token_csv` and ``capbook plan --history`` read; returns the
+    :func:`capbook.logs.hourly.read_token_csv` and ``capbook plan --history`` read; returns the
     rows written and a note ("" or why the tenants were left out).
 
     Every hour from the log's first to its last arrival appears for every group, with zero

@@ -13,7 +13,7 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   "time_unit": "ms"}``) and :func:`capbook.sweeps.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
 * ``CAPBOOK_SLO`` — the reader's objectives, in the syntax of ``capbook plan --slo``
-  (:meth:`capbook.plan.steps.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
+  (:meth:`capbook.slo.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
   reads them through :func:`slo`, and ``capbook book --slo`` sets them;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
   the copy installed with the package; see :mod:`capbook.paths`).
@@ -143,7 +143,7 @@ def load_gateway():
     """The sample gateway's request log: every request of its three busiest hours.
 
     Its busiest hour is the running example's 40 requests/s; the hourly history beside it is
-    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.forecast.tokens.read_token_csv`). See
+    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.logs.hourly.read_token_csv`). See
     ``data/README.md``.
 
     Returns
@@ -179,9 +179,9 @@ def slo(**sample):
     """The objectives a chapter plans and checks against: the reader's, else the chapter's own.
 
     With ``CAPBOOK_SLO`` set (``capbook book --slo``), the objectives ``capbook plan --slo`` would
-    use with the same text (:meth:`capbook.plan.steps.SLO.parse`; what it leaves out takes the plan's
-    defaults). Otherwise :class:`capbook.plan.steps.SLO` with the chapter's sample objectives
-    ``sample`` (keyword arguments of :class:`~capbook.plan.steps.SLO`: ``ttft_target_s`` and
+    use with the same text (:meth:`capbook.slo.SLO.parse`; what it leaves out takes the plan's
+    defaults). Otherwise :class:`capbook.slo.SLO` with the chapter's sample objectives
+    ``sample`` (keyword arguments of :class:`~capbook.slo.SLO`: ``ttft_target_s`` and
     ``tpot_target_s`` in seconds, ``tpot_percentile``, ...), so the published figures hold.
 
     Parameters
@@ -191,7 +191,7 @@ def slo(**sample):
 
     Returns
     -------
-    capbook.plan.steps.SLO
+    capbook.slo.SLO
 
     Raises
     ------
@@ -579,14 +579,14 @@ def _is_sample_log(log) -> bool:
 
 
 def plan_log(log=None, history=None, history_label: str | None = None):
-    """The request log as the plan reads it, summed once (:class:`capbook.plan.steps.LogAggregates`).
+    """The request log as the plan reads it, summed once (:class:`capbook.logs.aggregates.LogAggregates`).
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates, optional
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates, optional
         Default: ``CAPBOOK_REQUESTS`` when set, else the sample gateway (:func:`load_gateway`).
     history : str, pathlib.Path or pandas.DataFrame, optional
-        Hourly history for the forecast (see :meth:`capbook.plan.steps.LogAggregates.of`). Default:
+        Hourly history for the forecast (see :meth:`capbook.logs.aggregates.LogAggregates.of`). Default:
         ``CAPBOOK_HISTORY`` with the reader's log; the gateway's 26 weeks with its log.
     history_label : str, optional
         How the plan names a history given as a frame (default: its path, or "hourly history").
@@ -615,7 +615,7 @@ class PlanInputs:
 
     Attributes
     ----------
-    log : capbook.plan.steps.LogAggregates
+    log : capbook.logs.aggregates.LogAggregates
     sweep : capbook.sweeps.sweep.Sweep
     sweep_label : str
         How the plan names the sweep.
@@ -655,12 +655,12 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None,
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates, optional
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates, optional
     sweep : capbook.sweeps.sweep.Sweep, optional
     model : str, optional
         Model to plan; passed on to the plan.
     history : str, pathlib.Path or pandas.DataFrame, optional
-        Hourly history for the forecast (:meth:`capbook.plan.steps.LogAggregates.of`).
+        Hourly history for the forecast (:meth:`capbook.logs.aggregates.LogAggregates.of`).
     history_label : str, optional
         How the plan names it (see :func:`plan_log`).
 
@@ -780,7 +780,7 @@ def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> Objec
     Parameters
     ----------
     sweep : capbook.sweeps.sweep.Sweep
-    objectives : capbook.plan.steps.SLO, optional
+    objectives : capbook.slo.SLO, optional
         Default :func:`slo` with the book's 50 ms p95 TPOT.
     margin : float
         Share of the TPOT objective kept in reserve (as :func:`~capbook.sweeps.sweep.choose_slots`).

@@ -646,7 +646,7 @@ class Objectives:
 
     @classmethod
     def from_slo(cls, slo) -> "Objectives":
-        """From a :class:`capbook.plan.steps.SLO`: its TTFT objective, quantile and goodput target."""
+        """From a :class:`capbook.slo.SLO`: its TTFT objective, quantile and goodput target."""
         return cls(float(slo.ttft_target_s), float(slo.ttft_quantile), float(slo.goodput_share))
 
 

@@ -135,7 +135,7 @@ def week_arrivals(plan, log, week: pd.DataFrame | None = None, *, rate_cv: float
     Parameters
     ----------
     plan : capbook.plan.steps.CapacityPlan
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates
         The plan's request log (lengths of its model and tier).
     week : pandas.DataFrame, optional
         A :func:`design_week` (default: the plan's).

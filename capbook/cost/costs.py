@@ -1167,7 +1167,7 @@ def compare_configurations(log, sweeps, prices, *, basis: str = "on_demand", sam
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates
     sweeps : sequence or mapping of capbook.sweeps.sweep.Sweep
         The configurations (GPU types, tensor-parallel layouts) of one model.
     prices : PriceTable, path or DataFrame
@@ -1291,12 +1291,12 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates
-        A log with a ``tenant`` column (summed once with :meth:`capbook.plan.steps.LogAggregates.of`
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates
+        A log with a ``tenant`` column (summed once with :meth:`capbook.logs.aggregates.LogAggregates.of`
         is faster when it is planned again).
     history : path or DataFrame, optional
         Hourly sums with a ``tenant`` column (the sample gateway's ``hourly.csv``); default the
-        log's own hours. With a :class:`~capbook.plan.steps.LogAggregates` that forecasts from a
+        log's own hours. With a :class:`~capbook.logs.aggregates.LogAggregates` that forecasts from a
         history, this must be that history split by tenant (the shared pool keeps the summed
         one).
     by : str
@@ -1541,7 +1541,7 @@ def price_plan(plan, sweep, prices, *, saturation_usd: float | None = None, gpu:
     -------
     PlanPricing
         Attach it with ``dataclasses.replace(plan, pricing=...)`` (or
-        :meth:`capbook.plan.steps.CapacityPlan.priced`) to print and export it with the plan.
+        :meth:`capbook.cost.costs.priced`) to print and export it with the plan.
     """
     table = as_prices(prices)
     cost = plan_cost(plan, table, sweep=sweep, gpu=gpu, tensor_parallel=tensor_parallel)

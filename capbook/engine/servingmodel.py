@@ -111,7 +111,9 @@ LLMS: dict[str, Model] = {
     "Gemma-12B": _llm("Gemma-12B", "google/gemma-3-12b-it", params_b=12.0),
 }
 
-_PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}
+#: The weight precisions the physical model takes: bytes per parameter from the one table
+#: (:func:`capbook.engine.hardware.dtype_bytes`).
+_PRECISIONS = ("bf16", "fp16", "fp8", "int4")
 
 
 @dataclass(frozen=True)
@@ -174,7 +176,7 @@ class Deployment:
     engine: str = "modelled continuous batching (vLLM-like)"
 
     def __post_init__(self) -> None:
-        choice(self.precision, "precision", sorted(_PRECISION_BYTES))
+        choice(self.precision, "precision", sorted(_PRECISIONS))
         integer(self.tensor_parallel, "tensor_parallel", minimum=1)
         for name in ("bw_efficiency", "prefill_mfu", "gpu_memory_utilization"):
             probability(getattr(self, name), name, hi_open=False)
@@ -193,7 +195,7 @@ class Deployment:
     @property
     def weight_bytes(self) -> float:
         """Weight bytes of the whole replica."""
-        return self.model.params_b * 1e9 * _PRECISION_BYTES[self.precision]
+        return self.model.params_b * 1e9 * _hw.dtype_bytes(self.precision)
 
     @property
     def kv_bytes_per_token(self) -> float:

@@ -57,7 +57,7 @@ class LogAggregates:
         history : str, pathlib.Path or pandas.DataFrame, optional
             Hourly sums covering more weeks than the log (a gateway's long history beside a
             log of its busiest hours): a CSV in the hourly layout
-            (:func:`capbook.forecast.tokens.read_token_csv`: ``period_start``, ``model``, ``tier``,
+            (:func:`capbook.logs.hourly.read_token_csv`: ``period_start``, ``model``, ``tier``,
             ``requests``, ``throttled``, ``input_tokens``, ``output_tokens`` per hour; other
             columns such as ``tenant`` are summed over) or such a frame. The forecast then
             reads it; the lengths, the burstiness, the busiest 60 minutes, the tenant limits and

@@ -1461,7 +1461,7 @@ def alert_levels(
 # Chart
 # ---------------------------------------------------------------------------
 
-#: Stage kinds of a waterfall and their index in :data:`capbook.charts.PALETTE`.
+#: Stage kinds of a waterfall and their index in :data:`capbook.theme.PALETTE`.
 _KIND_COLOURS = {"floor": 5, "queueing": 0, "burst": 4, "spare": 3, "total": 7}
 
 

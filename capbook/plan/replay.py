@@ -255,7 +255,7 @@ def simulate_serving(engine, data: pd.DataFrame, replicas: int, *, slo, router: 
     data : pandas.DataFrame
         :func:`replay_requests` (``arrival_time``, ``input_tokens``, ``output_tokens``).
     replicas : int
-    slo : capbook.plan.steps.SLO
+    slo : capbook.slo.SLO
         Objectives (TTFT target and quantile, TPOT target, goodput share).
     router : str
         A router of :data:`capbook.sim.fleetsim.ROUTERS`.

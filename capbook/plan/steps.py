@@ -1548,7 +1548,7 @@ def capacity_plan(log, sweep, *, model: str | None = None, tier: str | None = "i
     """
     slo = SLO() if slo is None else slo
     if not isinstance(slo, SLO):
-        raise ValueError("slo must be a capbook.plan.steps.SLO")
+        raise ValueError("slo must be a capbook.slo.SLO")
     if not isinstance(sweep, Sweep):
         raise ValueError(f"sweep must be a capbook.sweeps.sweep.Sweep, got {type(sweep).__name__}")
     n_replay = integer(sim_requests, "sim_requests", minimum=1)
