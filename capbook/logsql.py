@@ -38,8 +38,12 @@ __all__ = [
     "SPARK",
     "Dialect",
     "gap_moments_sql",
+    "busy_hours_sql",
+    "busy_rows_sql",
     "group_counts_sql",
     "hourly_sql",
+    "minute_counts_sql",
+    "traffic_where",
     "measured_service_sql",
     "resolution_sql",
     "service_moments_sql",
@@ -234,3 +238,45 @@ def status_counts_sql(d: Dialect) -> str:
 def group_counts_sql(d: Dialect) -> str:
     """Requests per model and tier."""
     return "SELECT model, tier, count(*) AS n FROM req GROUP BY ALL ORDER BY model, tier"
+
+
+# --------------------------------------------------------------------------------------------
+# the replay's busy hours and the autoscaling week's aggregates (one model and tier)
+# --------------------------------------------------------------------------------------------
+def traffic_where(model: str | None = None, tier: str | None = None, *, with_tokens: bool = False) -> str:
+    """The WHERE condition of one model's and tier's rows (None: every model, every tier);
+    ``with_tokens`` keeps only rows that record a prompt and an output token."""
+    cond = [f"model = {_lit(model)}"] if model is not None else []
+    if tier is not None:
+        cond.append(f"tier = {_lit(tier)}")
+    if with_tokens:
+        cond.append("i >= 1 AND o >= 1")
+    return " AND ".join(cond) or "true"
+
+
+def busy_hours_sql(d: Dialect, where: str, period_us: int = 3_600_000_000) -> str:
+    """Requests and first and last arrival (microseconds) per period of the rows ``where``.
+
+    Returns
+    -------
+    str
+        SQL with columns ``p`` (period number since the Unix epoch), ``n``, ``lo``, ``hi``;
+        one row per period with requests.
+    """
+    return (f"SELECT {d.idiv('t', int(period_us))} AS p, count(*) AS n, min(t) AS lo, max(t) AS hi "
+            f"FROM req WHERE {where} GROUP BY ALL")
+
+
+def busy_rows_sql(d: Dialect, where: str, periods: Sequence[int], period_us: int = 3_600_000_000) -> str:
+    """The rows ``where`` of the listed periods (numbers since the Unix epoch), by arrival:
+    ``t`` (microseconds), ``input_tokens``, ``output_tokens``, ``tier``."""
+    listed = ", ".join(str(int(p)) for p in periods)
+    return (f"SELECT t, i AS input_tokens, o AS output_tokens, tier FROM req WHERE ({where}) AND "
+            f"{d.idiv('t', int(period_us))} IN ({listed}) ORDER BY t")
+
+
+def minute_counts_sql(d: Dialect, where: str, first_us: int, window_us: int = 60_000_000) -> str:
+    """Requests per window (windows from ``first_us``) of the rows ``where``: columns ``w``
+    (window number) and ``n``."""
+    return (f"SELECT {d.idiv(f't - {int(first_us)}', int(window_us))} AS w, count(*) AS n FROM req "
+            f"WHERE {where} GROUP BY ALL")
