@@ -182,7 +182,35 @@ def token_stats_sql(d: Dialect, col: str, kind: str, by: Sequence[str], cap: int
     """Count, mean, p50, p95, p99 (linear interpolation), max and min of one token column.
 
     ``col`` is ``i`` or ``o``; ``kind`` the label of the ``tokens`` column; ``cap`` adds
-    ``share_above_cap``, the share of rows above it."""
+    ``share_above_cap``, the share of rows above it.
+
+    The percentiles are read from the counts per token value (a few thousand distinct values,
+    whatever the rows), not from every row held in memory as ``percentile_cont`` holds them: the
+    order statistic of 0-based rank ``k`` is the smallest value whose running count exceeds
+    ``k``, and ``p`` interpolates between ranks ``floor(p (n - 1))`` and ``ceil(p (n - 1))``
+    as ``percentile_cont`` does, with the same result."""
+    keys = "".join(f"{b}, " for b in by)
+    part = f"PARTITION BY {', '.join(by)} " if by else ""
+    capsql = (f", COALESCE(sum(c) FILTER (WHERE v > {int(cap)}), 0)::DOUBLE / sum(c) AS share_above_cap"
+              if cap is not None else "")
+    qs = []
+    for p in (0.5, 0.95, 0.99):
+        rank = f"CAST({p} AS DOUBLE) * (n - 1)"   # a double, as percentile_cont's rank
+        lo = f"min(v) FILTER (WHERE cum > floor({rank}))"
+        hi = f"min(v) FILTER (WHERE cum > ceil({rank}))"
+        top = f"CAST({p} AS DOUBLE) * (max(n) - 1)"
+        frac = f"({top} - floor({top}))"
+        qs.append(f"{lo} + {frac} * ({hi} - {lo}) AS p{int(p * 100)}")
+    group = " GROUP BY ALL" if by else ""
+    counts = f"SELECT {keys}{col} AS v, count(*) AS c FROM req GROUP BY ALL"
+    running = (f"SELECT *, sum(c) OVER ({part}ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+               f"AS cum, sum(c) OVER ({part.strip()}) AS n FROM ({counts})")
+    return (f"SELECT {keys}'{kind}' AS tokens, sum(c) AS requests, sum(v * c)::DOUBLE / sum(c) AS mean, "
+            f"{', '.join(qs)}, max(v) AS max, min(v) AS min{capsql} FROM ({running}){group}")
+
+
+def _token_stats_rows_sql(d: Dialect, col: str, kind: str, by: Sequence[str], cap: int | None) -> str:
+    """:func:`token_stats_sql` with ``percentile_cont`` over every row (its reference)."""
     keys = "".join(f"{b}, " for b in by)
     capsql = (f", avg(CAST({col} > {int(cap)} AS DOUBLE)) AS share_above_cap"
               if cap is not None else "")
