@@ -38,6 +38,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 CACHE = Path(tempfile.gettempdir()) / "capbook-biglog"
 RATE = 50.0
+WEEK_HOURS = 168
 
 CHILD = r"""
 import json, resource, subprocess, sys, time
@@ -59,7 +60,9 @@ def _log(rows_m: float) -> Path:
 
         t0 = time.perf_counter()
         print(f"generating {path} ...", file=sys.stderr, flush=True)
-        n = make_big_log(path, rows=rows_m * 1e6, rate=RATE)
+        # 30 M rows: a week at 50 requests/s (30.2 M); the others span rows / rate, in whole hours
+        n = (make_big_log(path, hours=WEEK_HOURS, rate=RATE) if rows_m == 30
+             else make_big_log(path, rows=rows_m * 1e6, rate=RATE))
         print(f"  {n:,} rows in {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     return path
 
@@ -87,13 +90,13 @@ def _tree_rss_mb(pid: int) -> float:
     return total / 2**20
 
 
-def run_plan(log: Path, engine: str, autoscale: bool, out: Path) -> dict:
+def run_plan(log: Path, engine: str, autoscale: bool, out: Path, src: Path = ROOT) -> dict:
     """One ``capbook plan`` in a child process: seconds, peak MiB (largest process and tree)."""
     cmd = [sys.executable, "-m", "capbook.cli", "plan", "--requests", str(log), "--out", str(out), "--force",
            "--engine", engine]
     if not autoscale:
         cmd.append("--no-autoscale")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(src)}
     p = subprocess.Popen([sys.executable, "-c", CHILD, *cmd], stdout=subprocess.PIPE, text=True, env=env,
                          cwd=out.parent)
     peak_tree = [0.0]
@@ -110,7 +113,8 @@ def run_plan(log: Path, engine: str, autoscale: bool, out: Path) -> dict:
     res = json.loads(stdout.strip().splitlines()[-1])
     res["tree_mb"] = peak_tree[0]
     if res["code"] != 0:
-        raise SystemExit(f"capbook plan failed on {log} ({engine}):\n{res['stderr']}")
+        print(f"capbook plan failed on {log} ({engine}; exit {res['code']}): {res['stderr'].strip()[-400:]}",
+              file=sys.stderr, flush=True)
     return res
 
 
@@ -123,6 +127,8 @@ def main() -> None:
     ap.add_argument("--sizes", default="0.4,4,30", help="millions of rows on DuckDB (default 0.4,4,30)")
     ap.add_argument("--spark-sizes", default="4", help="millions of rows on Spark (default 4; '' for none)")
     ap.add_argument("--autoscale", action="store_true", help="also run the plan with its simulated week")
+    ap.add_argument("--src", type=Path, default=ROOT,
+                    help="the capbook checkout to run (default: this one; another gives before/after figures)")
     a = ap.parse_args()
     runs = [("duckdb", s) for s in _sizes(a.sizes)] + [("spark", s) for s in _sizes(a.spark_sizes)]
     if not runs:
@@ -143,11 +149,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=CACHE) as tmp:
         for engine, s in sorted(runs, key=lambda r: (r[0] != "duckdb", r[1])):
             for auto in modes:
-                r = run_plan(logs[s], engine, auto, Path(tmp) / f"{engine}_{s:g}_{auto}")
+                r = run_plan(logs[s], engine, auto, Path(tmp) / f"{engine}_{s:g}_{auto}", a.src)
                 base = ref.setdefault((engine, auto), r)
                 print(f"{engine:7} {rows[s]:>11,} {'yes' if auto else 'no':>9} {r['seconds']:8.1f} "
                       f"{r['seconds'] / base['seconds']:7.2f} {r['peak_mb']:9.0f} {r['peak_mb'] / base['peak_mb']:7.2f} "
-                      f"{r['tree_mb']:9.0f} {r['cpu_s']:7.0f}", flush=True)
+                      f"{r['tree_mb']:9.0f} {r['cpu_s']:7.0f}" + ("" if r["code"] == 0 else f"  (exit {r['code']})"),
+                      flush=True)
     print("ratios: x time and x peak are against the 0.4 M-row run of the same engine and mode in this run")
 
 

@@ -148,7 +148,7 @@ def medium_log(tmp_path_factory) -> Path:
     con.execute("SET TimeZone='UTC'")
     step_us = 7 * 86400 * 10**6 // MEDIUM_ROWS
     con.execute(f"""
-    COPY (SELECT make_timestamp((1767571200000000 + i * {step_us} + hash(i) % 50000) // 1000 * 1000)
+    COPY (SELECT make_timestamp(((1767571200000000 + i * {step_us} + hash(i) % 50000) // 1000 * 1000)::BIGINT)
                      ::TIMESTAMPTZ AS arrival_time,
                  1 + hash(i * 7) % 3000 AS input_tokens, 1 + hash(i * 11) % 600 AS output_tokens,
                  'chat' AS model,
