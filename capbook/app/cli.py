@@ -381,6 +381,12 @@ def _add_data_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"request log format: auto (detect it) or one capbook.logs.requestlog reads "
                         f"(default: auto; {_LOG_FORMATS_HELP})")
     _add_log_reading_arguments(g)
+    g.add_argument("--engine", default="duckdb", choices=("duckdb", "spark"),
+                   help="where the log's SQL runs: duckdb on this machine (default), or spark (PySpark and "
+                        "Java 17+) for a log next to a cluster; only the busiest hours' rows reach pandas, "
+                        "so a log of tens of millions of rows plans in bounded memory on either")
+    g.add_argument("--spark-master", default=None, metavar="URL",
+                   help="the Spark master for --engine spark (default local[*]), e.g. spark://host:7077")
     g = p.add_argument_group("sweep")
     g.add_argument("--sweep", metavar="PATH", default=None,
                    help=f"sweep of your deployment: a load generator's result file or folder "
@@ -460,6 +466,12 @@ def _requests_options(args) -> dict:
         opts["time_unit"] = args.time_unit
     if getattr(args, "columns", None):
         opts["mapping"] = _columns_flag(args.columns, getattr(args, "format", "auto"))
+    if getattr(args, "engine", "duckdb") == "spark" and hasattr(args, "requests"):
+        opts["engine"] = "spark"
+    if getattr(args, "spark_master", None) is not None and hasattr(args, "requests"):
+        if getattr(args, "engine", "duckdb") != "spark":
+            raise ValueError("--spark-master applies to --engine spark; add --engine spark")
+        opts["spark_master"] = args.spark_master
     return opts
 
 
@@ -913,8 +925,8 @@ def _load_inputs(args) -> tuple:
             except ValueError as exc:
                 raise ValueError(f"--requests {args.requests}: {exc}") from None
     elif _requests_options(args) or args.format != "auto":
-        raise ValueError("--drop-invalid, --sort, --time-unit, --format and --columns apply to --requests LOG; "
-                         "give the log they are for")
+        raise ValueError("--drop-invalid, --sort, --time-unit, --format, --columns and --engine apply to --requests "
+                         "LOG; give the log they are for")
     if args.sweep is not None:
         sweep = _read_sweep_flag(args)
     elif _sweep_options(args):

@@ -36,11 +36,12 @@ from capbook.autoscale.policies import (HOURS_PER_WEEK, Objectives, Observation,
                                        simulate_autoscaling)
 from capbook.cost.costs import FleetCurve, as_prices, replica_price, week_demand
 from capbook.forecast.shapes import load_demand_shape
+from capbook.logs.sql import DUCKDB, SPARK, minute_counts_sql, traffic_where
 from capbook.parallel import run_all
 from capbook.plan.fleet import burst_headroom
 from capbook.logs.aggregates import LogAggregates
 from capbook.plan.steps import _frame_text, _md_text
-from capbook.sim.arrivals import RateArrivals, TokenLengths, rate_cv_from_log
+from capbook.sim.arrivals import RateArrivals, TokenLengths, _rate_cv_counts, rate_cv_from_log
 from capbook.validation import nonnegative, positive, probability
 
 __all__ = ["autoscaled", "design_week", "week_arrivals", "forecast_schedule", "standard_policies", "race_policies",
@@ -124,8 +125,40 @@ def _traffic(plan, log) -> pd.DataFrame:
     return frame
 
 
+def _request_log(log):
+    """The capbook.logs.requestlog.RequestLog behind ``log`` (a LogAggregates or the log), or None for a
+    frame: a request log's traffic is summed in SQL on its engine, not read into pandas."""
+    src = log.log if isinstance(log, LogAggregates) else log
+    return src if hasattr(src, "query") and hasattr(src, "first_us") else None
+
+
+def _traffic_where(plan) -> str:
+    tier = plan.source.get("tier")
+    return traffic_where(plan.source.get("model"), None if tier in (None, "all tiers") else tier)
+
+
+#: The most (input, output) pairs per tier the design week resamples from a request log; a
+#: larger log gives a deterministic sample of about this many (every row whose hash falls in one
+#: bucket), so memory does not grow with the log.
+LENGTH_PAIRS_MAX = 2_000_000
+
+
 def _lengths(plan, log) -> TokenLengths:
-    return TokenLengths.from_log(_traffic(plan, log))
+    src = _request_log(log)
+    if src is None:
+        return TokenLengths.from_log(_traffic(plan, log))
+    d = SPARK if getattr(src, "engine", "duckdb") == "spark" else DUCKDB
+    where = _traffic_where(plan)
+    per_tier = src.query(f"SELECT tier, count(*) AS n FROM req WHERE {where} GROUP BY ALL ORDER BY tier")
+    parts = []
+    for tier, n in zip(per_tier["tier"], per_tier["n"]):
+        k = -(-int(n) // LENGTH_PAIRS_MAX)       # one row in k, by a hash of the row
+        thin = f" AND {d.rowhash(['t', 'i', 'o'])} % {k} = 0" if k > 1 else ""
+        rows = src.query(f"SELECT i AS input_tokens, o AS output_tokens FROM req WHERE {where} AND "
+                         f"tier = '{str(tier).replace(chr(39), chr(39) * 2)}'{thin} ORDER BY t")
+        rows["tier"] = str(tier)
+        parts.append(rows)
+    return TokenLengths.from_log(pd.concat(parts, ignore_index=True))
 
 
 def week_arrivals(plan, log, week: pd.DataFrame | None = None, *, rate_cv: float = 0.0,
@@ -539,6 +572,19 @@ def log_rate_cv(plan, log, window_s: float = 60.0, trend_s: float = 600.0) -> fl
     """The burstiness of the plan's traffic in its log beyond the 10-minute trend
     (:func:`capbook.sim.arrivals.rate_cv_from_log` over the plan's model and tier); 0 for a log
     shorter than ``trend_s``."""
+    src = _request_log(log)
+    if src is not None:   # the counts per minute from SQL, not every arrival
+        d = SPARK if getattr(src, "engine", "duckdb") == "spark" else DUCKDB
+        where = _traffic_where(plan)
+        n, lo, hi = src.query_one(f"SELECT count(*), min(t), max(t) FROM req WHERE {where}")
+        if int(n) < 2 or (int(hi) - int(lo)) / 1e6 < trend_s:
+            return 0.0
+        per = int(round(trend_s / window_s))
+        if per < 2 or abs(per * window_s - trend_s) > 1e-9 * trend_s:
+            raise ValueError("trend_s must be a multiple (>= 2) of window_s")
+        c = src.query(minute_counts_sql(d, where, int(lo), int(round(window_s * 1e6))))
+        counts = np.bincount(c["w"].to_numpy(np.int64), weights=c["n"].to_numpy(float)).astype(np.int64)
+        return _rate_cv_counts(counts, per, trend_s)
     t = _traffic(plan, log)["arrival_time"]
     secs = ((t - t.min()).dt.total_seconds() if pd.api.types.is_datetime64_any_dtype(t)
             else pd.to_numeric(t, errors="coerce") - float(pd.to_numeric(t, errors="coerce").min())).to_numpy(float)

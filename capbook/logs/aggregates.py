@@ -86,5 +86,6 @@ class LogAggregates:
 
     @functools.cached_property
     def frame(self) -> pd.DataFrame:
-        """Every request of the log as one pandas frame (read on first use: the replay needs it)."""
+        """Every request of the log as one pandas frame (read on first use; the plan does not: its
+        replay and autoscaling week read sums and the busiest hours' rows from SQL)."""
         return self.log.to_pandas()

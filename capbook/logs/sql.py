@@ -38,8 +38,12 @@ __all__ = [
     "SPARK",
     "Dialect",
     "gap_moments_sql",
+    "busy_hours_sql",
+    "busy_rows_sql",
     "group_counts_sql",
     "hourly_sql",
+    "minute_counts_sql",
+    "traffic_where",
     "measured_service_sql",
     "resolution_sql",
     "service_moments_sql",
@@ -178,7 +182,35 @@ def token_stats_sql(d: Dialect, col: str, kind: str, by: Sequence[str], cap: int
     """Count, mean, p50, p95, p99 (linear interpolation), max and min of one token column.
 
     ``col`` is ``i`` or ``o``; ``kind`` the label of the ``tokens`` column; ``cap`` adds
-    ``share_above_cap``, the share of rows above it."""
+    ``share_above_cap``, the share of rows above it.
+
+    The percentiles are read from the counts per token value (a few thousand distinct values,
+    whatever the rows), not from every row held in memory as ``percentile_cont`` holds them: the
+    order statistic of 0-based rank ``k`` is the smallest value whose running count exceeds
+    ``k``, and ``p`` interpolates between ranks ``floor(p (n - 1))`` and ``ceil(p (n - 1))``
+    as ``percentile_cont`` does, with the same result."""
+    keys = "".join(f"{b}, " for b in by)
+    part = f"PARTITION BY {', '.join(by)} " if by else ""
+    capsql = (f", COALESCE(sum(c) FILTER (WHERE v > {int(cap)}), 0)::DOUBLE / sum(c) AS share_above_cap"
+              if cap is not None else "")
+    qs = []
+    for p in (0.5, 0.95, 0.99):
+        rank = f"CAST({p} AS DOUBLE) * (n - 1)"   # a double, as percentile_cont's rank
+        lo = f"min(v) FILTER (WHERE cum > floor({rank}))"
+        hi = f"min(v) FILTER (WHERE cum > ceil({rank}))"
+        top = f"CAST({p} AS DOUBLE) * (max(n) - 1)"
+        frac = f"({top} - floor({top}))"
+        qs.append(f"{lo} + {frac} * ({hi} - {lo}) AS p{int(p * 100)}")
+    group = " GROUP BY ALL" if by else ""
+    counts = f"SELECT {keys}{col} AS v, count(*) AS c FROM req GROUP BY ALL"
+    running = (f"SELECT *, sum(c) OVER ({part}ORDER BY v ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW) "
+               f"AS cum, sum(c) OVER ({part.strip()}) AS n FROM ({counts})")
+    return (f"SELECT {keys}'{kind}' AS tokens, sum(c) AS requests, sum(v * c)::DOUBLE / sum(c) AS mean, "
+            f"{', '.join(qs)}, max(v) AS max, min(v) AS min{capsql} FROM ({running}){group}")
+
+
+def _token_stats_rows_sql(d: Dialect, col: str, kind: str, by: Sequence[str], cap: int | None) -> str:
+    """:func:`token_stats_sql` with ``percentile_cont`` over every row (its reference)."""
     keys = "".join(f"{b}, " for b in by)
     capsql = (f", avg(CAST({col} > {int(cap)} AS DOUBLE)) AS share_above_cap"
               if cap is not None else "")
@@ -234,3 +266,45 @@ def status_counts_sql(d: Dialect) -> str:
 def group_counts_sql(d: Dialect) -> str:
     """Requests per model and tier."""
     return "SELECT model, tier, count(*) AS n FROM req GROUP BY ALL ORDER BY model, tier"
+
+
+# --------------------------------------------------------------------------------------------
+# the replay's busy hours and the autoscaling week's aggregates (one model and tier)
+# --------------------------------------------------------------------------------------------
+def traffic_where(model: str | None = None, tier: str | None = None, *, with_tokens: bool = False) -> str:
+    """The WHERE condition of one model's and tier's rows (None: every model, every tier);
+    ``with_tokens`` keeps only rows that record a prompt and an output token."""
+    cond = [f"model = {_lit(model)}"] if model is not None else []
+    if tier is not None:
+        cond.append(f"tier = {_lit(tier)}")
+    if with_tokens:
+        cond.append("i >= 1 AND o >= 1")
+    return " AND ".join(cond) or "true"
+
+
+def busy_hours_sql(d: Dialect, where: str, period_us: int = 3_600_000_000) -> str:
+    """Requests and first and last arrival (microseconds) per period of the rows ``where``.
+
+    Returns
+    -------
+    str
+        SQL with columns ``p`` (period number since the Unix epoch), ``n``, ``lo``, ``hi``;
+        one row per period with requests.
+    """
+    return (f"SELECT {d.idiv('t', int(period_us))} AS p, count(*) AS n, min(t) AS lo, max(t) AS hi "
+            f"FROM req WHERE {where} GROUP BY ALL")
+
+
+def busy_rows_sql(d: Dialect, where: str, periods: Sequence[int], period_us: int = 3_600_000_000) -> str:
+    """The rows ``where`` of the listed periods (numbers since the Unix epoch), by arrival:
+    ``t`` (microseconds), ``input_tokens``, ``output_tokens``, ``tier``."""
+    listed = ", ".join(str(int(p)) for p in periods)
+    return (f"SELECT t, i AS input_tokens, o AS output_tokens, tier FROM req WHERE ({where}) AND "
+            f"{d.idiv('t', int(period_us))} IN ({listed}) ORDER BY t")
+
+
+def minute_counts_sql(d: Dialect, where: str, first_us: int, window_us: int = 60_000_000) -> str:
+    """Requests per window (windows from ``first_us``) of the rows ``where``: columns ``w``
+    (window number) and ``n``."""
+    return (f"SELECT {d.idiv(f't - {int(first_us)}', int(window_us))} AS w, count(*) AS n FROM req "
+            f"WHERE {where} GROUP BY ALL")

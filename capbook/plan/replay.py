@@ -37,13 +37,14 @@ import pandas as pd
 
 from capbook.engine.stepmodel import ExtrapolationError, fitted_engine
 from capbook.logs.aggregates import LogAggregates
+from capbook.logs.sql import DUCKDB, SPARK, busy_hours_sql, busy_rows_sql, traffic_where
+from capbook.parallel import run_all
+from capbook.sim.arrivals import _stack_chosen, stack_busy_periods
+from capbook.sim.fleetsim import router_name, simulate_fleet
 from capbook.validation import integer
 
 if TYPE_CHECKING:  # the plan imports this module; its types are only annotations here
     from capbook.plan.steps import CapacityPlan
-from capbook.parallel import run_all
-from capbook.sim.arrivals import stack_busy_periods
-from capbook.sim.fleetsim import router_name, simulate_fleet
 
 __all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests",
            "explain_checks", "judge_fleet", "check_fleet", "SIM_CAP_MAX", "SIM_BUDGET_S", "MAX_SEEDS"]
@@ -114,8 +115,100 @@ def replay_requests(log, rate: float, n_requests: int, *, model=None, tier=None)
     ``n_requests`` rows, their gaps scaled once more so that they arrive at exactly ``rate``.
     Requests that record no prompt or no output token (failed requests) are left out and the
     others arrive at their share of ``rate``; ``attrs["without_tokens"]`` is (left out, of).
+
+    The hours are counted in SQL on the log's engine (DuckDB or Spark), and only the rows of the
+    chosen hours are read into pandas, so the log's size does not bound the replay
+    (:func:`busy_hours`).
     """
-    frame = log.frame if isinstance(log, LogAggregates) else log.to_pandas()
+    if isinstance(log, LogAggregates):
+        log = log.log
+    if hasattr(log, "query") and hasattr(log, "first_us"):   # a capbook.logs.requestlog.RequestLog
+        data, rate, empty = busy_hours(log, rate, n_requests, model=model, tier=tier)
+    else:
+        frame = log if isinstance(log, pd.DataFrame) else log.to_pandas()
+        data, rate, empty = _busy_hours_pandas(frame, rate, n_requests, model=model, tier=tier)
+    data = data.iloc[:min(len(data), int(n_requests))].reset_index(drop=True)
+    # Each stacked hour arrives at the rate on average, but a prefix of the stack (the first
+    # n_requests of a long busy hour) need not: one more factor on every gap makes the replayed
+    # requests arrive at exactly the rate asked for.
+    t = data["arrival_time"].to_numpy(dtype=float)
+    if t.size > 1 and t[-1] > t[0]:
+        k = ((t.size - 1) / (t[-1] - t[0])) / rate
+        data["arrival_time"] = (t - t[0]) * k
+        data["scale"] = data["scale"] * k
+    data.attrs["without_tokens"] = empty
+    return data
+
+
+_HOUR_US = 3_600_000_000
+
+
+def busy_hours(log, rate: float, n_requests: int, *, model=None, tier=None):
+    """The busiest hours of one model and tier of a request log, stacked at ``rate``, from SQL.
+
+    The requests per hour are counted on the log's engine (DuckDB, or Spark next to the data);
+    only the rows of the busiest hours that hold ``n_requests`` requests are read, so memory
+    does not grow with the log. The rows and their order are those of
+    :func:`capbook.sim.arrivals.stack_busy_periods` on the whole log in pandas.
+
+    Parameters
+    ----------
+    log : capbook.logs.requestlog.RequestLog
+    rate : float
+        Planned peak, requests per second.
+    n_requests : int
+        Requests the replay needs (the busiest hours are taken until they hold as many).
+    model, tier : str, optional
+        The traffic replayed (None: every model, every tier).
+
+    Returns
+    -------
+    data : pandas.DataFrame
+        :func:`capbook.sim.arrivals.stack_busy_periods` of the chosen hours (all their rows).
+    rate : float
+        ``rate`` times the share of requests that record a prompt and an output token.
+    without_tokens : tuple of int
+        (requests without a prompt or an output token, requests of the model and tier).
+    """
+    d = SPARK if getattr(log, "engine", "duckdb") == "spark" else DUCKDB
+    n_scope, n_empty = log.query_one(
+        f"SELECT count(*), count(*) FILTER (WHERE i < 1 OR o < 1) FROM req WHERE {traffic_where(model, tier)}")
+    n_scope, n_empty = int(n_scope), int(n_empty or 0)
+    if n_empty:
+        if n_empty == n_scope:
+            raise ValueError(f"no request of the log records both a prompt and an output token ({n_scope:,} "
+                             "requests): there is no work to replay")
+        rate = rate * (n_scope - n_empty) / n_scope
+    where = traffic_where(model, tier, with_tokens=bool(n_empty))
+    hours = log.query(busy_hours_sql(d, where, _HOUR_US))
+    if hours.empty:
+        raise ValueError("the request log (trace) has no rows" + (f" of model {model!r}" if model else "")
+                         + (f" of tier {tier!r}" if tier else ""))
+    p = hours["p"].to_numpy(np.int64)
+    n = hours["n"].to_numpy(np.int64)
+    counts = np.sort(n)[::-1]
+    n_periods = int(min(np.searchsorted(np.cumsum(counts), n_requests) + 1, counts.size))
+    order = np.lexsort((p, -n))            # busiest first, earlier first among ties
+    chosen = np.sort(p[order[:n_periods]])
+    rows = log.query(busy_rows_sql(d, where, chosen.tolist(), _HOUR_US))
+    # seconds from the first hour of the traffic, as stack_busy_periods counts them
+    ends = pd.Series(pd.to_datetime([int(hours["lo"].min()), int(hours["hi"].max())], unit="us", utc=True).as_unit("ns"))
+    origin = ends.iloc[0]
+    offset = (origin - origin.floor(pd.Timedelta(seconds=3600))).total_seconds()
+    first, last = ((ends - origin).dt.total_seconds().to_numpy(dtype=float) + offset).tolist()
+    t = pd.Series(pd.to_datetime(rows["t"].to_numpy("int64"), unit="us", utc=True).as_unit("ns"))
+    secs = (t - origin).dt.total_seconds().to_numpy(dtype=float) + offset
+    frame = pd.DataFrame({"input_tokens": rows["input_tokens"].to_numpy("int64"),
+                          "output_tokens": rows["output_tokens"].to_numpy("int64"),
+                          "tier": rows["tier"].astype(str).to_numpy()})
+    h0 = int(p.min())
+    data = _stack_chosen(frame, secs, np.floor(secs / 3600.0), (chosen - h0).astype(float), first, last,
+                         rate, 3600.0)
+    return data, rate, (n_empty, n_scope)
+
+
+def _busy_hours_pandas(frame: pd.DataFrame, rate: float, n_requests: int, *, model=None, tier=None):
+    """:func:`busy_hours` on a log already in pandas (every row read): the reference it must equal."""
     if model is not None and "model" in frame.columns:
         frame = frame[frame["model"] == model]
     # A request that records no prompt or no output token (BurstGPT's failed requests, 0 and 0)
@@ -138,17 +231,7 @@ def replay_requests(log, rate: float, n_requests: int, *, model=None, tier=None)
     counts = np.sort(per_hour.value_counts().to_numpy())[::-1]
     n_periods = int(min(np.searchsorted(np.cumsum(counts), n_requests) + 1, counts.size))
     data = stack_busy_periods(frame, rate, n_periods=n_periods, tier=tier)
-    data = data.iloc[:min(len(data), int(n_requests))].reset_index(drop=True)
-    # Each stacked hour arrives at the rate on average, but a prefix of the stack (the first
-    # n_requests of a long busy hour) need not: one more factor on every gap makes the replayed
-    # requests arrive at exactly the rate asked for.
-    t = data["arrival_time"].to_numpy(dtype=float)
-    if t.size > 1 and t[-1] > t[0]:
-        k = ((t.size - 1) / (t[-1] - t[0])) / rate
-        data["arrival_time"] = (t - t[0]) * k
-        data["scale"] = data["scale"] * k
-    data.attrs["without_tokens"] = (n_empty, n_scope)
-    return data
+    return data, rate, (n_empty, n_scope)
 
 
 def _without_tokens_note(data: pd.DataFrame) -> list:

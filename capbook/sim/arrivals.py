@@ -291,7 +291,17 @@ def stack_busy_periods(log, rate: float, n_periods: int = 40, period_s: float = 
         raise ValueError(f"n_periods={n_periods} but the log has only {ids.size} periods with requests")
     order = np.lexsort((ids, -counts))            # busiest first, earlier first among ties
     chosen = np.sort(ids[order[:n_periods]])
-    first, last = float(secs.min()), float(secs.max())
+    return _stack_chosen(log, secs, period, chosen, float(secs.min()), float(secs.max()), rate, period_s)
+
+
+def _stack_chosen(log: pd.DataFrame, secs: np.ndarray, period: np.ndarray, chosen, first: float, last: float,
+                  rate: float, period_s: float) -> pd.DataFrame:
+    """The rows of the periods ``chosen`` stacked at ``rate`` (the body of :func:`stack_busy_periods`).
+
+    ``secs`` are the rows' seconds and ``period`` their period numbers (from the log's first
+    period); ``first`` and ``last`` are the seconds of the whole log's first and last arrival
+    (of which ``log`` may hold only the chosen periods' rows).
+    """
     parts, t0 = [], 0.0
     for pid in chosen:
         idx = np.flatnonzero(period == pid)
@@ -562,10 +572,18 @@ def rate_cv_from_log(arrival_s, window_s: float = 60.0, trend_s: float = 3600.0)
         raise ValueError("trend_s must be a multiple (>= 2) of window_s")
     t = t - t[0]
     n_win = int(t[-1] // window_s) + 1
-    n_win = (n_win // per) * per
+    if (n_win // per) * per < per:
+        raise ValueError(f"the log spans less than one trend period of {trend_s:g} s")
+    return _rate_cv_counts(np.bincount((t // window_s).astype(np.int64), minlength=n_win), per, trend_s)
+
+
+def _rate_cv_counts(counts: np.ndarray, per: int, trend_s: float) -> float:
+    """:func:`rate_cv_from_log` from the counts per window (window 0 holds the first arrival,
+    the last non-empty window the last; ``per`` windows a trend period)."""
+    n_win = (counts.size // per) * per
     if n_win < per:
         raise ValueError(f"the log spans less than one trend period of {trend_s:g} s")
-    counts = np.bincount((t // window_s).astype(np.int64), minlength=n_win)[:n_win].astype(float)
+    counts = np.asarray(counts)[:n_win].astype(float)
     m = np.repeat(counts.reshape(-1, per).mean(axis=1), per)
     f = (per - 1) / per
     den = float(np.sum(m**2)) * f
