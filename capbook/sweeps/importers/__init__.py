@@ -132,13 +132,9 @@ __all__ = ["read_sweep", "read_points", "detect_sweep_format", "SWEEP_FORMATS", 
 
 #: an open-loop point offered more than this multiple of the saturation rate is saturated too.
 _OVER_SATURATION = 1.02
-
-
 #: An open-loop level whose median TTFT exceeds this share of the time spent sending, and this
 #: many times the quietest level's, queued without bound (a stable queue waits about a service time).
 _BACKLOG_SHARE = 0.10
-
-
 _BACKLOG_TIMES = 10.0
 
 
@@ -254,8 +250,6 @@ _POINT_RULES = {
     "failed_requests": (0.0, True, True, "requests"),
     "request_rate_target": (0.0, False, True, "requests per second"),
 }
-
-
 #: A median TPOT above this (seconds per token) is a value in milliseconds: 10 s per token is a
 #: thousand times slower than any engine in the sweeps capbook was tested on (at most about 1 s).
 _TPOT_MAX_S = 10.0
@@ -607,14 +601,10 @@ def _saturate_df(df, i, why) -> None:
 #: error inside a folder too, not a skipped side file.
 _RESULT_NAMES = re.compile(r"profile_export|_lifecycle_metrics\.json$|^benchmarks?\.(json|ya?ml|csv)$|"
                            r"_summary\.json$|_individual_responses\.json$|^run=\d+\.json$", re.I)
-
-
 #: File names of the summaries (one load point each) of the formats capbook reads: such a file
 #: that parses but holds no load point is an error too.
 _SUMMARY_NAMES = re.compile(r"^profile_export_(aiperf|genai_perf)\.(json|csv)$|_lifecycle_metrics\.json$|"
                             r"^benchmarks?\.(json|ya?ml|csv)$|_summary\.json$|^run=\d+\.json$", re.I)
-
-
 #: Words of a result file's content: a broken JSON file that holds one is taken for a result.
 _RESULT_WORDS = re.compile(r"ttft|time_to_first_token|tpot|inter_token|latency|throughput|request_rate|"
                            r"concurrency|load_summary|benchmarks|completed|request_count|successes", re.I)

@@ -7,7 +7,6 @@ The family modules (:mod:`.aiperf`, :mod:`.vllm_bench` …) import from here; no
 imports them."""
 from __future__ import annotations
 
-import json
 import math
 from typing import Any, Mapping, NamedTuple
 
@@ -19,8 +18,6 @@ from capbook.validation import is_number
 
 
 _NAN = float("nan")
-
-
 _EXTRA = ["load_kind", "concurrency_source", "request_rate_target", "failed_requests",
           "format", "source_file", "point", "saturated", "saturation_reason", "max_num_seqs",
           "config"]
@@ -98,19 +95,11 @@ def _opt(d, key, scale=1.0) -> float:
 LIMIT_COLUMNS = ("chunked_prefill", "prefix_caching", "max_num_batched_tokens", "max_model_len",
                  "gpu_memory_utilization", "block_size", "kv_cache_dtype", "quantization",
                  "num_speculative_tokens", "speculative_method", "engine_v1")
-
-
 _NUMERIC_LIMITS = ("max_num_batched_tokens", "max_model_len", "gpu_memory_utilization", "block_size",
                    "num_speculative_tokens")
-
-
 #: Per-point token-length quantiles (tokens per request), NaN where the file does not record one.
 _TOKEN_QUANTILES = ("min", "p1", "p5", "p10", "p25", "p50", "p75", "p90", "p95", "p99", "max")
-
-
 _INPUT_QUANTILES = ("p50", "p99")
-
-
 TOKEN_COLUMNS = [f"output_tokens_{q}" for q in _TOKEN_QUANTILES] + \
     [f"input_tokens_{q}" for q in _INPUT_QUANTILES]
 
@@ -250,7 +239,7 @@ def _summarise(req, path, **kw) -> dict:
         raise _err(path, str(exc)) from None
 
 
-# -- the registry --------------------------------------------------------------------------------
+# -- what detectors test ---------------------------------------------------------------------------
 def _is_map(d) -> bool:
     return isinstance(d, Mapping)
 

@@ -17,7 +17,6 @@ from capbook.sweeps.importers._common import (
 )
 
 
-# -- per-format parsers (each returns a list of row dicts) ----------------------------------------
 def _pct_obj(d, name, path, scale, *, required=True):
     """(p50, p95, p99) of an aiperf/genai-perf metric object in its unit × scale."""
     m = d.get(name)

@@ -12,7 +12,6 @@ from typing import Mapping
 
 from capbook.sweeps import configurations as _cfgs
 from capbook.sweeps.importers._common import LIMIT_COLUMNS
-from capbook.validation import positive
 
 
 # -- engine configuration beside the results -------------------------------------------------
@@ -20,8 +19,6 @@ from capbook.validation import positive
 #  agg_bmk.json and the vLLM suite's benchmark_results.json record how the engine was started.
 _CTX_FIELDS = ("max_num_seqs", "gpu", "num_gpus", "engine", "tensor_parallel", "model",
                "precision", "engine_args") + LIMIT_COLUMNS
-
-
 _SIDECAR_NAMES = {"agg_bmk.json": "InferenceX summary rows", "benchmark_results.json":
                   "the vLLM benchmark suite's summary table"}
 
@@ -51,8 +48,6 @@ def _argv_tokens(argv) -> list[str]:
 #: short spellings of vLLM flags
 _SHORT_FLAGS = {"-tp": "tensor-parallel-size", "-pp": "pipeline-parallel-size",
                 "-dp": "data-parallel-size", "-q": "quantization"}
-
-
 _BOOL_WORDS = {"true": True, "1": True, "yes": True, "false": False, "0": False, "no": False}
 
 

@@ -136,7 +136,7 @@ def _parse_llmperf_wrapped(d, path):
     return rows
 
 
-# -- file walking --------------------------------------------------------------------------------
+# -- the summary beside per-request records ---------------------------------------------------------
 def _llmperf_summary_for(path: Path) -> Path | None:
     """The llmperf summary of the run whose per-request records ``path`` holds, if beside it."""
     stem = path.stem
