@@ -399,7 +399,8 @@ def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
     root = Path(capbook.__file__).parent
     hint = re.compile(r"\b(?:pass|use|give|with|set)[ \t]+([a-z_][a-z0-9_]*)\s*=[^\n]*")
     found = []
-    for name in ("sweeps/importers.py", "sweeps/perrequest.py", "sweeps/sweep.py", "logs/stats.py", "app/cli.py",
+    importers = sorted(str(p.relative_to(root)) for p in (root / "sweeps" / "importers").glob("*.py"))
+    for name in (*importers, "sweeps/perrequest.py", "sweeps/sweep.py", "logs/stats.py", "app/cli.py",
                  "app/datasets.py"):
         for m in hint.finditer((root / name).read_text(encoding="utf-8")):
             key, text = m.group(1), re.sub(r"[\"')]+\s*(\)|,|\+)?\s*$", "", m.group(0))
@@ -408,5 +409,5 @@ def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
                 continue
             out = cli_message(text)
             assert not re.search(rf"(?<![\w-]){key}\s*=", out), f"{name}: {text!r} -> {out!r}"
-    assert ("sweeps/sweep.py", "extrapolate") in found and ("sweeps/importers.py", "load") in found, found
+    assert ("sweeps/sweep.py", "extrapolate") in found and ("sweeps/importers/__init__.py", "load") in found, found
     assert set(_HINTS_NOT_SHOWN) <= set(found), "a listed hint is gone: drop it from _HINTS_NOT_SHOWN"

@@ -67,6 +67,38 @@ def test_sweep_formats_registry(sw):
         assert detect_sweep_format(prom) == "inference-perf"
 
 
+#: Which module of capbook.sweeps.importers reads each format: one module per load-generator family.
+FAMILIES = {
+    "aiperf": ("aiperf", "genai-perf", "aiperf-csv"), "vllm_bench": ("vllm",), "sglang": ("sglang",),
+    "guidellm": ("guidellm", "guidellm-csv"), "llmperf": ("llmperf", "llmperf-wrapped", "llmperf-requests"),
+    "inference_perf": ("inference-perf",), "inference_benchmarker": ("inference-benchmarker",),
+    "per_request": ("lmbench", "per-request"), "capbook_csv": ("capbook",),
+}
+
+
+def test_each_family_module_defines_its_own_formats_only():
+    # every registered format's detector and reader, and the parser functions the reader calls,
+    # are defined in its family's module; each family module registers exactly its family's formats
+    import importlib
+    import inspect
+
+    assert sorted(f for fs in FAMILIES.values() for f in fs) == sorted(SWEEP_FORMATS)
+    for family, names in FAMILIES.items():
+        mod = importlib.import_module(f"capbook.sweeps.importers.{family}")
+        assert tuple(f.name for f in mod._FORMATS) == names, family
+        for name in names:
+            fmt = SWEEP_FORMATS[name]
+            assert fmt in mod._FORMATS, name
+            for fn in (fmt.detect, fmt.read):
+                assert fn.__module__ == mod.__name__, (name, fn)
+                called = [mod.__dict__.get(n) for n in fn.__code__.co_names]
+                parsers = [c for c in called if inspect.isfunction(c) and c.__name__.startswith(("_parse", "_read"))]
+                assert all(c.__module__ == mod.__name__ for c in parsers), (name, parsers)
+        # and no parser of another family is defined here
+        own = {n for n, v in vars(mod).items() if inspect.isfunction(v) and v.__module__ == mod.__name__}
+        assert own, family
+
+
 def test_unrecognised_files_are_named(sw, tmp_path):
     with pytest.raises(ValueError, match=r"README\.md: not a recognised"):
         read_sweep(sw / "README.md")

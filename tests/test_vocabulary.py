@@ -12,7 +12,8 @@ PACKAGE = Path(capbook.__file__).resolve().parent
 def _public_definitions() -> dict[str, list[str]]:
     defs = collections.defaultdict(list)
     for path in sorted(PACKAGE.rglob("*.py")):
-        module = ".".join(path.relative_to(PACKAGE).with_suffix("").parts)
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)  # a package's own
         for node in ast.parse(path.read_text(encoding="utf-8")).body:
             names = []
             if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
