@@ -131,7 +131,7 @@ def main(argv=None) -> int:
         return 0
 
     sys.path.insert(0, str(ROOT))
-    from capbook.forecast.backtest import pinball_loss
+    from capbook.forecast.scoring import pinball_loss
     from capbook.forecast.tokens import forecast_tokens
 
     sys.path.insert(0, str(ROOT / "tools"))

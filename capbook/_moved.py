@@ -28,7 +28,7 @@ MOVED = {f"capbook.{old}": f"capbook.{new}" for old, new in {
     "fidelity": "engine.fidelity", "loadqueue": "engine.loadqueue",
     "closedloop": "sim.closedloop", "fleetsim": "sim.fleetsim", "eventcore": "sim.eventcore",
     "arrivals": "sim.arrivals", "distributions": "sim.distributions",
-    "backtest": "forecast.backtest", "fleet": "plan.fleet", "replay": "plan.replay",
+    "backtest": "forecast.scoring", "fleet": "plan.fleet", "replay": "plan.replay",
     "costs": "cost.costs", "autoscale_plan": "autoscale.schedule",
     "cli": "app.cli", "datasets": "app.datasets", "bookbuild": "app.bookbuild", "bookcheck": "app.bookcheck",
 }.items()}

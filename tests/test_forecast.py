@@ -1,4 +1,4 @@
-"""Tests for capbook.forecast.tokens and capbook.forecast.backtest: trend × weekly shape, quantile bands,
+"""Tests for capbook.forecast.tokens and capbook.forecast.scoring: trend × weekly shape, quantile bands,
 scores, overlays, and the published findings on the sample series."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from capbook.forecast import backtest as bt
+from capbook.forecast import scoring as bt
 from capbook.forecast import tokens as fc
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -201,3 +201,14 @@ def test_a_module_that_became_a_subpackage_still_exports_its_public_names(old):
     package = importlib.import_module(f"capbook.{old}")
     missing = [n for n in _old_public_names(old) if n not in _MOVED_OUT.get(old, ()) and not hasattr(package, n)]
     assert not missing, f"capbook.{old} lost {missing}"
+
+
+@pytest.mark.parametrize("package", [p for p in LAYERS if p != "base"])
+def test_no_public_name_of_a_subpackage_hides_one_of_its_modules(package):
+    # `from capbook.forecast import scoring` must give the module whatever was imported before
+    import importlib
+    import pkgutil
+
+    mod = importlib.import_module(f"capbook.{package}")
+    modules = {m.name for m in pkgutil.iter_modules(mod.__path__)}
+    assert not modules & set(mod.__all__), f"capbook.{package}: {sorted(modules & set(mod.__all__))}"

@@ -14,7 +14,7 @@ import re
 import numpy as np
 import pytest
 
-from capbook.forecast import backtest as bt
+from capbook.forecast import scoring as bt
 from capbook.engine import stepmodel as engine
 from capbook.engine import fidelity as fid
 from capbook.forecast import tokens as fc

@@ -2,7 +2,7 @@
 the backtest's coverage by horizon.
 
 The functions take numbers the chapters computed with :mod:`capbook.forecast.tokens` and
-:mod:`capbook.forecast.backtest` (plain pandas objects) and only draw them; nothing here fits a model.
+:mod:`capbook.forecast.scoring` (plain pandas objects) and only draw them; nothing here fits a model.
 Sliders are Vega-Lite parameters over data embedded in the chart, so they keep working on the
 static site.
 """

@@ -8,10 +8,10 @@ from capbook._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
     'fidelity': [
-        'stable_stages', 'all_stages', 'fidelity', 'fidelity_summary', 'TARGETS',
-        'TTFT_P99_TARGET_S', 'WORST_SATURATION_TARGET', 'shortfall_share', 'sweep_loop',
-        'sweep_levels', 'score_sweep', 'fidelity_datasets', 'dataset_table', 'datasets_summary',
-        'shared_datasets', 'shared_fidelity', 'biggest_misses', 'kubecon_variants',
+        'stable_stages', 'all_stages', 'fidelity_summary', 'TARGETS', 'TTFT_P99_TARGET_S',
+        'WORST_SATURATION_TARGET', 'shortfall_share', 'sweep_loop', 'sweep_levels', 'score_sweep',
+        'fidelity_datasets', 'dataset_table', 'datasets_summary', 'shared_datasets',
+        'shared_fidelity', 'biggest_misses', 'kubecon_variants',
     ],
     'hardware': [
         'GPU', 'ModelArch', 'Hardware', 'GPUS', 'ARCHITECTURES', 'find_gpu', 'find_model',
@@ -23,7 +23,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
         'kv_bytes_per_token', 'kv_slots', 'slots_binding', 'SlotsBinding',
     ],
     'predict': [
-        'ModelPrediction', 'Prediction', 'predict', 'MODELS', 'PRIMARY_MODEL',
+        'ModelPrediction', 'Prediction', 'MODELS', 'PRIMARY_MODEL',
     ],
     'servingmodel': [
         'Model', 'Deployment', 'Workload', 'MixedWorkload', 'LLMS', 'WORKLOADS', 'simulate_level',

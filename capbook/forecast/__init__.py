@@ -1,10 +1,11 @@
-"""Token forecasting (:mod:`.tokens`), its backtests (:mod:`.backtest`) and demand shapes (:mod:`.shapes`).
+"""Token forecasting (:mod:`.tokens`), scoring forecasts and backtests (:mod:`.scoring`) and demand shapes
+(:mod:`.shapes`).
 
 Each name is loaded on first use (:func:`capbook._lazy.attach`)."""
 from capbook._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(__name__, {
-    'backtest': [
+    'scoring': [
         'pinball_loss', 'coverage', 'attach_actuals', 'score_forecast', 'peak_hour_scores',
         'backtest', 'score_backtest', 'compare_forecasts',
     ],

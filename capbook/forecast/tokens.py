@@ -25,7 +25,7 @@ Known launches and mix shifts are kept out of the statistical fit and applied af
 Input is an hourly series on a complete UTC index, either a :class:`pandas.Series` or the
 trace layer's hourly frame (columns ``period_start, model, tier, requests, throttled,
 input_tokens, output_tokens``) from which :func:`hourly_series` selects one model and tier.
-Scores and backtests live in :mod:`capbook.forecast.backtest`.
+Scores and backtests live in :mod:`capbook.forecast.scoring`.
 """
 from __future__ import annotations
 

@@ -21,7 +21,8 @@ __getattr__, __dir__, __all__ = attach(__name__, {
         'SAMPLE_REQUESTS',
     ],
     'sql': [
-        'DUCKDB', 'SPARK', 'Dialect', 'gap_moments_sql', 'group_counts_sql', 'hourly_sql',
+        'DUCKDB', 'SPARK', 'Dialect', 'gap_moments_sql', 'busy_hours_sql', 'busy_rows_sql',
+        'group_counts_sql', 'hourly_sql', 'minute_counts_sql', 'traffic_where',
         'measured_service_sql', 'resolution_sql', 'service_moments_sql', 'status_counts_sql',
         'token_stats_sql', 'window_counts_sql',
     ],
