@@ -212,6 +212,9 @@ def slo(**sample):
         raise ValueError(f"{_ENV_SLO}={text!r}: {exc}") from None
 
 
+_book_slo = slo  # slots_at_objective's default; its parameter is named slo
+
+
 def reader_hint(exc: Exception) -> str:
     """Why a chapter could not compute on the reader's data, naming their files and, since
     ``capbook book`` runs the chapters, the book's flags rather than Python keywords.
@@ -769,7 +772,7 @@ class ObjectiveSlots:
         return " ".join(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in self.notes)
 
 
-def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> ObjectiveSlots:
+def slots_at_objective(sweep, slo=None, *, margin: float = 0.10) -> ObjectiveSlots:
     """Slots per replica at the TPOT objective, as the plan chooses them, never failing on a valid sweep.
 
     The TPOT percentile is the objective's when the sweep reports it, else the one
@@ -780,8 +783,8 @@ def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> Objec
     Parameters
     ----------
     sweep : capbook.sweeps.sweep.Sweep
-    objectives : capbook.plan.steps.SLO, optional
-        Default :func:`slo` with the book's 50 ms p95 TPOT.
+    slo : capbook.slo.SLO, optional
+        Default :func:`slo` (the module's function) with the book's 50 ms p95 TPOT.
     margin : float
         Share of the TPOT objective kept in reserve (as :func:`~capbook.sweeps.sweep.choose_slots`).
 
@@ -802,16 +805,16 @@ def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> Objec
     """
     import dataclasses
 
-    objectives = objectives if objectives is not None else slo()
-    q, note = sweep.percentile_for("tpot", objectives.tpot_percentile)
+    slo = slo if slo is not None else _book_slo()
+    q, note = sweep.percentile_for("tpot", slo.tpot_percentile)
     notes = [note] if note else []
-    choice = choose_slots(sweep, objectives.tpot_target_s, q=q, margin=margin)
+    choice = choose_slots(sweep, slo.tpot_target_s, q=q, margin=margin)
     met = choice.S > 0
     if not met:
         lowest = float(sweep.concurrency[0])
         choice = dataclasses.replace(choice, S=max(1, int(lowest)), level=lowest)
         notes.append(f"no measured level of sweep {sweep.name} meets p{q} TPOT ≤ "
-                     f"{1000 * objectives.tpot_target_s:g} ms less a {100 * margin:g} % margin ({choice.reason}); "
+                     f"{1000 * slo.tpot_target_s:g} ms less a {100 * margin:g} % margin ({choice.reason}); "
                      f"this page reads the sweep at its lowest level, {lowest:g}, to show the method: relax the "
                      "TPOT objective (--slo) or measure faster hardware")
     return ObjectiveSlots(int(choice.S), int(q), choice, met, tuple(notes))
