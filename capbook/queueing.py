@@ -151,8 +151,8 @@ def time_from_concurrency(concurrency, arrival_rate):
     return _scalar_or_array(L / lam)
 
 
-def replica_capacity(slots, service_time):
-    """Requests per second one replica sustains with every slot busy: ``slots / service_time``.
+def replica_capacity(slots, service_time_s):
+    """Requests per second one replica sustains with every slot busy: ``slots / service_time_s``.
 
     This is the Little's-law ceiling, the rate at which the replica is 100 % busy on average;
     a queue builds at every burst when it runs there. Plan below it (see the solvers).
@@ -161,7 +161,7 @@ def replica_capacity(slots, service_time):
     ----------
     slots : float or array_like
         Sequences the replica holds at once while meeting the TPOT target (S).
-    service_time : float or array_like
+    service_time_s : float or array_like
         Seconds each request holds a slot (T = prefill + output tokens × TPOT).
 
     Returns
@@ -175,18 +175,18 @@ def replica_capacity(slots, service_time):
     2.61
     """
     s = array(slots, "slots", lo=0, lo_open=True)
-    t = array(service_time, "service_time", lo=0, lo_open=True)
+    t = array(service_time_s, "service_time_s", lo=0, lo_open=True)
     return _scalar_or_array(s / t)
 
 
-def in_flight_floor(peak_rate, service_time, slots_per_replica=None):
+def in_flight_floor(peak_rate, service_time_s, slots_per_replica=None):
     """The fleet's floor: requests in flight at the peak, and the replicas' worth of slots.
 
     Parameters
     ----------
     peak_rate : float
         Peak arrival rate, requests per second.
-    service_time : float
+    service_time_s : float
         Seconds each request holds a slot.
     slots_per_replica : float, optional
         Slots per replica (S). When given, the floor is also expressed in replicas.
@@ -204,7 +204,7 @@ def in_flight_floor(peak_rate, service_time, slots_per_replica=None):
     (490.0, 15.3)
     """
     lam = nonnegative(peak_rate, "peak_rate")
-    t = positive(service_time, "service_time")
+    t = positive(service_time_s, "service_time_s")
     out = {"in_flight": lam * t}
     if slots_per_replica is not None:
         s = positive(slots_per_replica, "slots_per_replica")
@@ -414,11 +414,11 @@ def _log_erlang_c_s(c: float, a: float) -> float:
     return lc if lc < 0.0 else 0.0
 
 
-def _tail_s(t: float, c: float, a: float, service_time: float) -> float:
+def _tail_s(t: float, c: float, a: float, service_time_s: float) -> float:
     """P(wait > t) with offered load ``a``."""
     if a >= c:
         return 1.0
-    return _erlang_c_s(c, a) * math.exp(-((c - a) * t / service_time))
+    return _erlang_c_s(c, a) * math.exp(-((c - a) * t / service_time_s))
 
 
 # -- array kernel: the same operations on numpy arrays ------------------------
@@ -549,8 +549,8 @@ def _log_erlang_c_kernel(c: np.ndarray, a: np.ndarray) -> np.ndarray:
     return out
 
 
-def _tail_kernel(t: np.ndarray, c: np.ndarray, a: np.ndarray, service_time: np.ndarray) -> np.ndarray:
-    t, c, a, ts = np.broadcast_arrays(t, c, a, service_time)
+def _tail_kernel(t: np.ndarray, c: np.ndarray, a: np.ndarray, service_time_s: np.ndarray) -> np.ndarray:
+    t, c, a, ts = np.broadcast_arrays(t, c, a, service_time_s)
     out = np.ones(c.shape)
     ok = a < c
     if np.any(ok):
@@ -677,23 +677,23 @@ def erlang_c(c, a):
     return _scalar_or_array(_erlang_c_kernel(cc, aa))
 
 
-def _scalar_loads(c, arrival_rate, service_time):
-    """(c, a, service_time) as floats when all three are valid plain numbers, else None."""
-    if type(c) in _SCALAR_TYPES and type(arrival_rate) in _SCALAR_TYPES and type(service_time) in _SCALAR_TYPES:
-        cf, lam, ts = float(c), float(arrival_rate), float(service_time)
+def _scalar_loads(c, arrival_rate, service_time_s):
+    """(c, a, service_time_s) as floats when all three are valid plain numbers, else None."""
+    if type(c) in _SCALAR_TYPES and type(arrival_rate) in _SCALAR_TYPES and type(service_time_s) in _SCALAR_TYPES:
+        cf, lam, ts = float(c), float(arrival_rate), float(service_time_s)
         if cf >= 1.0 and cf.is_integer() and 0.0 <= lam < _INF and 0.0 < ts < _INF:
             return cf, lam * ts, ts
     return None
 
 
-def _loads(c, arrival_rate, service_time):
+def _loads(c, arrival_rate, service_time_s):
     cc = array(c, "c", lo=1, integer=True)
     lam = array(arrival_rate, "arrival_rate", lo=0)
-    t = array(service_time, "service_time", lo=0, lo_open=True)
+    t = array(service_time_s, "service_time_s", lo=0, lo_open=True)
     return cc, lam, t, lam * t
 
 
-def prob_wait(c, arrival_rate, service_time):
+def prob_wait(c, arrival_rate, service_time_s):
     """Probability that a request waits for a slot, for ``c`` slots behind one FCFS queue.
 
     Parameters
@@ -702,7 +702,7 @@ def prob_wait(c, arrival_rate, service_time):
         Slots in the pool (servers).
     arrival_rate : float or array_like
         Requests per second (Poisson arrivals).
-    service_time : float or array_like
+    service_time_s : float or array_like
         Mean seconds each request holds a slot (exponentially distributed).
 
     Returns
@@ -710,14 +710,14 @@ def prob_wait(c, arrival_rate, service_time):
     float or ndarray
         Erlang C; 1 at or beyond saturation.
     """
-    s = _scalar_loads(c, arrival_rate, service_time)
+    s = _scalar_loads(c, arrival_rate, service_time_s)
     if s is not None:
         return _erlang_c_s(s[0], s[1])
-    cc, _, _, a = _loads(c, arrival_rate, service_time)
+    cc, _, _, a = _loads(c, arrival_rate, service_time_s)
     return _scalar_or_array(_erlang_c_kernel(cc, a))
 
 
-def mean_wait(c, arrival_rate, service_time):
+def mean_wait(c, arrival_rate, service_time_s):
     """Mean time a request waits in the queue before it gets a slot (W_q), seconds.
 
     ``W_q = C(c, a) × T / (c − a)``; ``inf`` at or beyond saturation.
@@ -728,14 +728,14 @@ def mean_wait(c, arrival_rate, service_time):
         Slots in the pool.
     arrival_rate : float or array_like
         Requests per second.
-    service_time : float or array_like
+    service_time_s : float or array_like
         Mean seconds in service.
     """
-    s = _scalar_loads(c, arrival_rate, service_time)
+    s = _scalar_loads(c, arrival_rate, service_time_s)
     if s is not None:
         cf, a, ts = s
         return _erlang_c_s(cf, a) * ts / (cf - a) if a < cf else _INF
-    cc, lam, t, a = _loads(c, arrival_rate, service_time)
+    cc, lam, t, a = _loads(c, arrival_rate, service_time_s)
     cc, a, t = np.broadcast_arrays(cc, a, t)
     out = np.full(cc.shape, np.inf)
     ok = a < cc
@@ -743,7 +743,7 @@ def mean_wait(c, arrival_rate, service_time):
     return _scalar_or_array(out)
 
 
-def prob_wait_exceeds(t, c, arrival_rate, service_time):
+def prob_wait_exceeds(t, c, arrival_rate, service_time_s):
     """Probability that a request waits longer than ``t`` seconds for a slot (M/M/c, FCFS).
 
     ``P(W > t) = C(c, a) × exp(−(c − a) t / T)``. Non-increasing in ``t``; equal to 1 for all
@@ -757,7 +757,7 @@ def prob_wait_exceeds(t, c, arrival_rate, service_time):
         Slots in the pool.
     arrival_rate : float or array_like
         Requests per second.
-    service_time : float or array_like
+    service_time_s : float or array_like
         Mean seconds in service.
 
     Examples
@@ -766,16 +766,16 @@ def prob_wait_exceeds(t, c, arrival_rate, service_time):
     0.095
     """
     if type(t) in _SCALAR_TYPES:
-        s = _scalar_loads(c, arrival_rate, service_time)
+        s = _scalar_loads(c, arrival_rate, service_time_s)
         tf = float(t)
         if s is not None and 0.0 <= tf < _INF:
             return _tail_s(tf, *s)
     tt = array(t, "t", lo=0)
-    cc, lam, ts, a = _loads(c, arrival_rate, service_time)
+    cc, lam, ts, a = _loads(c, arrival_rate, service_time_s)
     return _scalar_or_array(_tail_kernel(tt, cc, a, ts))
 
 
-def wait_quantile(q, c, arrival_rate, service_time):
+def wait_quantile(q, c, arrival_rate, service_time_s):
     """The wait ``t`` (seconds) that a share ``q`` of requests do not exceed: P(W > t) = 1 − q.
 
     Zero when at least a share ``q`` of requests do not wait at all; ``inf`` at or beyond
@@ -785,11 +785,11 @@ def wait_quantile(q, c, arrival_rate, service_time):
     ----------
     q : float or array_like
         Quantile in (0, 1), e.g. 0.99.
-    c, arrival_rate, service_time
+    c, arrival_rate, service_time_s
         As in :func:`prob_wait_exceeds`.
     """
     if type(q) in _SCALAR_TYPES:
-        s = _scalar_loads(c, arrival_rate, service_time)
+        s = _scalar_loads(c, arrival_rate, service_time_s)
         qf = float(q)
         if s is not None and 0.0 < qf < 1.0:
             cf, a, ts = s
@@ -797,7 +797,7 @@ def wait_quantile(q, c, arrival_rate, service_time):
                 return _INF
             return max(0.0, (_log_erlang_c_s(cf, a) - math.log1p(-qf)) * ts / (cf - a))
     qq = array(q, "q", lo=0, hi=1, lo_open=True, hi_open=True)
-    cc, lam, ts, a = _loads(c, arrival_rate, service_time)
+    cc, lam, ts, a = _loads(c, arrival_rate, service_time_s)
     qq, cc, a, ts = np.broadcast_arrays(qq, cc, a, ts)
     out = np.full(cc.shape, np.inf)
     ok = a < cc
@@ -812,29 +812,29 @@ def wait_quantile(q, c, arrival_rate, service_time):
 # Solvers
 # ---------------------------------------------------------------------------
 
-def _tail(t: float, c: float, arrival_rate: float, service_time: float) -> float:
+def _tail(t: float, c: float, arrival_rate: float, service_time_s: float) -> float:
     """P(wait > t) for checked scalars: what :func:`prob_wait_exceeds` returns for them."""
-    return _tail_s(t, float(c), arrival_rate * service_time, service_time)
+    return _tail_s(t, float(c), arrival_rate * service_time_s, service_time_s)
 
 
-def max_arrival_rate(c, service_time, t, target):
-    """Highest arrival rate (requests per second) with ``P(wait > t) ≤ target`` on ``c`` slots.
+def max_arrival_rate(c, service_time_s, wait_target_s, late_share):
+    """Highest arrival rate (requests per second) with ``P(wait > wait_target_s) ≤ late_share`` on ``c`` slots.
 
     Parameters
     ----------
     c : int
         Slots behind one queue.
-    service_time : float
+    service_time_s : float
         Mean seconds in service.
-    t : float
+    wait_target_s : float
         Wait threshold of the SLO, seconds (e.g. 0.5 s of a 1 s TTFT budget).
-    target : float
-        Largest acceptable share of requests waiting longer than ``t``, in (0, 1).
+    late_share : float
+        Largest acceptable share of requests waiting longer than ``wait_target_s``, in (0, 1).
 
     Returns
     -------
     float
-        The rate, strictly below saturation ``c / service_time``. ``P(wait > t)`` increases
+        The rate, strictly below saturation ``c / service_time_s``. ``P(wait > wait_target_s)`` increases
         with the rate, so the root is unique; it is found with Brent's method on the log tail.
 
     Examples
@@ -843,15 +843,15 @@ def max_arrival_rate(c, service_time, t, target):
     1.7
     """
     cc = integer(c, "c", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
-    p = probability(target, "target")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
+    p = probability(late_share, "late_share")
     log_p = math.log(p)
 
     fc = float(cc)
 
     def f(a: float) -> float:
-        # log P(wait > t) - log target, as a function of the offered load a (scalar kernel)
+        # log P(wait > wait_target_s) - log late_share, as a function of the offered load a (scalar kernel)
         if a >= fc:
             return -log_p
         return _log_erlang_c_s(fc, a) - (fc - a) * tt / ts - log_p
@@ -871,8 +871,8 @@ def max_arrival_rate(c, service_time, t, target):
     return float(lam)
 
 
-def max_utilisation(c, service_time, t, target):
-    """Highest utilisation ρ = λT/c meeting ``P(wait > t) ≤ target`` on ``c`` slots.
+def max_utilisation(c, service_time_s, wait_target_s, late_share):
+    """Highest utilisation ρ = λT/c meeting ``P(wait > wait_target_s) ≤ late_share`` on ``c`` slots.
 
     The "safe utilisation" of a pool: it depends on the pool size and on the SLO (grows with
     ``c``; a lone small replica must idle much of its capacity). See :func:`max_arrival_rate`.
@@ -882,21 +882,21 @@ def max_utilisation(c, service_time, t, target):
     >>> [round(max_utilisation(c, 8.0, 2.0, 0.05), 2) for c in (8, 40, 80, 160)]
     [0.58, 0.85, 0.91, 0.95]
     """
-    lam = max_arrival_rate(c, service_time, t, target)
-    return float(lam * float(service_time) / int(c))
+    lam = max_arrival_rate(c, service_time_s, wait_target_s, late_share)
+    return float(lam * float(service_time_s) / int(c))
 
 
-def _slo_args(arrival_rate, slots, service_time, t, target):
+def _slo_args(arrival_rate, slots, service_time_s, wait_target_s, late_share):
     lam = positive(arrival_rate, "arrival_rate")
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
-    p = probability(target, "target")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
+    p = probability(late_share, "late_share")
     return lam, s, ts, tt, p
 
 
-def replicas_pooled(arrival_rate, slots, service_time, t, target):
-    """Fewest replicas meeting ``P(wait > t) ≤ target`` when all share one queue.
+def replicas_pooled(arrival_rate, slots, service_time_s, wait_target_s, late_share):
+    """Fewest replicas meeting ``P(wait > wait_target_s) ≤ late_share`` when all share one queue.
 
     Load-aware routing (a shared queue, or join-shortest-queue on free slots) makes the fleet
     one M/M/c with ``c = replicas × slots``.
@@ -907,12 +907,12 @@ def replicas_pooled(arrival_rate, slots, service_time, t, target):
         Peak requests per second.
     slots : int
         Slots per replica (S).
-    service_time : float
+    service_time_s : float
         Mean seconds in service (T).
-    t : float
+    wait_target_s : float
         Wait threshold, seconds.
-    target : float
-        Largest acceptable share of requests waiting longer than ``t``.
+    late_share : float
+        Largest acceptable share of requests waiting longer than ``wait_target_s``.
 
     Returns
     -------
@@ -925,12 +925,12 @@ def replicas_pooled(arrival_rate, slots, service_time, t, target):
     >>> replicas_pooled(40, 32, 12.25, 0.5, 0.01)
     17
     """
-    lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time, t, target)
+    lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time_s, wait_target_s, late_share)
     n0 = max(1, math.floor(lam * ts / s) + 1)  # smallest n strictly above saturation
     return fewest(lambda n: _tail(tt, n * s, lam, ts) <= p, n0, what="replicas in the pool")
 
 
-def replicas_isolated(arrival_rate, slots, service_time, t, target):
+def replicas_isolated(arrival_rate, slots, service_time_s, wait_target_s, late_share):
     """Fewest replicas meeting the SLO when each replica keeps its own queue.
 
     Random or round-robin routing splits the traffic evenly but blindly: each replica is an
@@ -939,7 +939,7 @@ def replicas_isolated(arrival_rate, slots, service_time, t, target):
 
     Parameters
     ----------
-    arrival_rate, slots, service_time, t, target
+    arrival_rate, slots, service_time_s, wait_target_s, late_share
         As in :func:`replicas_pooled`.
 
     Returns
@@ -951,12 +951,12 @@ def replicas_isolated(arrival_rate, slots, service_time, t, target):
     >>> replicas_isolated(40, 32, 12.25, 0.5, 0.01)
     24
     """
-    lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time, t, target)
+    lam, s, ts, tt, p = _slo_args(arrival_rate, slots, service_time_s, wait_target_s, late_share)
     n0 = max(1, math.floor(lam * ts / s) + 1)
     return fewest(lambda n: _tail(tt, s, lam / n, ts) <= p, n0, what="isolated replicas")
 
 
-def replicas_by_mean(arrival_rate, slots, service_time):
+def replicas_by_mean(arrival_rate, slots, service_time_s):
     """Replicas a spreadsheet buys from the mean alone: ``ceil(arrival_rate × T / slots)``.
 
     This is the Little's-law floor rounded up: no queueing headroom at all.
@@ -968,7 +968,7 @@ def replicas_by_mean(arrival_rate, slots, service_time):
     """
     lam = positive(arrival_rate, "arrival_rate")
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
+    ts = positive(service_time_s, "service_time_s")
     # guard against 15.999999 from floating error
     return int(math.ceil(lam * ts / s - 1e-12))
 
@@ -977,14 +977,14 @@ def replicas_by_mean(arrival_rate, slots, service_time):
 # Variability and heavy traffic
 # ---------------------------------------------------------------------------
 
-def allen_cunneen_wait(c, arrival_rate, service_time, ca2, cs2):
+def allen_cunneen_wait(c, arrival_rate, service_time_s, ca2, cs2):
     r"""Allen–Cunneen approximation of the mean queue wait in a G/G/c queue, seconds.
 
     .. math:: W_q(G/G/c) \approx W_q(M/M/c)\,\frac{C_a^2 + C_s^2}{2}
 
     Parameters
     ----------
-    c, arrival_rate, service_time
+    c, arrival_rate, service_time_s
         As in :func:`mean_wait`.
     ca2 : float or array_like
         Squared coefficient of variation of inter-arrival times (1 for Poisson).
@@ -997,7 +997,7 @@ def allen_cunneen_wait(c, arrival_rate, service_time, ca2, cs2):
     """
     ca = array(ca2, "ca2", lo=0)
     cs = array(cs2, "cs2", lo=0)
-    w = np.asarray(mean_wait(c, arrival_rate, service_time))
+    w = np.asarray(mean_wait(c, arrival_rate, service_time_s))
     return _scalar_or_array(w * (ca + cs) / 2.0)
 
 

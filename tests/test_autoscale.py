@@ -15,9 +15,9 @@ import pytest
 from scipy.linalg import expm
 
 from capbook import queueing
+from capbook.slo import SLO
 from capbook.sim.arrivals import ArrivalStream, RateArrivals, TokenLengths, rate_cv_from_log
 from capbook.autoscale.policies import (
-    Objectives,
     Policy,
     ReactiveLatency,
     ReactiveUtilisation,
@@ -346,7 +346,7 @@ def test_token_replica_holds_prefill_plus_decode_and_ttft_is_wait_plus_prefill()
 def test_required_replicas_is_the_fewest_meeting_the_erlang_c_tail():
     from capbook.autoscale.policies import required_replicas
 
-    rep, es, wait_s, late = ReplicaModel(8, service=Exponential(2.0)), 2.0, 0.5, 0.01
+    rep, es, wait_target_s, late = ReplicaModel(8, service=Exponential(2.0)), 2.0, 0.5, 0.01
 
     def tail(c, lam):                 # P(W > t) = C(c, a) exp(-(c/E[S] - λ) t) for M/M/c
         a = lam * es
@@ -355,10 +355,10 @@ def test_required_replicas_is_the_fewest_meeting_the_erlang_c_tail():
         b = 1.0
         for k in range(1, c + 1):     # Erlang B by its recursion, then Erlang C (not capbook's code)
             b = a * b / (k + a * b)
-        return b / (1 - a / c * (1 - b)) * math.exp(-(c / es - lam) * wait_s)
+        return b / (1 - a / c * (1 - b)) * math.exp(-(c / es - lam) * wait_target_s)
 
     rates = np.array([0.0, 0.3, 3.0, 17.0, 60.0])
-    need = required_replicas(rates, rep, es, wait_s=wait_s, late_share=late)
+    need = required_replicas(rates, rep, es, wait_target_s=wait_target_s, late_share=late)
     assert need[0] == 0
     for lam, r in zip(rates[1:], need[1:]):
         assert tail(8 * r, lam) <= late < tail(8 * (r - 1), lam) if r > 1 else tail(8, lam) <= late
@@ -424,8 +424,8 @@ def test_gpu_utilisation_scaling_runs_far_more_replicas():
     arr = RateArrivals(rates, bin_s=150.0)
     rep = ReplicaModel(16, service=Exponential(2.0))
     sc = Scaling(lag_s=60.0, min_replicas=1)
-    obj = Objectives(ttft_s=1.0)
-    runs = {name: simulate_autoscaling(arr, rep, pol, sc, objectives=obj, report_s=600.0, seed=10)
+    obj = SLO(ttft_target_s=1.0)
+    runs = {name: simulate_autoscaling(arr, rep, pol, sc, slo=obj, report_s=600.0, seed=10)
             for name, pol in [("gpu", ReactiveUtilisation(0.65, metric="gpu")),
                               ("slots", ReactiveUtilisation(0.65, metric="slots")),
                               ("waiting", ReactiveWaiting(0.65))]}
@@ -444,9 +444,9 @@ def test_waiting_scaling_meets_p99_where_latency_scaling_is_late_on_a_ramp():
     arr = RateArrivals(rates, bin_s=60.0)
     rep = ReplicaModel(16, service=Exponential(2.0))
     sc = Scaling(lag_s=120.0)
-    obj = Objectives(ttft_s=1.0)
-    wait = simulate_autoscaling(arr, rep, ReactiveWaiting(0.65), sc, objectives=obj, report_s=300.0, seed=11)
-    late = simulate_autoscaling(arr, rep, ReactiveLatency(ttft_s=1.0, goodput=0.99), sc, objectives=obj,
+    obj = SLO(ttft_target_s=1.0)
+    wait = simulate_autoscaling(arr, rep, ReactiveWaiting(0.65), sc, slo=obj, report_s=300.0, seed=11)
+    late = simulate_autoscaling(arr, rep, ReactiveLatency(ttft_target_s=1.0, goodput_share=0.99), sc, slo=obj,
                                 report_s=300.0, seed=11)
     sw, sl = wait.summary(), late.summary()
     assert sw["hours_met"] == 1.0
@@ -473,8 +473,10 @@ def test_waiting_scaling_meets_p99_where_latency_scaling_is_late_on_a_ramp():
     (lambda: ReactiveUtilisation(0.0), ValueError, "target"),
     (lambda: ReactiveUtilisation(0.6, metric="power"), ValueError, "metric"),
     (lambda: ReactiveWaiting(1.5), ValueError, "target"),
-    (lambda: ReactiveLatency(ttft_s=0.0), ValueError, "ttft_s"),
-    (lambda: Objectives(goodput=1.2), ValueError, "goodput"),
+    (lambda: ReactiveLatency(ttft_target_s=0.0), ValueError, "ttft_target_s"),
+    (lambda: ReactiveLatency(goodput_share=1.2), ValueError, "goodput_share"),
+    (lambda: SLO(goodput_share=1.2), ValueError, "goodput_share"),
+    (lambda: simulate_autoscaling([1.0], REPLICA, Static(1), slo={"ttft_target_s": 1.0}), TypeError, "slo"),
     (lambda: simulate_autoscaling([1.0], "replica", Static(1)), TypeError, "replica"),
     (lambda: simulate_autoscaling([1.0], REPLICA, 3), TypeError, "policy"),
     (lambda: simulate_autoscaling([1.0], REPLICA, Static(1), {"lag_s": 1}), TypeError, "scaling"),

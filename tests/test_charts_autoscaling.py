@@ -46,7 +46,7 @@ def _hand_grid():
 
 def test_headroom_slider_shows_the_rows_of_its_lag():
     grid = _hand_grid()
-    spec = headroom_chart(grid, ttft_s=1.0, lag_min=8.0).to_dict()
+    spec = headroom_chart(grid, ttft_target_s=1.0, lag_min=8.0).to_dict()
     p = {q["name"]: q for q in spec["params"]}["lag"]
     assert p["value"] == 8.0 and p["bind"]["input"] == "range"
     assert (p["bind"]["min"], p["bind"]["max"], p["bind"]["step"]) == (4.0, 12.0, 4.0)
@@ -69,7 +69,7 @@ def test_slider_positions_the_browser_computes_find_their_rows():
     # lags of 3.65 min steps: the browser's min + k * step need not be the grid's value to the last bit
     grid = _hand_grid()
     grid["lag_min"] = grid["lag_min"].map({4.0: 3.65, 8.0: 7.3, 12.0: 3 * 3.65})
-    spec = headroom_chart(grid, ttft_s=1.0).to_dict()
+    spec = headroom_chart(grid, ttft_target_s=1.0).to_dict()
     p = {q["name"]: q for q in spec["params"]}["lag"]
     for k in range(3):
         at = p["bind"]["min"] + k * p["bind"]["step"]
@@ -100,8 +100,8 @@ def test_bad_grids_name_themselves(change, name):
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    ({"ttft_s": 0}, "ttft_s"),
-    ({"ttft_s": 1.0, "lag_min": 5.0}, "lag_min"),
+    ({"ttft_target_s": 0}, "ttft_target_s"),
+    ({"ttft_target_s": 1.0, "lag_min": 5.0}, "lag_min"),
 ])
 def test_bad_chart_arguments_name_themselves(kwargs, name):
     with pytest.raises(ValueError, match=f"^{name}"):
@@ -115,7 +115,7 @@ def test_zero_and_infinite_p99_are_drawn_at_the_ends_of_the_scale():
     first, last = rows.iloc[0], rows.iloc[-1]
     assert (first["ttft_shown_s"], first["ttft_text"]) == (TTFT_FLOOR_S, "0.00 s")
     assert (last["ttft_shown_s"], last["ttft_text"]) == (TTFT_CEILING_S, "∞ s")
-    headroom_chart(g, ttft_s=1.0).to_dict()                    # and the page can hold them (no inf in the JSON)
+    headroom_chart(g, ttft_target_s=1.0).to_dict()                    # and the page can hold them (no inf in the JSON)
 
 
 def test_headroom_chart_embeds_a_computed_grid():
@@ -123,7 +123,7 @@ def test_headroom_chart_embeds_a_computed_grid():
     rep = ReplicaModel(8, 2.0)
     grid = headroom_check(rep, None, 4.0, ramps_per_min=(0.5, 2.0), lags_min=(2.0, 4.0), planned=(0.5, 2.0),
                           ramp_min=10.0)
-    spec = headroom_chart(grid, ttft_s=1.0, lag_min=2.0).to_dict()
+    spec = headroom_chart(grid, ttft_target_s=1.0, lag_min=2.0).to_dict()
     for lag in (2.0, 4.0):
         shown = _shown(spec, lag)
         want = grid[grid["lag_min"] == lag].sort_values("ramp_per_min")
@@ -176,7 +176,7 @@ def test_day_chart_names_what_was_simulated_and_every_policy_whole():
 
 
 def test_headroom_chart_subtitle_and_a_rounded_lag_caption():
-    spec = headroom_chart(_hand_grid(), ttft_s=1.0, subtitle="simulated: a modelled replica").to_dict()
+    spec = headroom_chart(_hand_grid(), ttft_target_s=1.0, subtitle="simulated: a modelled replica").to_dict()
     assert spec["title"]["subtitle"] == "simulated: a modelled replica"
     calc = [t["calculate"] for l in spec["layer"] for t in l.get("transform", []) if "calculate" in t]
     assert calc == ["'scale-up lag ' + format(lag, '.4~g') + ' min: the bars are the ramps'"]

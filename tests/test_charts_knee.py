@@ -59,7 +59,7 @@ def test_erlang_c_table_matches_capbook():
 
 def test_knee_chart_embeds_the_table_and_its_expressions_are_erlang_c():
     table = knee.erlang_c_table(np.arange(1, 17), np.round(np.arange(0.30, 0.995, 0.01), 2))
-    spec = knee.knee_explorer_chart(table, slots=8, service_time=8.0, wait_t=2.0, target_pct=5).to_dict()
+    spec = knee.knee_explorer_chart(table, slots=8, service_time_s=8.0, wait_t=2.0, target_pct=5).to_dict()
     rows = max(_datasets(spec), key=len)
     assert len(rows) == len(table)
     assert pd.DataFrame(rows)[["c", "rho", "C"]].equals(table)

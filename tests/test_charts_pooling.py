@@ -31,7 +31,7 @@ def test_safe_grid_agrees_with_the_solver():
 
 
 def test_safe_chart_embeds_the_grid_and_binds_two_sliders():
-    chart = pooling.safe_utilisation_chart(8.0, [8, 80], [1.0, 2.0], [5, 10], t=2.0, target_pct=5, rule=0.7)
+    chart = pooling.safe_utilisation_chart(8.0, [8, 80], [1.0, 2.0], [5, 10], wait_target_s=2.0, target_pct=5, rule=0.7)
     spec = chart.to_dict()
     data = _data(spec)
     expected = pooling.safe_utilisation_grid(8.0, [8, 80], [1.0, 2.0], [5, 10])
@@ -74,9 +74,9 @@ def test_late_share_chart_has_the_demand_slider_and_budget():
         (lambda: pooling.safe_utilisation_grid(-1.0), "service_time"),
         (lambda: pooling.safe_utilisation_grid(8.0, [0, 8]), "slots"),
         (lambda: pooling.safe_utilisation_grid(8.0, targets_pct=[0]), "targets_pct"),
-        (lambda: pooling.safe_utilisation_chart(t=0.7), "t"),
+        (lambda: pooling.safe_utilisation_chart(wait_target_s=0.7), "t"),
         (lambda: pooling.late_share_grid(32, 12.25, 0.5, []), "demands"),
-        (lambda: pooling.late_share_chart(32, 12.25, 0.5, 1.5, [40]), "target"),
+        (lambda: pooling.late_share_chart(32, 12.25, 0.5, 1.5, [40]), "late_share"),
         (lambda: pooling.late_share_chart(32, 12.25, 0.5, 0.01, [10, 20, 40]), "demands"),
         (lambda: pooling.late_share_chart(32, 12.25, 0.5, 0.01, [10, 20], demand=15), "demand"),
     ],

@@ -410,7 +410,7 @@ def test_plan_errors_name_the_argument(kwargs, match):
 
 def test_plan_quota_that_fits_and_core_argument_errors():
     assert f.plan_fleet(PEAK, SLOTS, T, WAIT, TARGET, ramp_per_min=0.5, lag_min=8, max_replicas=20).total == 20
-    with pytest.raises(ValueError, match="target"):
+    with pytest.raises(ValueError, match="late_share"):
         f.plan_fleet(PEAK, SLOTS, T, WAIT, 1.0)
     with pytest.raises(ValueError, match="slots"):
         f.plan_fleet(PEAK, 0, T, WAIT, TARGET)

@@ -259,7 +259,7 @@ def test_slots_beyond_sweep_rejected():
     ({"slots": 2.5}, "slots"),
 ])
 def test_bad_model_arguments(kwargs, name):
-    args = {"slots": 4, "service_time": flat(1.0)}
+    args = {"slots": 4, "service_time_s": flat(1.0)}
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         lq.LoadDependentQueue(**args)

@@ -13,7 +13,7 @@ data in ``data/`` (the default) or on a reader's own files without editing:
   "time_unit": "ms"}``) and :func:`capbook.sweeps.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
 * ``CAPBOOK_SLO`` — the reader's objectives, in the syntax of ``capbook plan --slo``
-  (:meth:`capbook.slo.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
+  (:meth:`capbook.plan.steps.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
   reads them through :func:`slo`, and ``capbook book --slo`` sets them;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
   the copy installed with the package; see :mod:`capbook.paths`).
@@ -143,7 +143,7 @@ def load_gateway():
     """The sample gateway's request log: every request of its three busiest hours.
 
     Its busiest hour is the running example's 40 requests/s; the hourly history beside it is
-    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.logs.hourly.read_token_csv`). See
+    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.forecast.tokens.read_token_csv`). See
     ``data/README.md``.
 
     Returns
@@ -179,9 +179,9 @@ def slo(**sample):
     """The objectives a chapter plans and checks against: the reader's, else the chapter's own.
 
     With ``CAPBOOK_SLO`` set (``capbook book --slo``), the objectives ``capbook plan --slo`` would
-    use with the same text (:meth:`capbook.slo.SLO.parse`; what it leaves out takes the plan's
-    defaults). Otherwise :class:`capbook.slo.SLO` with the chapter's sample objectives
-    ``sample`` (keyword arguments of :class:`~capbook.slo.SLO`: ``ttft_target_s`` and
+    use with the same text (:meth:`capbook.plan.steps.SLO.parse`; what it leaves out takes the plan's
+    defaults). Otherwise :class:`capbook.plan.steps.SLO` with the chapter's sample objectives
+    ``sample`` (keyword arguments of :class:`~capbook.plan.steps.SLO`: ``ttft_target_s`` and
     ``tpot_target_s`` in seconds, ``tpot_percentile``, ...), so the published figures hold.
 
     Parameters
@@ -191,7 +191,7 @@ def slo(**sample):
 
     Returns
     -------
-    capbook.slo.SLO
+    capbook.plan.steps.SLO
 
     Raises
     ------
@@ -210,6 +210,9 @@ def slo(**sample):
         return SLO.parse(text)
     except ValueError as exc:
         raise ValueError(f"{_ENV_SLO}={text!r}: {exc}") from None
+
+
+_book_slo = slo  # slots_at_objective's default; its parameter is named slo
 
 
 def reader_hint(exc: Exception) -> str:
@@ -579,14 +582,14 @@ def _is_sample_log(log) -> bool:
 
 
 def plan_log(log=None, history=None, history_label: str | None = None):
-    """The request log as the plan reads it, summed once (:class:`capbook.logs.aggregates.LogAggregates`).
+    """The request log as the plan reads it, summed once (:class:`capbook.plan.steps.LogAggregates`).
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates, optional
+    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates, optional
         Default: ``CAPBOOK_REQUESTS`` when set, else the sample gateway (:func:`load_gateway`).
     history : str, pathlib.Path or pandas.DataFrame, optional
-        Hourly history for the forecast (see :meth:`capbook.logs.aggregates.LogAggregates.of`). Default:
+        Hourly history for the forecast (see :meth:`capbook.plan.steps.LogAggregates.of`). Default:
         ``CAPBOOK_HISTORY`` with the reader's log; the gateway's 26 weeks with its log.
     history_label : str, optional
         How the plan names a history given as a frame (default: its path, or "hourly history").
@@ -615,7 +618,7 @@ class PlanInputs:
 
     Attributes
     ----------
-    log : capbook.logs.aggregates.LogAggregates
+    log : capbook.plan.steps.LogAggregates
     sweep : capbook.sweeps.sweep.Sweep
     sweep_label : str
         How the plan names the sweep.
@@ -655,12 +658,12 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None,
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates, optional
+    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates, optional
     sweep : capbook.sweeps.sweep.Sweep, optional
     model : str, optional
         Model to plan; passed on to the plan.
     history : str, pathlib.Path or pandas.DataFrame, optional
-        Hourly history for the forecast (:meth:`capbook.logs.aggregates.LogAggregates.of`).
+        Hourly history for the forecast (:meth:`capbook.plan.steps.LogAggregates.of`).
     history_label : str, optional
         How the plan names it (see :func:`plan_log`).
 
@@ -769,7 +772,7 @@ class ObjectiveSlots:
         return " ".join(n[0].upper() + n[1:] + ("" if n.endswith(".") else ".") for n in self.notes)
 
 
-def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> ObjectiveSlots:
+def slots_at_objective(sweep, slo=None, *, margin: float = 0.10) -> ObjectiveSlots:
     """Slots per replica at the TPOT objective, as the plan chooses them, never failing on a valid sweep.
 
     The TPOT percentile is the objective's when the sweep reports it, else the one
@@ -780,8 +783,8 @@ def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> Objec
     Parameters
     ----------
     sweep : capbook.sweeps.sweep.Sweep
-    objectives : capbook.slo.SLO, optional
-        Default :func:`slo` with the book's 50 ms p95 TPOT.
+    slo : capbook.slo.SLO, optional
+        Default :func:`slo` (the module's function) with the book's 50 ms p95 TPOT.
     margin : float
         Share of the TPOT objective kept in reserve (as :func:`~capbook.sweeps.sweep.choose_slots`).
 
@@ -802,16 +805,16 @@ def slots_at_objective(sweep, objectives=None, *, margin: float = 0.10) -> Objec
     """
     import dataclasses
 
-    objectives = objectives if objectives is not None else slo()
-    q, note = sweep.percentile_for("tpot", objectives.tpot_percentile)
+    slo = slo if slo is not None else _book_slo()
+    q, note = sweep.percentile_for("tpot", slo.tpot_percentile)
     notes = [note] if note else []
-    choice = choose_slots(sweep, objectives.tpot_target_s, q=q, margin=margin)
+    choice = choose_slots(sweep, slo.tpot_target_s, q=q, margin=margin)
     met = choice.S > 0
     if not met:
         lowest = float(sweep.concurrency[0])
         choice = dataclasses.replace(choice, S=max(1, int(lowest)), level=lowest)
         notes.append(f"no measured level of sweep {sweep.name} meets p{q} TPOT ≤ "
-                     f"{1000 * objectives.tpot_target_s:g} ms less a {100 * margin:g} % margin ({choice.reason}); "
+                     f"{1000 * slo.tpot_target_s:g} ms less a {100 * margin:g} % margin ({choice.reason}); "
                      f"this page reads the sweep at its lowest level, {lowest:g}, to show the method: relax the "
                      "TPOT objective (--slo) or measure faster hardware")
     return ObjectiveSlots(int(choice.S), int(q), choice, met, tuple(notes))

@@ -8,7 +8,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     'policies': [
         'ReplicaModel', 'Scaling', 'ProvisioningLag', 'Observation', 'Policy', 'Static',
         'Schedule', 'ReactiveUtilisation', 'ReactiveWaiting', 'ReactiveLatency',
-        'ScheduleReactive', 'Objectives', 'AutoscaleResult', 'simulate_autoscaling',
+        'ScheduleReactive', 'AutoscaleResult', 'simulate_autoscaling',
         'required_replicas',
     ],
     'schedule': [

@@ -172,7 +172,7 @@ def headroom_rows(grid: pd.DataFrame) -> pd.DataFrame:
     return rows.sort_values(["lag_min", "ramp_per_min"]).reset_index(drop=True)
 
 
-def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None = None,
+def headroom_chart(grid: pd.DataFrame, *, ttft_target_s: float, lag_min: float | None = None,
                    subtitle: str | None = None):
     """p99 TTFT during a ramp against the ramp's speed, with a slider for the scale-up lag.
 
@@ -185,7 +185,7 @@ def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None =
     ----------
     grid : pandas.DataFrame
         See :func:`headroom_rows`.
-    ttft_s : float
+    ttft_target_s : float
         The p99 TTFT objective, seconds.
     lag_min : float, optional
         The slider's start (a lag of the grid; default the smallest).
@@ -197,7 +197,7 @@ def headroom_chart(grid: pd.DataFrame, *, ttft_s: float, lag_min: float | None =
     altair.LayerChart
     """
     rows = headroom_rows(grid)
-    obj = positive(ttft_s, "ttft_s")
+    obj = positive(ttft_target_s, "ttft_target_s")
     lags = np.unique(rows["lag_min"])
     start = float(lags[0]) if lag_min is None else number(lag_min, "lag_min")
     if not np.isclose(lags, start).any():

@@ -48,7 +48,7 @@ _TOTAL = ("fs_zones >= 2 ? max(datum.before + 1, ceil(datum.before * fs_zones / 
           ": datum.before + 1")
 
 
-def plan_grid(slots, service_time, t, demands=range(10, 101, 5), targets=None,
+def plan_grid(slots, service_time_s, wait_target_s, demands=range(10, 101, 5), targets=None,
               routings=("pooled", "round-robin")) -> pd.DataFrame:
     """Precompute the floor and queueing stages of a plan for every slider position.
 
@@ -59,14 +59,14 @@ def plan_grid(slots, service_time, t, demands=range(10, 101, 5), targets=None,
     ----------
     slots : int
         Slots per replica (S).
-    service_time : float
+    service_time_s : float
         Seconds a request holds a slot (T), > 0.
-    t : float
+    wait_target_s : float
         Wait threshold of the SLO, seconds.
     demands : iterable of float
         Peak demands, requests per second.
     targets : dict, optional
-        SLO label → largest share of requests waiting over ``t`` (default :data:`SLO_OPTIONS`).
+        SLO label → largest share of requests waiting over ``wait_target_s`` (default :data:`SLO_OPTIONS`).
     routings : sequence of str
         Routing policies of :func:`capbook.plan.fleet.replicas_for_routing`.
 
@@ -78,8 +78,8 @@ def plan_grid(slots, service_time, t, demands=range(10, 101, 5), targets=None,
         index), ``stage`` and ``kind``.
     """
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
     targets = SLO_OPTIONS if targets is None else dict(targets)
     if not targets:
         raise ValueError("targets must name at least one SLO")
@@ -129,7 +129,7 @@ def page_plan_total(queueing, demand, ramp_per_min, lag_min, zones=1) -> int:
     return max(before + 1, math.ceil(before * z / (z - 1))) if z >= 2 else before + 1
 
 
-def plan_waterfall(slots, service_time, t, *, grid=None, peak=40, ramp_per_min=0.5, lag_min=8,
+def plan_waterfall(slots, service_time_s, wait_target_s, *, grid=None, peak=40, ramp_per_min=0.5, lag_min=8,
                    zones=1, routing="pooled", slo="1 %"):
     """The plan as a waterfall whose sliders recompute it on the static page.
 
@@ -137,9 +137,9 @@ def plan_waterfall(slots, service_time, t, *, grid=None, peak=40, ramp_per_min=0
     ----------
     slots : int
         Slots per replica (S).
-    service_time : float
+    service_time_s : float
         Seconds a request holds a slot (T), > 0.
-    t : float
+    wait_target_s : float
         Wait threshold of the SLO, seconds.
     grid : pandas.DataFrame, optional
         The rows of :func:`plan_grid` (computed here when not given).
@@ -158,9 +158,9 @@ def plan_waterfall(slots, service_time, t, *, grid=None, peak=40, ramp_per_min=0
         ``fs_ramp``, ``fs_lag``, ``fs_zones``, ``fs_routing`` and ``fs_slo``.
     """
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
+    ts = positive(service_time_s, "service_time_s")
     if grid is None:
-        grid = plan_grid(s, ts, t)
+        grid = plan_grid(s, ts, wait_target_s)
     routings = list(dict.fromkeys(grid["routing"]))
     slos = list(dict.fromkeys(grid["slo"]))
     if routing not in routings:
@@ -174,7 +174,7 @@ def plan_waterfall(slots, service_time, t, *, grid=None, peak=40, ramp_per_min=0
         slider("fs_zones", zones, 1, 4, 1, "zones"),
         alt.param(name="fs_routing", value=routing, bind=alt.binding_radio(options=routings, name="routing ")),
         alt.param(name="fs_slo", value=slo,
-                  bind=alt.binding_radio(options=slos, name=f"P(wait > {t:g} s) at most ")),
+                  bind=alt.binding_radio(options=slos, name=f"P(wait > {wait_target_s:g} s) at most ")),
     ]
     base = (
         alt.Chart(grid)
@@ -208,16 +208,16 @@ def plan_waterfall(slots, service_time, t, *, grid=None, peak=40, ramp_per_min=0
     )
 
 
-def hockey_stick(replicas, slots, service_time, t, levels=None, utilisation=None):
-    """P(wait > t) and P(wait > 0) of a pooled fleet against slot utilisation, with alert levels.
+def hockey_stick(replicas, slots, service_time_s, wait_target_s, levels=None, utilisation=None):
+    """P(wait > wait_target_s) and P(wait > 0) of a pooled fleet against slot utilisation, with alert levels.
 
     Parameters
     ----------
     replicas, slots : int
         Replicas and slots per replica (one M/M/c queue of ``replicas × slots`` slots).
-    service_time : float
+    service_time_s : float
         Seconds a request holds a slot, > 0.
-    t : float
+    wait_target_s : float
         Wait threshold, seconds.
     levels : dict, optional
         Label → slot utilisation at which to draw a dashed rule (e.g. the warn and breach
@@ -231,8 +231,8 @@ def hockey_stick(replicas, slots, service_time, t, levels=None, utilisation=None
         Data rows ``slot utilisation``, ``signal`` and ``probability``.
     """
     c = integer(replicas, "replicas", minimum=1) * integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
     u = np.linspace(0.5, 0.99, 200) if utilisation is None else np.asarray(utilisation, dtype=float)
     if u.size == 0 or np.any(~np.isfinite(u)) or np.any(u <= 0) or np.any(u >= 1):
         raise ValueError("utilisation must be finite values in (0, 1)")

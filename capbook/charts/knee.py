@@ -199,8 +199,8 @@ def erlang_c_table(slots, utilisations):
     })
 
 
-def table_safe_utilisation(table, c, service_time, t, target):
-    """The highest utilisation meeting ``P(wait > t) ≤ target``, read from an Erlang C table.
+def table_safe_utilisation(table, c, service_time_s, wait_target_s, late_share):
+    """The highest utilisation meeting ``P(wait > wait_target_s) ≤ late_share``, read from an Erlang C table.
 
     The knee explorer draws this line in the browser; this is the same calculation in Python:
     find the grid step where the tail ``C e^{-c(1-ρ)t/T}`` crosses the target and interpolate
@@ -213,12 +213,12 @@ def table_safe_utilisation(table, c, service_time, t, target):
         From :func:`erlang_c_table`.
     c : int
         Slots behind the queue (a value in ``table.c``).
-    service_time : float
+    service_time_s : float
         T, mean seconds in service.
-    t : float
+    wait_target_s : float
         Wait threshold, seconds.
-    target : float
-        Largest acceptable share waiting longer than ``t``, in (0, 1).
+    late_share : float
+        Largest acceptable share waiting longer than ``wait_target_s``, in (0, 1).
 
     Returns
     -------
@@ -226,9 +226,9 @@ def table_safe_utilisation(table, c, service_time, t, target):
         Utilisation, dimensionless; ``nan`` if the tail does not cross the target on the grid.
     """
     cc = integer(c, "c", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
-    p = probability(target, "target")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
+    p = probability(late_share, "late_share")
     g = table[table.c == cc].sort_values("rho")
     if g.empty:
         raise ValueError(f"c must be one of the table's slot counts, got {c!r}")
@@ -241,7 +241,7 @@ def table_safe_utilisation(table, c, service_time, t, target):
     return float(r[i] + (r[i + 1] - r[i]) * np.log(p / tail[i]) / np.log(tail[i + 1] / tail[i]))
 
 
-def knee_explorer_chart(table, slots=8, service_time=8.0, wait_t=2.0, target_pct=5):
+def knee_explorer_chart(table, slots=8, service_time_s=8.0, wait_t=2.0, target_pct=5):
     """Two panels over an Erlang C table: response-time multiple and the wait tail, with sliders.
 
     The top panel draws the M/M/c mean response time ``1 + C / (c(1-ρ))`` (a multiple of T)
@@ -256,7 +256,7 @@ def knee_explorer_chart(table, slots=8, service_time=8.0, wait_t=2.0, target_pct
         From :func:`erlang_c_table`; the slots slider spans its slot counts.
     slots : int
         Starting slot count.
-    service_time : float
+    service_time_s : float
         Starting T, seconds.
     wait_t : float
         Starting wait threshold t, seconds.
@@ -272,7 +272,7 @@ def knee_explorer_chart(table, slots=8, service_time=8.0, wait_t=2.0, target_pct
     s = integer(slots, "slots", minimum=lo, maximum=hi)
     params = (
         slider("slots", s, lo, hi, 1, "slots c"),
-        slider("service_T", positive(service_time, "service_time"), 1.0, 30.0, 0.25, "service time T (s)"),
+        slider("service_T", positive(service_time_s, "service_time_s"), 1.0, 30.0, 0.25, "service time T (s)"),
         slider("wait_t", nonnegative(wait_t, "wait_t"), 0.0, 10.0, 0.25, "wait threshold t (s)"),
         slider("target_pct", number(target_pct, "target_pct", lo=0, hi=100, lo_open=True, hi_open=True), 1, 20, 1, "target share waiting over t (%)"),
     )

@@ -29,24 +29,24 @@ POOL_SIZES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 40, 48, 64, 80, 100, 128, 160, 2
               256, 320, 400, 512, 640, 800, 1000)
 
 
-def _bisect_safe_utilisation(c, t_over_T, target, iterations=60):
+def _bisect_safe_utilisation(c, t_over_T, late_share, iterations=60):
     # P(W > t) = C(c, rho c) exp(-c (1 - rho) t / T) increases with rho on (0, 1): bisection
     # on rho converges to the unique root, every grid point at once.
-    c, t_over_T, target = np.broadcast_arrays(*(np.asarray(x, float) for x in (c, t_over_T, target)))
+    c, t_over_T, late_share = np.broadcast_arrays(*(np.asarray(x, float) for x in (c, t_over_T, late_share)))
     lo, hi = np.zeros(c.shape), np.ones(c.shape)
     for _ in range(iterations):
         mid = (lo + hi) / 2
-        meets = q.log_erlang_c(c, mid * c) - c * (1 - mid) * t_over_T <= np.log(target)
+        meets = q.log_erlang_c(c, mid * c) - c * (1 - mid) * t_over_T <= np.log(late_share)
         lo, hi = np.where(meets, mid, lo), np.where(meets, hi, mid)
     return lo
 
 
-def safe_utilisation_grid(service_time=8.0, slots=POOL_SIZES, thresholds=None, targets_pct=None):
+def safe_utilisation_grid(service_time_s=8.0, slots=POOL_SIZES, thresholds=None, targets_pct=None):
     """Highest safe utilisation for every pool size, wait threshold and target share.
 
     Parameters
     ----------
-    service_time : float
+    service_time_s : float
         Mean seconds a request holds a slot (T).
     slots : sequence of int
         Pool sizes ``c`` (slots behind one queue), each ≥ 1.
@@ -63,7 +63,7 @@ def safe_utilisation_grid(service_time=8.0, slots=POOL_SIZES, thresholds=None, t
         highest utilisation ρ with ``P(W > t) ≤ target``, a fraction rounded to 4 decimals).
         Agrees with :func:`capbook.queueing.max_utilisation` to that precision.
     """
-    ts = positive(service_time, "service_time")
+    ts = positive(service_time_s, "service_time_s")
     c = array(slots, "slots", lo=1, integer=True, nonempty=True, ndim=1)
     t = array(np.arange(0.0, 4.01, 0.5) if thresholds is None else thresholds, "thresholds", lo=0)
     p = array(np.arange(1, 11) if targets_pct is None else targets_pct, "targets_pct", lo=0, hi=100,
@@ -74,15 +74,15 @@ def safe_utilisation_grid(service_time=8.0, slots=POOL_SIZES, thresholds=None, t
                          "safe": np.round(safe.ravel(), 4)})
 
 
-def safe_utilisation_chart(service_time=8.0, slots=POOL_SIZES, thresholds=None, targets_pct=None,
-                           t=2.0, target_pct=5.0, rule=0.70):
+def safe_utilisation_chart(service_time_s=8.0, slots=POOL_SIZES, thresholds=None, targets_pct=None,
+                           wait_target_s=2.0, target_pct=5.0, rule=0.70):
     """Safe utilisation against pool size, with sliders for the wait threshold and target.
 
     Parameters
     ----------
-    service_time, slots, thresholds, targets_pct
+    service_time_s, slots, thresholds, targets_pct
         As in :func:`safe_utilisation_grid` (seconds, slots, seconds, percent).
-    t : float
+    wait_target_s : float
         Initial wait threshold on the slider, seconds (one of ``thresholds``).
     target_pct : float
         Initial target share on the slider, percent (one of ``targets_pct``).
@@ -96,23 +96,23 @@ def safe_utilisation_chart(service_time=8.0, slots=POOL_SIZES, thresholds=None, 
         ``target_pct``, with the safe arrival rate ``safe × c / T`` (requests per second) in
         the tooltip.
     """
-    grid = safe_utilisation_grid(service_time, slots, thresholds, targets_pct)
-    t0 = nonnegative(t, "t")
+    grid = safe_utilisation_grid(service_time_s, slots, thresholds, targets_pct)
+    t0 = nonnegative(wait_target_s, "wait_target_s")
     p0 = positive(target_pct, "target_pct")
     r = probability(rule, "rule")
-    for value, column, name in ((t0, "t", "t"), (p0, "target", "target_pct")):
+    for value, column, name in ((t0, "t", "wait_target_s"), (p0, "target", "target_pct")):
         if not np.isclose(grid[column], value).any():
             raise ValueError(f"{name} must be one of the grid's values {sorted(set(grid[column]))}, got {value}")
     t_values, p_values = np.unique(grid["t"]), np.unique(grid["target"])
     t_step = float(np.min(np.diff(t_values))) if len(t_values) > 1 else 1.0
     p_step = float(np.min(np.diff(p_values))) if len(p_values) > 1 else 1.0
     t_p = slider("wait_t", t0, float(t_values[0]), float(t_values[-1]), t_step,
-                 f"wait threshold t (s), T = {service_time:g} s")
+                 f"wait threshold t (s), T = {service_time_s:g} s")
     p_p = slider("target_pct", p0, float(p_values[0]), float(p_values[-1]), p_step,
                  "target share waiting over t (%)")
     curve = alt.Chart(grid).transform_filter(
         "datum.t == wait_t && datum.target == target_pct"
-    ).transform_calculate(rate=f"datum.safe * datum.c / {float(service_time)}").mark_line(point=True).encode(
+    ).transform_calculate(rate=f"datum.safe * datum.c / {float(service_time_s)}").mark_line(point=True).encode(
         x=alt.X("c:Q", title="slots in the pool, c (log scale)", scale=alt.Scale(type="log")),
         y=alt.Y("safe:Q", title="highest utilisation meeting the SLO", axis=alt.Axis(format="%"),
                 scale=alt.Scale(domain=[0, 1])),
@@ -126,20 +126,20 @@ def safe_utilisation_chart(service_time=8.0, slots=POOL_SIZES, thresholds=None, 
     return (curve + line).add_params(t_p, p_p).properties(title="Safe utilisation grows with pool size")
 
 
-def late_share_grid(slots, service_time, t, demands, target=0.01, floor=1e-6):
+def late_share_grid(slots, service_time_s, wait_target_s, demands, late_share=0.01, floor=1e-6):
     """Share of late requests against fleet size, pooled and with a queue per replica.
 
     Parameters
     ----------
     slots : int
         Slots per replica (S).
-    service_time : float
+    service_time_s : float
         Mean seconds a request holds a slot (T).
-    t : float
+    wait_target_s : float
         Wait threshold, seconds.
     demands : sequence of float
         Peak demands to tabulate, requests per second (each > 0).
-    target : float
+    late_share : float
         Late-share budget, a fraction in (0, 1); the replica axis runs to twice the
         per-replica-queue answer for it.
     floor : float
@@ -151,13 +151,13 @@ def late_share_grid(slots, service_time, t, demands, target=0.01, floor=1e-6):
         Rows ``demand`` (req/s), ``replicas``, ``routing`` ("one shared queue" or "a queue per
         replica") and ``late`` = :func:`capbook.plan.fleet.late_share` (``"pooled"`` or
         ``"round-robin"``), for replica counts from two below the Little's-law floor to twice
-        the per-replica-queue answer for ``target``.
+        the per-replica-queue answer for ``late_share``.
     """
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
     lams = array(demands, "demands", lo=0, lo_open=True, nonempty=True, ndim=1)
-    p = probability(target, "target")
+    p = probability(late_share, "late_share")
     fl = probability(floor, "floor")
     rows = []
     for lam in lams:
@@ -170,15 +170,15 @@ def late_share_grid(slots, service_time, t, demands, target=0.01, floor=1e-6):
     return grid[grid["late"] >= fl].reset_index(drop=True)
 
 
-def late_share_chart(slots, service_time, t, target, demands, demand=None):
+def late_share_chart(slots, service_time_s, wait_target_s, late_share, demands, demand=None):
     """Late share against replicas for both queue models, with a peak-demand slider.
 
     Parameters
     ----------
-    slots, service_time, t, demands
+    slots, service_time_s, wait_target_s, demands
         As in :func:`late_share_grid` (slots, seconds, seconds, requests per second); the
         demands must be evenly spaced, since the slider steps between them.
-    target : float
+    late_share : float
         Late-share budget drawn as a dashed line, a fraction in (0, 1).
     demand : float, optional
         Initial demand on the slider, requests per second (one of ``demands``; default the
@@ -190,8 +190,8 @@ def late_share_chart(slots, service_time, t, target, demands, demand=None):
         Lines of ``late`` (log axis) against ``replicas``, coloured by routing and filtered by
         the slider parameter ``demand``, plus the budget rule.
     """
-    grid = late_share_grid(slots, service_time, t, demands, target)
-    p = probability(target, "target")
+    grid = late_share_grid(slots, service_time_s, wait_target_s, demands, late_share)
+    p = probability(late_share, "late_share")
     lams = np.unique(np.asarray(demands, float))
     steps = np.diff(lams)
     if len(lams) > 1 and not np.allclose(steps, steps[0]):
@@ -203,10 +203,10 @@ def late_share_chart(slots, service_time, t, target, demands, demand=None):
                  "peak demand (req/s)")
     lines = alt.Chart(grid).mark_line(point=True).encode(
         x=alt.X("replicas:Q", title="replicas"),
-        y=alt.Y("late:Q", title=f"share of requests waiting > {float(t):g} s",
+        y=alt.Y("late:Q", title=f"share of requests waiting > {float(wait_target_s):g} s",
                 scale=alt.Scale(type="log", domain=[1e-6, 1]), axis=alt.Axis(format="~%")),
         color=alt.Color("routing:N", title=None),
-        tooltip=["routing:N", "replicas:Q", alt.Tooltip("late:Q", title=f"P(wait > {float(t):g} s)", format=".3%")],
+        tooltip=["routing:N", "replicas:Q", alt.Tooltip("late:Q", title=f"P(wait > {float(wait_target_s):g} s)", format=".3%")],
     ).transform_filter("datum.demand == demand")
     budget = alt.Chart(pd.DataFrame({"y": [p]})).mark_rule(strokeDash=[5, 4]).encode(y="y:Q")
     return (lines + budget).add_params(d_p).properties(

@@ -229,7 +229,7 @@ class LoadDependentQueue:
     ----------
     slots : int
         Sequences each replica runs at most (S).
-    service_time : callable
+    service_time_s : callable
         ``T(n)``: seconds a request holds a slot when ``n`` sequences run on its replica
         (vectorised over ``n``, defined on ``0 < n <= slots``).
     prefill : callable or float, optional
@@ -244,22 +244,22 @@ class LoadDependentQueue:
         Most requests that may wait (K ≥ 0); None for an unbounded queue.
     """
 
-    def __init__(self, slots, service_time: Callable, prefill=0.0, tpot: Callable | None = None,
+    def __init__(self, slots, service_time_s: Callable, prefill=0.0, tpot: Callable | None = None,
                  replicas: int = 1, waiting_room: int | None = None):
         self.slots = integer(slots, "slots", minimum=1)
         self.replicas = integer(replicas, "replicas", minimum=1)
         if waiting_room is not None:
             waiting_room = integer(waiting_room, "waiting_room", minimum=0)
         self.waiting_room = waiting_room
-        if not callable(service_time):
-            raise ValueError("service_time must be a callable T(n) giving seconds at concurrency n")
-        self._T = service_time
+        if not callable(service_time_s):
+            raise ValueError("service_time_s must be a callable T(n) giving seconds at concurrency n")
+        self._T = service_time_s
         self._prefill = prefill if callable(prefill) else (lambda n, v=float(prefill): np.full_like(np.asarray(n, float), v))
         self._tpot = tpot
         n = np.arange(1, self.slots + 1, dtype=float)
         T = np.asarray(self._T(n), dtype=float)
         if T.shape != n.shape or np.any(~np.isfinite(T)) or np.any(T <= 0):
-            raise ValueError("service_time(n) must return positive finite seconds for n = 1..slots")
+            raise ValueError("service_time_s(n) must return positive finite seconds for n = 1..slots")
         self._T_grid = T
 
     @property

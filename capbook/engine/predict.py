@@ -242,12 +242,12 @@ def _simulation(engine: EngineModel, rate, arrivals, seed, requests, duration_s=
                            float(np.mean(run.e2e_s)), notes=notes)
 
 
-def _max_rate(fn, sat: float, target: float, tol: float = 0.005) -> float | None:
-    """Highest rate in (0, sat) whose TTFT p99 from ``fn(rate)`` meets ``target`` (TTFT p99 rises
+def _max_rate(fn, sat: float, ttft_target_s: float, tol: float = 0.005) -> float | None:
+    """Highest rate in (0, sat) whose TTFT p99 from ``fn(rate)`` meets ``ttft_target_s`` (TTFT p99 rises
     with the rate); None when even a trickle misses it."""
     def ok(r):
         p = fn(r)
-        return p.stable and p.ttft_p99_s is not None and p.ttft_p99_s <= target
+        return p.stable and p.ttft_p99_s is not None and p.ttft_p99_s <= ttft_target_s
 
     return highest_passing(ok, sat * 1e-3, sat * (1 - 1e-6), tol)
 

@@ -72,17 +72,17 @@ __all__ = [
     "waterfall_chart",
 ]
 
-def _slo(arrival_rate, slots, service_time, t, target):
+def _slo(arrival_rate, slots, service_time_s, wait_target_s, late_share):
     return (positive(arrival_rate, "arrival_rate"), integer(slots, "slots", minimum=1),
-            positive(service_time, "service_time"), nonnegative(t, "t"), probability(target, "target"))
+            positive(service_time_s, "service_time_s"), nonnegative(wait_target_s, "wait_target_s"), probability(late_share, "late_share"))
 
 
 # ---------------------------------------------------------------------------
 # Routing
 # ---------------------------------------------------------------------------
 
-def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled"):
-    """Share of requests that wait longer than ``t`` seconds for a slot, under a routing policy.
+def late_share(replicas, slots, arrival_rate, service_time_s, wait_target_s, routing="pooled"):
+    """Share of requests that wait longer than ``wait_target_s`` seconds for a slot, under a routing policy.
 
     Parameters
     ----------
@@ -92,9 +92,9 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
         Slots per replica (S).
     arrival_rate : float
         Requests per second reaching the fleet.
-    service_time : float
+    service_time_s : float
         Mean seconds a request holds a slot (T).
-    t : float
+    wait_target_s : float
         Wait threshold, seconds.
     routing : str
         ``"pooled"`` (one M/M/c with ``c = replicas × slots``); ``"round-robin"`` /
@@ -108,7 +108,7 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     Returns
     -------
     float or ndarray
-        ``P(wait > t)``; 1 at or beyond saturation.
+        ``P(wait > wait_target_s)``; 1 at or beyond saturation.
 
     Examples
     --------
@@ -119,8 +119,8 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     n = array(replicas, "replicas", lo=1, integer=True).astype(np.int64)
     s = integer(slots, "slots", minimum=1)
     lam = nonnegative(arrival_rate, "arrival_rate")
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
     if n.ndim == 0:
         n = int(n)  # a plain int keeps queueing on its scalar (math-module) path
         if kind == "pooled":
@@ -136,8 +136,8 @@ def late_share(replicas, slots, arrival_rate, service_time, t, routing="pooled")
     return q.prob_wait_exceeds(tt, s, lam / n, ts)
 
 
-def replicas_for_routing(arrival_rate, slots, service_time, t, target, routing="pooled"):
-    """Fewest replicas meeting ``P(wait > t) ≤ target`` under a routing policy.
+def replicas_for_routing(arrival_rate, slots, service_time_s, wait_target_s, late_share, routing="pooled"):
+    """Fewest replicas meeting ``P(wait > wait_target_s) ≤ late_share`` under a routing policy.
 
     ``"pooled"`` calls :func:`capbook.queueing.replicas_pooled`; ``"round-robin"``,
     ``"random"`` and ``"per-replica"`` call :func:`capbook.queueing.replicas_isolated`;
@@ -149,7 +149,7 @@ def replicas_for_routing(arrival_rate, slots, service_time, t, target, routing="
     24
     """
     kind = queue_model(routing)
-    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
+    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time_s, wait_target_s, late_share)
     if kind == "pooled":
         return q.replicas_pooled(lam, s, ts, tt, p)
     if kind == "cyclic":
@@ -161,7 +161,7 @@ def replicas_for_routing(arrival_rate, slots, service_time, t, target, routing="
 # Strict round-robin: each replica an E_n/M/S queue, solved exactly
 # ---------------------------------------------------------------------------
 
-def _cyclic_boundary(n: int, slots: int, arrival_rate: float, service_time: float):
+def _cyclic_boundary(n: int, slots: int, arrival_rate: float, service_time_s: float):
     """Strict round-robin (E_n/M/S): the probability an arrival waits and the decay ratio σ.
 
     The replica sees every n-th arrival of a Poisson stream of rate λ, so its inter-arrival
@@ -180,7 +180,7 @@ def _cyclic_boundary(n: int, slots: int, arrival_rate: float, service_time: floa
     """
     from scipy import linalg, optimize
 
-    mu = 1.0 / service_time
+    mu = 1.0 / service_time_s
     smu = slots * mu
     lam = arrival_rate
 
@@ -239,19 +239,19 @@ def _cyclic_boundary(n: int, slots: int, arrival_rate: float, service_time: floa
     return float(min(1.0, max(0.0, c * sigma / (1.0 - sigma)))), sigma
 
 
-def _late_cyclic(n: int, slots: int, arrival_rate: float, service_time: float, t: float) -> float:
+def _late_cyclic(n: int, slots: int, arrival_rate: float, service_time_s: float, wait_target_s: float) -> float:
     if arrival_rate == 0:
         return 0.0
-    if arrival_rate * service_time / n >= slots:
+    if arrival_rate * service_time_s / n >= slots:
         return 1.0
-    pw, sigma = _cyclic_boundary(n, slots, arrival_rate, service_time)
+    pw, sigma = _cyclic_boundary(n, slots, arrival_rate, service_time_s)
     # a request that waits needs a geometric number of exponential(S/T) departures: its wait
     # beyond zero is exponential with rate S (1 − σ) / T
-    return float(pw * math.exp(-slots * (1.0 - sigma) * t / service_time))
+    return float(pw * math.exp(-slots * (1.0 - sigma) * wait_target_s / service_time_s))
 
 
-def late_share_round_robin(replicas, slots, arrival_rate, service_time, t) -> float:
-    r"""``P(wait > t)`` under strict round-robin from a single dispatcher, computed exactly.
+def late_share_round_robin(replicas, slots, arrival_rate, service_time_s, wait_target_s) -> float:
+    r"""``P(wait > wait_target_s)`` under strict round-robin from a single dispatcher, computed exactly.
 
     Each replica receives every ``replicas``-th request of a Poisson stream, so its arrivals
     are Erlang-distributed (much more regular than Poisson) while its slots still form a
@@ -270,9 +270,9 @@ def late_share_round_robin(replicas, slots, arrival_rate, service_time, t) -> fl
         Slots per replica (S).
     arrival_rate : float
         Requests per second reaching the dispatcher (Poisson).
-    service_time : float
+    service_time_s : float
         Mean seconds in service (exponential).
-    t : float
+    wait_target_s : float
         Wait threshold, seconds.
 
     Returns
@@ -299,17 +299,17 @@ def late_share_round_robin(replicas, slots, arrival_rate, service_time, t) -> fl
     n = integer(replicas, "replicas", minimum=1)
     s = integer(slots, "slots", minimum=1)
     lam = nonnegative(arrival_rate, "arrival_rate")
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
     return _late_cyclic(n, s, lam, ts, tt)
 
 
-def replicas_round_robin(arrival_rate, slots, service_time, t, target) -> int:
-    """Fewest replicas meeting ``P(wait > t) ≤ target`` under strict round-robin (exact E_n/M/S).
+def replicas_round_robin(arrival_rate, slots, service_time_s, wait_target_s, late_share) -> int:
+    """Fewest replicas meeting ``P(wait > wait_target_s) ≤ late_share`` under strict round-robin (exact E_n/M/S).
 
     Parameters
     ----------
-    arrival_rate, slots, service_time, t, target
+    arrival_rate, slots, service_time_s, wait_target_s, late_share
         As in :func:`capbook.queueing.replicas_pooled`.
 
     Returns
@@ -322,12 +322,12 @@ def replicas_round_robin(arrival_rate, slots, service_time, t, target) -> int:
     >>> replicas_round_robin(40, 32, 12.25, 0.5, 0.01)
     21
     """
-    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
+    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time_s, wait_target_s, late_share)
     # the tail falls as replicas are added; the pooled answer is a lower bound
     return fewest(lambda n: _late_cyclic(n, s, lam, ts, tt) <= p, q.replicas_pooled(lam, s, ts, tt, p))
 
 
-def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
+def replicas_partitioned(arrival_rate, slots, service_time_s, wait_target_s, late_share, shares):
     """Replicas when the traffic is split into groups that cannot share replicas.
 
     Each group is its own pool (load-aware routing inside the group), sized separately with
@@ -337,11 +337,11 @@ def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
 
     Parameters
     ----------
-    arrival_rate, slots, service_time, t, target
+    arrival_rate, slots, service_time_s, wait_target_s, late_share
         As in :func:`capbook.queueing.replicas_pooled`; ``arrival_rate`` is the total.
     shares : sequence of float
         Share of the traffic in each group, each > 0, summing to 1 (within 1e-9).
-        ``service_time`` may instead be a sequence of the same length (one T per group, e.g. a
+        ``service_time_s`` may instead be a sequence of the same length (one T per group, e.g. a
         shorter T where a cached prefix skips part of the prefill).
 
     Returns
@@ -357,16 +357,16 @@ def replicas_partitioned(arrival_rate, slots, service_time, t, target, shares):
     sh = array(shares, "shares", lo=0, lo_open=True, nonempty=True, ndim=1)
     if abs(sh.sum() - 1.0) > 1e-9:
         raise ValueError(f"shares must sum to 1, they sum to {sh.sum():.6g}")
-    if np.ndim(service_time) == 0:
-        times = [service_time] * sh.size
+    if np.ndim(service_time_s) == 0:
+        times = [service_time_s] * sh.size
     else:
-        times = list(service_time)
+        times = list(service_time_s)
         if len(times) != sh.size:
             raise ValueError(
-                f"service_time has {len(times)} entries but shares has {sh.size}: give one T per group"
+                f"service_time_s has {len(times)} entries but shares has {sh.size}: give one T per group"
             )
     lam = positive(arrival_rate, "arrival_rate")
-    return [q.replicas_pooled(lam * f, slots, ts, t, target) for f, ts in zip(sh, times)]
+    return [q.replicas_pooled(lam * f, slots, ts, wait_target_s, late_share) for f, ts in zip(sh, times)]
 
 
 @dataclass(frozen=True)
@@ -375,17 +375,17 @@ class RoutingComparison:
 
     Attributes
     ----------
-    arrival_rate, slots, service_time, t, target
-        The demand, the replica rating and the SLO ``P(wait > t) ≤ target``.
+    arrival_rate, slots, service_time_s, wait_target_s, late_share
+        The demand, the replica rating and the SLO ``P(wait > wait_target_s) ≤ late_share``.
     by_mean, per_replica, pooled : int
         Replicas under each approach.
     """
 
     arrival_rate: float
     slots: int
-    service_time: float
-    t: float
-    target: float
+    service_time_s: float
+    wait_target_s: float
+    late_share: float
     by_mean: int
     per_replica: int
     pooled: int
@@ -406,14 +406,14 @@ class RoutingComparison:
         The "by the mean" row is evaluated behind one shared queue, the most favourable
         routing: even then it misses the SLO.
         """
-        a = self.arrival_rate * self.service_time
+        a = self.arrival_rate * self.service_time_s
         rows = []
         for name, n, kind in (
             ("by the mean", self.by_mean, "pooled"),
             ("random / round-robin", self.per_replica, "per-replica"),
             ("load-aware (pooled)", self.pooled, "pooled"),
         ):
-            late = float(late_share(n, self.slots, self.arrival_rate, self.service_time, self.t, kind))
+            late = float(late_share(n, self.slots, self.arrival_rate, self.service_time_s, self.wait_target_s, kind))
             rows.append(
                 {
                     "approach": name,
@@ -422,7 +422,7 @@ class RoutingComparison:
                     "slots": n * self.slots,
                     "utilisation": a / (n * self.slots),
                     "late_share": late,
-                    "meets_slo": late <= self.target,
+                    "meets_slo": late <= self.late_share,
                 }
             )
         return pd.DataFrame(rows).set_index("approach")
@@ -451,14 +451,14 @@ class RoutingComparison:
                 "approach:N",
                 "replicas:Q",
                 alt.Tooltip("utilisation:Q", format=".1%"),
-                alt.Tooltip("late_share:Q", title=f"P(wait > {self.t:g} s)", format=".2%"),
+                alt.Tooltip("late_share:Q", title=f"P(wait > {self.wait_target_s:g} s)", format=".2%"),
             ],
         )
         text = base.mark_text(align="left", dx=4).encode(text="label:N")
         return (bars + text).properties(
             height=120,
-            title=f"{self.arrival_rate:g} req/s, {self.slots} slots, T = {self.service_time:g} s: "
-            f"P(wait > {self.t:g} s) ≤ {100 * self.target:g} %",
+            title=f"{self.arrival_rate:g} req/s, {self.slots} slots, T = {self.service_time_s:g} s: "
+            f"P(wait > {self.wait_target_s:g} s) ≤ {100 * self.late_share:g} %",
         )
 
     def _repr_html_(self) -> str:
@@ -469,7 +469,7 @@ class RoutingComparison:
         )
 
 
-def compare_routing(arrival_rate, slots, service_time, t, target) -> RoutingComparison:
+def compare_routing(arrival_rate, slots, service_time_s, wait_target_s, late_share) -> RoutingComparison:
     """Size one peak three ways: by the mean, with per-replica queues, and with one pooled queue.
 
     Parameters
@@ -478,12 +478,12 @@ def compare_routing(arrival_rate, slots, service_time, t, target) -> RoutingComp
         Peak requests per second.
     slots : int
         Slots per replica (S).
-    service_time : float
+    service_time_s : float
         Mean seconds a request holds a slot (T).
-    t : float
+    wait_target_s : float
         Wait threshold of the SLO, seconds.
-    target : float
-        Largest acceptable share of requests waiting longer than ``t``.
+    late_share : float
+        Largest acceptable share of requests waiting longer than ``wait_target_s``.
 
     Returns
     -------
@@ -495,13 +495,13 @@ def compare_routing(arrival_rate, slots, service_time, t, target) -> RoutingComp
     >>> r.by_mean, r.per_replica, r.pooled, r.saving
     (16, 24, 17, 7)
     """
-    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time, t, target)
+    lam, s, ts, tt, p = _slo(arrival_rate, slots, service_time_s, wait_target_s, late_share)
     return RoutingComparison(
         arrival_rate=lam,
         slots=s,
-        service_time=ts,
-        t=tt,
-        target=p,
+        service_time_s=ts,
+        wait_target_s=tt,
+        late_share=p,
         by_mean=q.replicas_by_mean(lam, s, ts),
         per_replica=q.replicas_isolated(lam, s, ts, tt, p),
         pooled=q.replicas_pooled(lam, s, ts, tt, p),
@@ -909,9 +909,9 @@ class FleetPlan:
 
     Attributes
     ----------
-    peak_rate, slots, service_time, t, target
+    peak_rate, slots, service_time_s, wait_target_s, target
         Peak requests per second, slots per replica, mean seconds in service, and the SLO
-        ``P(wait > t) ≤ target``.
+        ``P(wait > wait_target_s) ≤ target``.
     routing : str
         The queue model of the routing policy (:func:`capbook.routing.queue_model`):
         ``"pooled"``, ``"per-replica"`` or ``"cyclic"``.
@@ -934,13 +934,13 @@ class FleetPlan:
     tokens_per_request : float or None
         Tokens per request for the token translation.
     queueing_replicas : int
-        Fewest replicas meeting ``P(wait > t) ≤ target`` at the peak under ``routing``.
+        Fewest replicas meeting ``P(wait > wait_target_s) ≤ target`` at the peak under ``routing``.
     """
 
     peak_rate: float
     slots: int
-    service_time: float
-    t: float
+    service_time_s: float
+    wait_target_s: float
     target: float
     routing: str
     ramp_per_min: float
@@ -985,20 +985,20 @@ class FleetPlan:
         return token_rates(self.peak_rate, self.tokens_per_request)
 
     def late_share(self, replicas, arrival_rate=None) -> float:
-        """``P(wait > t)`` with ``replicas`` in service at ``arrival_rate`` (default: the peak)."""
+        """``P(wait > wait_target_s)`` with ``replicas`` in service at ``arrival_rate`` (default: the peak)."""
         lam = self.peak_rate if arrival_rate is None else arrival_rate
-        return float(late_share(replicas, self.slots, lam, self.service_time, self.t, self.routing))
+        return float(late_share(replicas, self.slots, lam, self.service_time_s, self.wait_target_s, self.routing))
 
     def utilisation(self, replicas, arrival_rate=None) -> float:
         """Average slot utilisation ``λ T / (replicas × S)``."""
         lam = self.peak_rate if arrival_rate is None else arrival_rate
-        return lam * self.service_time / (replicas * self.slots)
+        return lam * self.service_time_s / (replicas * self.slots)
 
     def table(self) -> pd.DataFrame:
         """The breakdown, one row per stage.
 
         Columns: ``added`` (replicas the stage adds), ``replicas`` (cumulative), ``slots``,
-        ``utilisation`` and ``late_share`` (``P(wait > t)``), both at the peak with that many
+        ``utilisation`` and ``late_share`` (``P(wait > wait_target_s)``), both at the peak with that many
         replicas under the plan's routing.
         """
         steps = [
@@ -1063,8 +1063,8 @@ class FleetPlan:
     def _repr_html_(self) -> str:
         head = (
             f"<p><b>Fleet plan: {self.total} replicas</b> for {self.peak_rate:g} req/s at "
-            f"{self.slots} slots × T = {self.service_time:g} s, "
-            f"P(wait &gt; {self.t:g} s) ≤ {100 * self.target:g} %, routing {html.escape(resolve(self.routing).label)}. "
+            f"{self.slots} slots × T = {self.service_time_s:g} s, "
+            f"P(wait &gt; {self.wait_target_s:g} s) ≤ {100 * self.target:g} %, routing {html.escape(resolve(self.routing).label)}. "
             f"Burst: {self.ramp_per_min:g} req/s per min × {self.lag_min:g} min = {self.burst.rate:g} req/s "
             f"→ {self.burst.replicas} replica(s) at {self.per_replica_rate:.2f} req/s each. "
             f"Spare policy: N+{self.spares}"
@@ -1104,9 +1104,9 @@ def _pct(p: float) -> str:
 def plan_fleet(
     peak_rate,
     slots,
-    service_time,
-    t,
-    target,
+    service_time_s,
+    wait_target_s,
+    late_share,
     *,
     routing="pooled",
     ramp_per_min=0.0,
@@ -1123,7 +1123,7 @@ def plan_fleet(
     The plan has four stages:
 
     1. **Little's-law floor**: ``ceil(peak × T / S)``, what dividing by the mean buys.
-    2. **Queueing**: the fewest replicas meeting ``P(wait > t) ≤ target`` at the peak under
+    2. **Queueing**: the fewest replicas meeting ``P(wait > wait_target_s) ≤ late_share`` at the peak under
        ``routing`` (:func:`replicas_for_routing`), or ``at_least`` when other checks need more:
        the **serving** replicas.
     3. **Burst headroom**: ``ramp_per_min × lag_min`` req/s, converted to replicas at the
@@ -1139,12 +1139,12 @@ def plan_fleet(
         Peak requests per second (busy-hour peak, not a daily average), > 0.
     slots : int
         Slots per replica (S), ≥ 1.
-    service_time : float
+    service_time_s : float
         Mean seconds a request holds a slot (T), > 0.
-    t : float
+    wait_target_s : float
         Wait threshold of the SLO, seconds, ≥ 0.
-    target : float
-        Largest acceptable share of requests waiting longer than ``t``, in (0, 1).
+    late_share : float
+        Largest acceptable share of requests waiting longer than ``wait_target_s``, in (0, 1).
     routing : str
         ``"pooled"`` (load-aware: one queue or join-shortest-queue on free slots) or
         ``"round-robin"`` / ``"random"`` (a queue per replica). See :mod:`capbook.routing`.
@@ -1179,7 +1179,7 @@ def plan_fleet(
     >>> p.floor, p.serving, p.burst.replicas, p.spare, p.total
     (16, 17, 2, 1, 20)
     """
-    lam, s, ts, tt, p = _slo(peak_rate, slots, service_time, t, target)
+    lam, s, ts, tt, p = _slo(peak_rate, slots, service_time_s, wait_target_s, late_share)
     kind = queue_model(routing)
     ramp = nonnegative(ramp_per_min, "ramp_per_min")
     lag = lag_min.total if isinstance(lag_min, ScaleUpLag) else nonnegative(lag_min, "lag_min")
@@ -1205,9 +1205,9 @@ def plan_fleet(
     plan = FleetPlan(
         peak_rate=lam,
         slots=s,
-        service_time=ts,
-        t=tt,
-        target=p,
+        service_time_s=ts,
+        wait_target_s=tt,
+        target=p,  # pending integrator: FleetPlan.target -> late_share with FleetPlan.late_share() -> late_share_at()
         routing=kind,
         ramp_per_min=ramp,
         lag_min=lag,
@@ -1249,7 +1249,7 @@ class UtilisationPlan:
     Attributes
     ----------
     busy_slots : float
-        ``arrival_rate × service_time``: slots busy on average (Little's law).
+        ``arrival_rate × service_time_s``: slots busy on average (Little's law).
     at_full : int
         Replicas at 100 % slot utilisation, ``ceil(busy_slots / S)``.
     at_planning : int
@@ -1260,7 +1260,7 @@ class UtilisationPlan:
 
     arrival_rate: float
     slots: int
-    service_time: float
+    service_time_s: float
     planning_utilisation: float
     spares: int
     busy_slots: float
@@ -1268,13 +1268,13 @@ class UtilisationPlan:
     at_planning: int
     total: int
 
-    def late_share(self, t, replicas=None, routing="pooled") -> float:
-        """``P(wait > t)`` at ``arrival_rate`` with ``replicas`` (default: ``total``)."""
+    def late_share(self, wait_target_s, replicas=None, routing="pooled") -> float:
+        """``P(wait > wait_target_s)`` at ``arrival_rate`` with ``replicas`` (default: ``total``)."""
         n = self.total if replicas is None else replicas
-        return float(late_share(n, self.slots, self.arrival_rate, self.service_time, t, routing))
+        return float(late_share(n, self.slots, self.arrival_rate, self.service_time_s, wait_target_s, routing))
 
 
-def plan_by_utilisation(arrival_rate, slots, service_time, planning_utilisation=0.72, spares=1) -> UtilisationPlan:
+def plan_by_utilisation(arrival_rate, slots, service_time_s, planning_utilisation=0.72, spares=1) -> UtilisationPlan:
     """Size a fleet the spreadsheet way: busy slots divided by a planning utilisation.
 
     Parameters
@@ -1283,7 +1283,7 @@ def plan_by_utilisation(arrival_rate, slots, service_time, planning_utilisation=
         Peak requests per second, > 0.
     slots : int
         Slots per replica.
-    service_time : float
+    service_time_s : float
         Mean seconds in service.
     planning_utilisation : float
         Target average slot utilisation, in (0, 1].
@@ -1302,7 +1302,7 @@ def plan_by_utilisation(arrival_rate, slots, service_time, planning_utilisation=
     """
     lam = positive(arrival_rate, "arrival_rate")
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
+    ts = positive(service_time_s, "service_time_s")
     u = probability(planning_utilisation, "planning_utilisation", hi_open=False)
     k = integer(spares, "spares", minimum=0)
     busy = lam * ts
@@ -1321,14 +1321,14 @@ class AlertLevels:
 
     ``table()`` has one row per level (``warn``, ``breach``) with the arrival rate, the slot
     utilisation, the probability of waiting at all, the mean and p95 queue wait (seconds),
-    the mean queue depth (requests waiting) and the late share ``P(wait > t)``.
+    the mean queue depth (requests waiting) and the late share ``P(wait > wait_target_s)``.
     """
 
     replicas: int
     slots: int
-    service_time: float
-    t: float
-    target: float
+    service_time_s: float
+    wait_target_s: float
+    late_share: float
     routing: str
     warn_rate: float
     breach_rate: float
@@ -1342,7 +1342,7 @@ class AlertLevels:
         return (self.breach_rate - self.warn_rate) / self.ramp_per_min
 
     def _row(self, lam: float) -> dict:
-        n, s, ts = self.replicas, self.slots, self.service_time
+        n, s, ts = self.replicas, self.slots, self.service_time_s
         if self.routing == "pooled":
             c, lam_q, copies = n * s, lam, 1
         else:
@@ -1355,7 +1355,7 @@ class AlertLevels:
             "mean_wait": wq,
             "p95_wait": float(q.wait_quantile(0.95, c, lam_q, ts)),
             "queue_depth": copies * lam_q * wq,
-            "late_share": float(q.prob_wait_exceeds(self.t, c, lam_q, ts)),
+            "late_share": float(q.prob_wait_exceeds(self.wait_target_s, c, lam_q, ts)),
         }
 
     def table(self) -> pd.DataFrame:
@@ -1376,9 +1376,9 @@ class AlertLevels:
 def alert_levels(
     replicas,
     slots,
-    service_time,
-    t,
-    target,
+    service_time_s,
+    wait_target_s,
+    late_share,
     *,
     routing="pooled",
     warn_fraction=0.1,
@@ -1387,7 +1387,7 @@ def alert_levels(
 ) -> AlertLevels:
     """Slot-utilisation and queue-wait levels at which to alert before the SLO is breached.
 
-    The **breach** level is the arrival rate at which ``P(wait > t)`` reaches ``target`` on
+    The **breach** level is the arrival rate at which ``P(wait > wait_target_s)`` reaches ``late_share`` on
     this fleet. The **warn** level is, by default, the rate at which it reaches
     ``warn_fraction × target``. With ``ramp_per_min`` and ``lead_min`` the warn level is instead
     the rate ``lead_min`` minutes of ramp below the breach, so the alert fires early enough for
@@ -1399,10 +1399,10 @@ def alert_levels(
         Replicas in service, ≥ 1.
     slots : int
         Slots per replica.
-    service_time : float
+    service_time_s : float
         Mean seconds in service.
-    t, target : float
-        The SLO ``P(wait > t) ≤ target``.
+    wait_target_s, late_share : float
+        The SLO ``P(wait > wait_target_s) ≤ late_share``.
     routing : str
         As in :func:`plan_fleet`.
     warn_fraction : float
@@ -1424,9 +1424,9 @@ def alert_levels(
     """
     n = integer(replicas, "replicas", minimum=1)
     s = integer(slots, "slots", minimum=1)
-    ts = positive(service_time, "service_time")
-    tt = nonnegative(t, "t")
-    p = probability(target, "target")
+    ts = positive(service_time_s, "service_time_s")
+    tt = nonnegative(wait_target_s, "wait_target_s")
+    p = probability(late_share, "late_share")
     kind = queue_model(routing)
     if kind == "cyclic":
         raise ValueError(
