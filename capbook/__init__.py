@@ -26,7 +26,7 @@ _EXPORTS = {
     **dict.fromkeys(("Sweep", "choose_slots", "load_sample_sweep"), "sweeps.sweep"),
     **dict.fromkeys(("FleetPlan", "allocate_tpm", "alert_levels", "compare_routing", "plan_fleet"), "plan.fleet"),
     **dict.fromkeys(("event_calendar", "fit_trend_shape", "forecast_tokens"), "forecast.tokens"),
-    **dict.fromkeys(("compare_forecasts", "score_forecast"), "forecast.backtest"),
+    **dict.fromkeys(("compare_forecasts", "score_forecast"), "forecast.scoring"),
     **dict.fromkeys(("FleetSpec", "Simulation", "simulate"), "sim.slotsim"),
     **dict.fromkeys(("SLO",), "slo"),
     **dict.fromkeys(("CapacityPlan", "capacity_plan"), "plan.steps"),
