@@ -50,7 +50,7 @@ from capbook.forecast import tokens as fc
 from capbook.forecast.tokens import HOURLY_COLUMNS, HOURS_PER_WEEK, read_token_csv
 from capbook.paths import data_dir
 from capbook.plan.fleet import plan_fleet
-from capbook.plan.steps import _LADDER, _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO
+from capbook.plan.steps import _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO
 from capbook.sweeps.sweep import Sweep
 from capbook.validation import nonnegative, number, positive, probability
 
@@ -729,8 +729,10 @@ class WeekDemand:
 def week_demand(plan) -> WeekDemand:
     """The plan's forecast week (at its horizon) as an hourly distribution.
 
-    The forecast is re-run with the method the plan used (:func:`capbook.plan.steps.peak_forecast`'s
-    ladder), so that ``week_demand(plan).peak(plan.quantile)`` is the plan's planned peak.
+    Read from the forecast the plan made (:attr:`capbook.plan.steps.PeakForecast.forecast` at
+    the plan's horizon: its point forecast and backtest log errors), so that
+    ``week_demand(plan).peak(plan.quantile)`` is the plan's planned peak and the forecast is
+    not run again.
 
     Raises
     ------
@@ -742,32 +744,17 @@ def week_demand(plan) -> WeekDemand:
     if pk.method == "observed":
         raise ValueError("the plan's peak is the busiest observed hour (no forecast was possible), so there is no "
                          "forecast distribution to price quantiles on; give a longer hourly history")
-    sel = plan.traffic.hourly
-    s = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
-    s.index = pd.DatetimeIndex(s.index)
-    s = fc.trim_to_whole_weeks(s)
-    _, x = fc._as_weeks(s, "series", 1)
+    f = pk.forecast
+    if f is None or f.error_weeks is None:
+        raise ValueError("the plan's peak carries no forecast to read the week from (a PeakForecast built by hand?); "
+                         "plan with capbook.plan.steps.capacity_plan")
     scale = float(plan.demand_scale)
-    for method, mf, mo in _LADDER:
-        if method != pk.method:
-            continue
-        try:
-            f = fc.forecast_tokens(s, h, quantiles=(0.5,), method=method, min_fit_weeks=mf, min_origins=mo)
-        except ValueError:
-            continue
-        point = f.frame["point"].to_numpy().reshape(h, fc.HOURS_PER_WEEK)[h - 1]
-        if method == "calibrated":
-            errs = fc._rolling_errors_kernel(x, h, mf, True)
-            e = np.stack(errs[h - 1])
-        else:
-            e1 = np.stack(fc._rolling_errors_kernel(x, 1, mf, True)[0])
-            m1 = float(np.median(e1))
-            e = m1 + math.sqrt(h) * (e1 - m1)
-        peaks = (point[None, :] * np.exp(e)).max(axis=1)
-        hours = f.frame.index[f.frame["horizon_week"].to_numpy() == h]
-        return WeekDemand(pd.DatetimeIndex(hours), point / 3600.0 * scale, e.ravel(), peaks / 3600.0 * scale, method,
-                          float(plan.mean_output_tokens))
-    raise ValueError(f"could not re-run the plan's {pk.method} forecast")  # pragma: no cover (the plan ran it)
+    point = f.frame["point"].to_numpy().reshape(h, fc.HOURS_PER_WEEK)[h - 1]
+    e = f.error_weeks[h - 1]
+    peaks = (point[None, :] * np.exp(e)).max(axis=1)
+    hours = f.frame.index[f.frame["horizon_week"].to_numpy() == h]
+    return WeekDemand(pd.DatetimeIndex(hours), point / 3600.0 * scale, e.ravel(), peaks / 3600.0 * scale, f.method,
+                      float(plan.mean_output_tokens))
 
 
 # --------------------------------------------------------------------------------------------

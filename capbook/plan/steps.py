@@ -203,6 +203,12 @@ class PeakForecast:
         Point forecast at that hour (tokens/s).
     note : str
         How the number was obtained, in a sentence (why a fallback was used).
+    forecast : capbook.forecast.tokens.TokenForecast or None
+        The forecast the number was read from (None for ``"observed"``), kept so that the
+        forecast week is computed once per plan (:func:`capbook.cost.costs.week_demand` reads
+        its point forecast and backtest errors).
+    min_fit_weeks, min_origins : int or None
+        The rung of the ladder that forecast used.
     """
 
     horizon_weeks: int
@@ -211,6 +217,9 @@ class PeakForecast:
     peak_hour: pd.Timestamp | None
     point_tps: float
     note: str
+    forecast: object = field(default=None, repr=False, compare=False)
+    min_fit_weeks: int | None = field(default=None, repr=False, compare=False)
+    min_origins: int | None = field(default=None, repr=False, compare=False)
 
 
 _LADDER = (("calibrated", 4, 3), ("calibrated", 3, 1), ("sqrt_h", 4, 3), ("sqrt_h", 3, 1))
@@ -289,7 +298,7 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
                 if h > HORIZON_HISTORY_FACTOR * weeks:
                     note += f"; rough: {h} weeks ahead is further than the {weeks} weeks of history"
                 got = PeakForecast(h, float(pk[name]) / 3600.0, method, pd.Timestamp(pk["peak_hour"]),
-                                   float(pk["point"]) / 3600.0, note)
+                                   float(pk["point"]) / 3600.0, note, forecast=f, min_fit_weeks=mf, min_origins=mo)
                 break
             if got is None:
                 why = errors[-1]
