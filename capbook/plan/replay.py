@@ -657,18 +657,37 @@ def explain_checks(plan: CapacityPlan, log, sweep, checks: dict, *, n_requests: 
     data = kept.data if kept is not None else _replay_arrivals(plan, log, n_requests)
     cache: dict = {}
 
+    def variant(kind):
+        d = data
+        if kind == "poisson":
+            rng = np.random.default_rng(seed)
+            gaps = rng.exponential(1.0 / plan.request_rate, len(d))
+            d = d.assign(arrival_time=np.cumsum(gaps) - gaps[0])
+        elif kind == "mean prompts":
+            d = d.assign(input_tokens=max(1, int(round(float(d["input_tokens"].mean())))))
+        return d
+
+    # every count below the simulated one is run with the log's arrivals, Poisson arrivals and mean
+    # prompts: the runs the search already made are read back, the others (independent, each with
+    # its own seed) run together on the machine's cores
+    below = sorted({int(n) for n in checks.values() if n is not None and int(n) < int(n_sim)})
+    todo = []
+    for n in below:
+        for kind in ("log", "poisson", "mean prompts"):
+            if kind == "log" and kept is not None and n in kept.first:
+                cache[(kind, n)] = _combine([kept.first[n]], data, n, slo, v.router)
+            else:
+                todo.append((kind, n))
+    if todo:
+        frames = {kind: variant(kind) for kind in {k for k, _ in todo}}
+        runs = run_all(lambda job: _replicate(engine, frames[job[0]], job[1], slo, v.router, seed, 0), todo)
+        for (kind, n), run in zip(todo, runs):
+            cache[(kind, n)] = _combine([run], frames[kind], n, slo, v.router)
+
     def sim(kind, n):
-        if (kind, n) not in cache and kind == "log" and kept is not None and n in kept.first:
-            cache[(kind, n)] = _combine([kept.first[n]], data, n, slo, v.router)
-        if (kind, n) not in cache:
-            d = data
-            if kind == "poisson":
-                rng = np.random.default_rng(seed)
-                gaps = rng.exponential(1.0 / plan.request_rate, len(d))
-                d = d.assign(arrival_time=np.cumsum(gaps) - gaps[0])
-            elif kind == "mean prompts":
-                d = d.assign(input_tokens=max(1, int(round(float(d["input_tokens"].mean())))))
-            cache[(kind, n)] = simulate_serving(engine, d, n, slo=slo, router=v.router, seeds=1, seed=seed)
+        if (kind, n) not in cache:  # pragma: no cover - every count below n_sim was run above
+            cache[(kind, n)] = simulate_serving(engine, variant(kind), n, slo=slo, router=v.router, seeds=1,
+                                                seed=seed)
         return cache[(kind, n)]
 
     reasons_over = {
