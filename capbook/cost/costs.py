@@ -50,6 +50,7 @@ from capbook.forecast import tokens as fc
 from capbook.forecast.tokens import HOURLY_COLUMNS, HOURS_PER_WEEK, read_token_csv
 from capbook.paths import data_dir
 from capbook.plan.fleet import plan_fleet
+from capbook.logs.scope import select_scope
 from capbook.plan.steps import _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO
 from capbook.sweeps.sweep import Sweep
 from capbook.validation import nonnegative, number, positive, probability
@@ -1310,8 +1311,7 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
     minute = sums.per_minute
     shared = capacity_plan(sums, sweep, **kw)
     tier = shared.traffic.tier
-    names = sorted(map(str, pd.unique(minute.loc[(minute["model"] == shared.traffic.model)
-                                                 & ((minute["tier"] == tier) if tier else True), by])))
+    names = sorted(map(str, pd.unique(select_scope(minute, shared.traffic.model, tier or None)[by])))
     rows = []
     for t in names:
         h = hourly_t[hourly_t[by] == t].drop(columns=by)

@@ -77,6 +77,7 @@ from capbook.engine.stepmodel import fitted_engine
 from capbook.forecast import tokens as fc
 from capbook.logs.aggregates import LogAggregates
 from capbook.logs.stats import busiest_window, format_duration
+from capbook.logs.scope import select_scope
 from capbook.plan.fleet import allocate_tpm, plan_fleet, replicas_for_routing, waterfall_chart
 from capbook.plan.replay import _SKIPPED, explain_checks, Verification, verify_plan
 from capbook.slo import SLO
@@ -315,12 +316,7 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
 # The log, summed once
 # --------------------------------------------------------------------------------------------
 def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
-    out = frame
-    if model is not None and "model" in out.columns:
-        out = out[out["model"] == model]
-    if tier is not None and "tier" in out.columns:
-        out = out[out["tier"] == tier]
-    return out
+    return select_scope(frame, model, tier)
 
 
 # --------------------------------------------------------------------------------------------
