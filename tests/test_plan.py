@@ -538,3 +538,19 @@ def test_select_scope_filters_model_and_tier_as_text():
     assert list(select_scope(df, None, "x")["v"]) == [1, 3, 4]
     assert select_scope(df, "c", None).empty
     assert list(select_scope(df.drop(columns="tier"), "b", "x")["v"]) == [3]
+
+
+def test_every_plan_shortcut_is_a_documented_property_of_its_step(small_plan):
+    """CapacityPlan's numbers under their usual names: each listed name is a property with a
+    docstring naming its step, and reads the step's attribute."""
+    from capbook.plan.steps import CapacityPlan
+
+    plan = small_plan
+    assert len(CapacityPlan.SHORTCUTS) == 32
+    for name, step in CapacityPlan.SHORTCUTS.items():
+        prop = CapacityPlan.__dict__[name]
+        assert isinstance(prop, property), name
+        assert f"``{step}.{name}``" in prop.__doc__, name
+        got, want = getattr(plan, name), getattr(getattr(plan, step), name)
+        assert got is want or got == want, name
+    assert plan.serving == plan.fleet.serving and plan.output_tps == plan.demand.output_tps
