@@ -49,9 +49,8 @@ import pandas as pd
 from capbook.forecast import tokens as fc
 from capbook.forecast.tokens import HOURLY_COLUMNS, HOURS_PER_WEEK, read_token_csv
 from capbook.paths import data_dir
-from capbook.plan.fleet import plan_fleet
 from capbook.logs.scope import select_scope
-from capbook.plan.steps import _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO
+from capbook.plan.steps import _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO, stack_fleet
 from capbook.sweeps.sweep import Sweep
 from capbook.validation import nonnegative, number, positive, probability
 
@@ -584,10 +583,10 @@ class FleetCurve:
     (:func:`capbook.plan.replay.verify_plan`); that fixes the rate one replica carries within the
     objectives, ``plan.request_rate / plan.serving``. For another peak the serving count is that
     peak over this rate, rounded up (so at the plan's own peak it is exactly the plan's count),
-    and the burst headroom and failure spares are stacked on it by the plan's policies
-    (:func:`capbook.plan.fleet.plan_fleet`). It does not simulate again: a much smaller peak pools
-    less and needs a little more per request than this, a much larger one a little less (the
-    pooling chapter); re-plan with ``demand_scale=`` to verify a different peak.
+    and the burst headroom and failure spares are stacked on it by the plan's own step
+    (:func:`capbook.plan.steps.stack_fleet`). It does not simulate again: a much smaller peak
+    pools less and needs a little more per request than this, a much larger one a little less
+    (the pooling chapter); re-plan with ``demand_scale=`` to verify a different peak.
 
     Parameters
     ----------
@@ -599,9 +598,6 @@ class FleetCurve:
     def __init__(self, plan, sweep):
         self.plan = plan
         self.sweep = sweep
-        r = plan.replica
-        self._S = int(r.slots.S)
-        self._T = float(r.service_time_s)
         self._mean_out = float(plan.mean_output_tokens)
         fl = plan.fleet
         self._ramp_share = fl.ramp_per_min / fl.peak_rate if fl.peak_rate > 0 else 0.0
@@ -615,13 +611,13 @@ class FleetCurve:
         return self._stack(output_tps).serving
 
     def _stack(self, output_tps: float):
+        # the plan's own step 8 (capbook.plan.steps.stack_fleet) on a demand of this peak
         x = positive(output_tps, "output_tps")
-        slo = self.plan.slo
         lam = x / self._mean_out
         serving = max(1, int(math.ceil(lam / self._per_replica_rps - 1e-9)))
-        return plan_fleet(lam, self._S, self._T, slo.wait_target_s, slo.late_share, routing="pooled",
-                          ramp_per_min=self._ramp_share * lam, lag_min=self._lag, spares=self._spares,
-                          zones=self._zones, serving=serving)
+        demand = dataclasses.replace(self.plan.demand, request_rate=lam)
+        return stack_fleet(demand, self.plan.replica, self.plan.queue, serving=serving,
+                           ramp_per_min=self._ramp_share, lag_min=self._lag, spares=self._spares, zones=self._zones)
 
     def replicas(self, output_tps: float) -> int:
         """Total replicas (serving + burst + spares) for a peak of ``output_tps`` output tokens/s
