@@ -1082,3 +1082,36 @@ def test_real_azure_conversation_on_kubecon_vllm(shared_dir, prices):
     # one hour of log: no forecast week, said in a note
     assert c.usd_per_m_output_week is None and any("no forecast" in n for n in c.notes)
     assert "priced as 'H100-SXM-80GB'" in c.render()
+
+
+def test_forecast_runs_once_per_horizon_through_pricing_and_autoscaling(inputs, prices, monkeypatch):
+    """One plan, priced and autoscaled, runs the forecast (and its backtest kernel) once per horizon
+    of the ladder it used: week_demand, the pricing and the autoscaling read what Demand carries."""
+    from capbook.autoscale.schedule import autoscaled
+    from capbook.cost.costs import priced
+    from capbook.forecast import tokens as fc
+
+    counts = {"forecast": 0, "kernel": 0}
+    real_forecast, real_kernel = fc.forecast_tokens, fc._rolling_errors_kernel
+
+    def forecast(*a, **k):
+        counts["forecast"] += 1
+        return real_forecast(*a, **k)
+
+    def kernel(*a, **k):
+        counts["kernel"] += 1
+        return real_kernel(*a, **k)
+
+    monkeypatch.setattr(fc, "forecast_tokens", forecast)
+    monkeypatch.setattr(fc, "_rolling_errors_kernel", kernel)
+    p = capacity_plan(**inputs.arguments, simulate=False)
+    horizons = sorted(p.peaks)
+    assert horizons == [1, 4, 12] and all(p.peaks[h].method == "calibrated" for h in horizons)
+    assert counts == {"forecast": 3, "kernel": 3}
+    p = priced(p, inputs.arguments["sweep"], prices, saturation_usd=0.01)
+    assert p.pricing.quantiles is not None and p.pricing.optimum is not None
+    p = autoscaled(p, inputs.arguments["sweep"], inputs.arguments["log"], candidates=("schedule",))
+    assert p.autoscaling is not None
+    # before: 9 forecasts and 15 kernel runs (week_demand forecast again each time it was called)
+    assert counts == {"forecast": 3, "kernel": 3}
+    assert week_demand(p).peak(p.quantile) == pytest.approx(p.output_tps, rel=1e-9)

@@ -522,3 +522,35 @@ def test_the_engine_fit_is_kept_with_the_sweep_and_redone_when_it_changes():
     assert dataclasses.replace(second, fitted_sweep=None) == dataclasses.replace(fit_engine(fresh), fitted_sweep=None)
     s.config["gpu"] = "elsewhere"
     assert fitted_engine(s) is not second
+
+
+def test_select_scope_filters_model_and_tier_as_text():
+    """The one model/tier filter: None and 'all tiers' keep every tier, values compare as text,
+    a frame without the column is not filtered on it."""
+    import pandas as pd
+
+    from capbook.logs.scope import select_scope
+
+    df = pd.DataFrame({"model": ["a", "a", "b", "a"], "tier": pd.Categorical(["x", "y", "x", "x"]), "v": [1, 2, 3, 4]})
+    assert list(select_scope(df, "a", "x")["v"]) == [1, 4]
+    assert list(select_scope(df, "a", None)["v"]) == [1, 2, 4]
+    assert list(select_scope(df, "a", "all tiers")["v"]) == [1, 2, 4]
+    assert list(select_scope(df, None, "x")["v"]) == [1, 3, 4]
+    assert select_scope(df, "c", None).empty
+    assert list(select_scope(df.drop(columns="tier"), "b", "x")["v"]) == [3]
+
+
+def test_every_plan_shortcut_is_a_documented_property_of_its_step(small_plan):
+    """CapacityPlan's numbers under their usual names: each listed name is a property with a
+    docstring naming its step, and reads the step's attribute."""
+    from capbook.plan.steps import CapacityPlan
+
+    plan = small_plan
+    assert len(CapacityPlan.SHORTCUTS) == 32
+    for name, step in CapacityPlan.SHORTCUTS.items():
+        prop = CapacityPlan.__dict__[name]
+        assert isinstance(prop, property), name
+        assert f"``{step}.{name}``" in prop.__doc__, name
+        got, want = getattr(plan, name), getattr(getattr(plan, step), name)
+        assert got is want or got == want, name
+    assert plan.serving == plan.fleet.serving and plan.output_tps == plan.demand.output_tps

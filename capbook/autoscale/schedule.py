@@ -40,6 +40,7 @@ from capbook.logs.sql import DUCKDB, SPARK, minute_counts_sql, traffic_where
 from capbook.parallel import run_all
 from capbook.plan.fleet import burst_headroom
 from capbook.logs.aggregates import LogAggregates
+from capbook.logs.scope import select_scope
 from capbook.plan.steps import _frame_text, _md_text
 from capbook.sim.arrivals import RateArrivals, TokenLengths, _rate_cv_counts, rate_cv_from_log
 from capbook.validation import nonnegative, positive, probability
@@ -117,12 +118,7 @@ def design_week(plan, *, quantile: float | None = None, shape=None) -> pd.DataFr
 def _traffic(plan, log) -> pd.DataFrame:
     """The rows of the log the plan is for (its model and tier)."""
     frame = log.frame if isinstance(log, LogAggregates) else (log.to_pandas() if hasattr(log, "to_pandas") else log)
-    if plan.source.get("model") is not None and "model" in frame.columns:
-        frame = frame[frame["model"].astype(str) == plan.source["model"]]
-    tier = plan.source.get("tier")
-    if tier not in (None, "all tiers") and "tier" in frame.columns:
-        frame = frame[frame["tier"].astype(str) == tier]
-    return frame
+    return select_scope(frame, plan.source.get("model"), plan.source.get("tier"))
 
 
 def _request_log(log):

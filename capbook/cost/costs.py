@@ -49,8 +49,8 @@ import pandas as pd
 from capbook.forecast import tokens as fc
 from capbook.forecast.tokens import HOURLY_COLUMNS, HOURS_PER_WEEK, read_token_csv
 from capbook.paths import data_dir
-from capbook.plan.fleet import plan_fleet
-from capbook.plan.steps import _LADDER, _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO
+from capbook.logs.scope import select_scope
+from capbook.plan.steps import _md_text, capacity_plan, InfeasibleObjective, LogAggregates, SLO, stack_fleet
 from capbook.sweeps.sweep import Sweep
 from capbook.validation import nonnegative, number, positive, probability
 
@@ -583,10 +583,10 @@ class FleetCurve:
     (:func:`capbook.plan.replay.verify_plan`); that fixes the rate one replica carries within the
     objectives, ``plan.request_rate / plan.serving``. For another peak the serving count is that
     peak over this rate, rounded up (so at the plan's own peak it is exactly the plan's count),
-    and the burst headroom and failure spares are stacked on it by the plan's policies
-    (:func:`capbook.plan.fleet.plan_fleet`). It does not simulate again: a much smaller peak pools
-    less and needs a little more per request than this, a much larger one a little less (the
-    pooling chapter); re-plan with ``demand_scale=`` to verify a different peak.
+    and the burst headroom and failure spares are stacked on it by the plan's own step
+    (:func:`capbook.plan.steps.stack_fleet`). It does not simulate again: a much smaller peak
+    pools less and needs a little more per request than this, a much larger one a little less
+    (the pooling chapter); re-plan with ``demand_scale=`` to verify a different peak.
 
     Parameters
     ----------
@@ -598,9 +598,6 @@ class FleetCurve:
     def __init__(self, plan, sweep):
         self.plan = plan
         self.sweep = sweep
-        r = plan.replica
-        self._S = int(r.slots.S)
-        self._T = float(r.service_time_s)
         self._mean_out = float(plan.mean_output_tokens)
         fl = plan.fleet
         self._ramp_share = fl.ramp_per_min / fl.peak_rate if fl.peak_rate > 0 else 0.0
@@ -614,13 +611,13 @@ class FleetCurve:
         return self._stack(output_tps).serving
 
     def _stack(self, output_tps: float):
+        # the plan's own step 8 (capbook.plan.steps.stack_fleet) on a demand of this peak
         x = positive(output_tps, "output_tps")
-        slo = self.plan.slo
         lam = x / self._mean_out
         serving = max(1, int(math.ceil(lam / self._per_replica_rps - 1e-9)))
-        return plan_fleet(lam, self._S, self._T, slo.wait_target_s, slo.late_share, routing="pooled",
-                          ramp_per_min=self._ramp_share * lam, lag_min=self._lag, spares=self._spares,
-                          zones=self._zones, serving=serving)
+        demand = dataclasses.replace(self.plan.demand, request_rate=lam)
+        return stack_fleet(demand, self.plan.replica, self.plan.queue, serving=serving,
+                           ramp_per_min=self._ramp_share, lag_min=self._lag, spares=self._spares, zones=self._zones)
 
     def replicas(self, output_tps: float) -> int:
         """Total replicas (serving + burst + spares) for a peak of ``output_tps`` output tokens/s
@@ -729,8 +726,10 @@ class WeekDemand:
 def week_demand(plan) -> WeekDemand:
     """The plan's forecast week (at its horizon) as an hourly distribution.
 
-    The forecast is re-run with the method the plan used (:func:`capbook.plan.steps.peak_forecast`'s
-    ladder), so that ``week_demand(plan).peak(plan.quantile)`` is the plan's planned peak.
+    Read from the forecast the plan made (:attr:`capbook.plan.steps.PeakForecast.forecast` at
+    the plan's horizon: its point forecast and backtest log errors), so that
+    ``week_demand(plan).peak(plan.quantile)`` is the plan's planned peak and the forecast is
+    not run again.
 
     Raises
     ------
@@ -742,32 +741,17 @@ def week_demand(plan) -> WeekDemand:
     if pk.method == "observed":
         raise ValueError("the plan's peak is the busiest observed hour (no forecast was possible), so there is no "
                          "forecast distribution to price quantiles on; give a longer hourly history")
-    sel = plan.traffic.hourly
-    s = sel.groupby("period_start")["output_tokens"].sum().astype(float).sort_index()
-    s.index = pd.DatetimeIndex(s.index)
-    s = fc.trim_to_whole_weeks(s)
-    _, x = fc._as_weeks(s, "series", 1)
+    f = pk.forecast
+    if f is None or f.error_weeks is None:
+        raise ValueError("the plan's peak carries no forecast to read the week from (a PeakForecast built by hand?); "
+                         "plan with capbook.plan.steps.capacity_plan")
     scale = float(plan.demand_scale)
-    for method, mf, mo in _LADDER:
-        if method != pk.method:
-            continue
-        try:
-            f = fc.forecast_tokens(s, h, quantiles=(0.5,), method=method, min_fit_weeks=mf, min_origins=mo)
-        except ValueError:
-            continue
-        point = f.frame["point"].to_numpy().reshape(h, fc.HOURS_PER_WEEK)[h - 1]
-        if method == "calibrated":
-            errs = fc._rolling_errors_kernel(x, h, mf, True)
-            e = np.stack(errs[h - 1])
-        else:
-            e1 = np.stack(fc._rolling_errors_kernel(x, 1, mf, True)[0])
-            m1 = float(np.median(e1))
-            e = m1 + math.sqrt(h) * (e1 - m1)
-        peaks = (point[None, :] * np.exp(e)).max(axis=1)
-        hours = f.frame.index[f.frame["horizon_week"].to_numpy() == h]
-        return WeekDemand(pd.DatetimeIndex(hours), point / 3600.0 * scale, e.ravel(), peaks / 3600.0 * scale, method,
-                          float(plan.mean_output_tokens))
-    raise ValueError(f"could not re-run the plan's {pk.method} forecast")  # pragma: no cover (the plan ran it)
+    point = f.frame["point"].to_numpy().reshape(h, fc.HOURS_PER_WEEK)[h - 1]
+    e = f.error_weeks[h - 1]
+    peaks = (point[None, :] * np.exp(e)).max(axis=1)
+    hours = f.frame.index[f.frame["horizon_week"].to_numpy() == h]
+    return WeekDemand(pd.DatetimeIndex(hours), point / 3600.0 * scale, e.ravel(), peaks / 3600.0 * scale, f.method,
+                      float(plan.mean_output_tokens))
 
 
 # --------------------------------------------------------------------------------------------
@@ -1323,8 +1307,7 @@ def price_of_pools(log, sweep, prices, *, history=None, by: str = "tenant", basi
     minute = sums.per_minute
     shared = capacity_plan(sums, sweep, **kw)
     tier = shared.traffic.tier
-    names = sorted(map(str, pd.unique(minute.loc[(minute["model"] == shared.traffic.model)
-                                                 & ((minute["tier"] == tier) if tier else True), by])))
+    names = sorted(map(str, pd.unique(select_scope(minute, shared.traffic.model, tier or None)[by])))
     rows = []
     for t in names:
         h = hourly_t[hourly_t[by] == t].drop(columns=by)

@@ -467,6 +467,12 @@ class TokenForecast:
         the lines. One sample per origin, so with few origins read them as rough.
     events : pandas.DataFrame or None
         The event calendar applied (see :func:`apply_overlays`).
+    error_weeks : tuple of numpy.ndarray or None
+        ``error_weeks[h - 1]``: the backtest's out-of-sample log errors at horizon ``h``, one
+        row of 168 hours per origin (dimensionless, log of actual over forecast), the sample
+        ``peak_log_offsets`` are quantiles of (for ``"sqrt_h"`` the one-week errors widened by
+        √h about their median). Kept so that a caller reads the forecast week's distribution
+        without running the backtest again.
     """
 
     frame: pd.DataFrame
@@ -477,6 +483,7 @@ class TokenForecast:
     n_errors: pd.Series
     peak_log_offsets: pd.DataFrame | None = None
     events: pd.DataFrame | None = None
+    error_weeks: tuple | None = field(default=None, repr=False, compare=False)
 
     def peak(self) -> pd.DataFrame:
         """Forecast of each week's busiest hour (tokens per hour).
@@ -598,20 +605,24 @@ def forecast_tokens(series: pd.Series | pd.DataFrame, horizon_weeks: int = 4, *,
     offsets = np.empty((horizon, len(qs)))
     peak_offsets = np.empty((horizon, len(qs)))
     counts = np.empty(horizon, dtype=int)
+    error_weeks = []
     if method == "calibrated":
         for h in range(horizon):
             e = np.stack(errs[h])  # one row of 168 log errors per backtest origin
             offsets[h] = np.quantile(e, qs)
             peak_offsets[h] = _peak_offsets(weeks[h], e, qs)
             counts[h] = e.size
+            error_weeks.append(e)
     else:
         e1 = np.stack(errs[0])
         m1 = float(np.median(e1))
         q1 = np.quantile(e1, qs)
         for h in range(horizon):
             offsets[h] = m1 + np.sqrt(h + 1) * (q1 - m1)
-            peak_offsets[h] = _peak_offsets(weeks[h], m1 + np.sqrt(h + 1) * (e1 - m1), qs)
+            eh = m1 + np.sqrt(h + 1) * (e1 - m1)
+            peak_offsets[h] = _peak_offsets(weeks[h], eh, qs)
             counts[h] = e1.size
+            error_weeks.append(eh)
     hw = np.repeat(np.arange(1, horizon + 1), HOURS_PER_WEEK)
     frame = pd.DataFrame({"horizon_week": hw, "hour_of_week": np.tile(np.arange(HOURS_PER_WEEK), horizon),
                           "point": point.to_numpy()}, index=point.index)
@@ -623,7 +634,8 @@ def forecast_tokens(series: pd.Series | pd.DataFrame, horizon_weeks: int = 4, *,
     fc = TokenForecast(frame=frame, fit=fit, method=method, quantiles=qs,
                        log_offsets=pd.DataFrame(offsets, index=hidx, columns=names),
                        n_errors=pd.Series(counts, index=hidx, name="n_errors"),
-                       peak_log_offsets=pd.DataFrame(peak_offsets, index=hidx, columns=names))
+                       peak_log_offsets=pd.DataFrame(peak_offsets, index=hidx, columns=names),
+                       error_weeks=tuple(error_weeks))
     if events is not None:
         fc = apply_overlays(fc, events)
     return fc
@@ -941,7 +953,8 @@ def apply_overlays(forecast: TokenForecast, events: pd.DataFrame) -> TokenForeca
     events_all = ev if prior is None else pd.concat([prior, ev], ignore_index=True)
     return TokenForecast(frame=frame, fit=forecast.fit, method=forecast.method, quantiles=forecast.quantiles,
                          log_offsets=forecast.log_offsets, n_errors=forecast.n_errors,
-                         peak_log_offsets=forecast.peak_log_offsets, events=events_all)
+                         peak_log_offsets=forecast.peak_log_offsets, events=events_all,
+                         error_weeks=forecast.error_weeks)
 
 
 def remove_overlays(series: pd.Series, events: pd.DataFrame, column: str | None = None, *,

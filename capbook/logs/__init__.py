@@ -20,6 +20,9 @@ __getattr__, __dir__, __all__ = attach(__name__, {
         'ReplayArrays', 'detect_log_format', 'load_sample_requests', 'read_requests',
         'SAMPLE_REQUESTS',
     ],
+    'scope': [
+        'ALL_TIERS', 'select_scope',
+    ],
     'sql': [
         'DUCKDB', 'SPARK', 'Dialect', 'gap_moments_sql', 'busy_hours_sql', 'busy_rows_sql',
         'group_counts_sql', 'hourly_sql', 'minute_counts_sql', 'traffic_where',

@@ -88,6 +88,9 @@ class Verification:
     router : str
         The router simulated.
     notes : tuple of str
+    replay : Replayed or None
+        The replay data and the first replication of every fleet size the search simulated, for
+        :func:`explain_checks` to read instead of simulating them again (None when skipped).
     """
 
     status: str
@@ -100,6 +103,37 @@ class Verification:
     sim: dict = field(default_factory=dict, repr=False)
     router: str = "pooled"
     notes: tuple = ()
+    replay: "Replayed | None" = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, eq=False)
+class Replayed:
+    """What :func:`verify_plan` replayed, kept so that the plan's later checks reuse it.
+
+    Attributes
+    ----------
+    data : pandas.DataFrame
+        :func:`replay_requests` of the plan's peak (``n_requests`` rows at most).
+    n_requests : int
+        Requests per replication asked for.
+    seed : int
+        Seed of the simulations.
+    router : str
+        The router simulated.
+    first : dict
+        Serving replicas -> replication ``k = 0`` of that fleet size (what
+        :func:`simulate_serving` with ``seeds=1`` runs), for every size the search judged.
+    """
+
+    data: pd.DataFrame = field(repr=False)
+    n_requests: int
+    seed: int
+    router: str
+    first: dict = field(default_factory=dict, repr=False)
+
+    def matches(self, n_requests: int, seed: int, router: str) -> bool:
+        """True when a replay of ``n_requests`` requests with ``seed`` and ``router`` is this one."""
+        return (int(n_requests), int(seed), str(router)) == (self.n_requests, self.seed, self.router)
 
 
 _SKIPPED = Verification("skipped", None, "the fleet simulation was skipped (simulate=False)",
@@ -409,7 +443,7 @@ MAX_SEEDS = 16
 
 
 def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str = "pooled", seeds: int = 2,
-                seed: int = 2026, max_seeds: int = MAX_SEEDS) -> dict:
+                seed: int = 2026, max_seeds: int = MAX_SEEDS, first: dict | None = None) -> dict:
     """:func:`simulate_serving` with the plan's verdict: ``meets`` is True when the TTFT
     quantile and goodput meet ``slo`` with 95 % confidence (the quantile plus its margin within
     the objective, goodput less its margin at or above the target).
@@ -420,11 +454,16 @@ def judge_fleet(engine, data: pd.DataFrame, replicas: int, *, slo, router: str =
     thousand requests has margins of half a percent of goodput, two or three replicas wide). A
     size still straddling at ``max_seeds`` is judged not to meet them. The plan's search and
     ``capbook simulate`` both decide this way, so one reproduces the other.
+
+    ``first``, a dict, receives ``first[replicas]``: the replication ``k = 0`` (for
+    :class:`Replayed`).
     """
     replicas = integer(replicas, "replicas", minimum=1)
     seeds = integer(seeds, "seeds", minimum=1)
     max_seeds = max(integer(max_seeds, "max_seeds", minimum=1), seeds)
     runs = _replicate_all(engine, data, replicas, slo, router, seed, range(seeds))
+    if first is not None:
+        first[replicas] = runs[0]
     s = _combine(runs, data, replicas, slo, router)
     while _borderline(slo, s) and len(runs) < max_seeds:
         more = min(2 * len(runs), max_seeds)
@@ -516,7 +555,9 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     router = router_name(router)
     slo = plan.slo
     qn = f"p{100 * slo.ttft_quantile:g}"
-    data = _replay_arrivals(plan, log, integer(n_requests, "n_requests", minimum=1))
+    n_requests = integer(n_requests, "n_requests", minimum=1)
+    data = _replay_arrivals(plan, log, n_requests)
+    replayed = Replayed(data, n_requests, int(seed), router)
     engine = _engine_for(sweep)
     notes = _without_tokens_note(data)
     why = _impossible(slo, data, engine)
@@ -539,7 +580,8 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
 
     def ok(n):
         if n not in tried:
-            tried[n] = judge_fleet(engine, data, n, slo=slo, router=router, seeds=seeds, seed=seed)
+            tried[n] = judge_fleet(engine, data, n, slo=slo, router=router, seeds=seeds, seed=seed,
+                                   first=replayed.first)
         return tried[n]["meets"]
 
     def table():
@@ -553,7 +595,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         s = tried[start]
         return Verification("impossible", False, "no fleet size can meet the objectives (adding replicas cannot "
                             "help): " + "; ".join(why), None, cap, table(), time.perf_counter() - t_start,
-                            _public(s), router, tuple(notes))
+                            _public(s), router, tuple(notes), replayed)
     lo, n = max(start, floor_n) - 1, max(start, floor_n)
     found = None
     step = 1
@@ -576,7 +618,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         notes.append(f"FLEET SIMULATION FAILED, the plan is not verified: {reason}. Relax the objectives, cap "
                      "prompt length or give long prompts their own objective, or change the hardware")
         return Verification("not met", False, reason, None, cap, table(), time.perf_counter() - t_start,
-                            _public(last), router, tuple(notes))
+                            _public(last), router, tuple(notes), replayed)
     hi = found
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -601,7 +643,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     else:
         reason += f"; fewer cannot carry the peak ({lam:.3g} requests/s over {sat:.3g} a replica)"
     return Verification("verified", True, reason, hi, cap, table(), time.perf_counter() - t_start, _public(s),
-                        router, tuple(notes))
+                        router, tuple(notes), replayed)
 
 
 def _public(s: dict) -> dict:
@@ -693,19 +735,42 @@ def explain_checks(plan: CapacityPlan, log, sweep, checks: dict, *, n_requests: 
         return pd.DataFrame(rows).set_index("model")
     slo = plan.slo
     engine = _engine_for(sweep)
-    data = _replay_arrivals(plan, log, n_requests)
+    # the search's replay and first replications, when they are this one (same requests, seed, router)
+    kept = v.replay if v.replay is not None and v.replay.matches(n_requests, seed, v.router) else None
+    data = kept.data if kept is not None else _replay_arrivals(plan, log, n_requests)
     cache: dict = {}
 
+    def variant(kind):
+        d = data
+        if kind == "poisson":
+            rng = np.random.default_rng(seed)
+            gaps = rng.exponential(1.0 / plan.request_rate, len(d))
+            d = d.assign(arrival_time=np.cumsum(gaps) - gaps[0])
+        elif kind == "mean prompts":
+            d = d.assign(input_tokens=max(1, int(round(float(d["input_tokens"].mean())))))
+        return d
+
+    # every count below the simulated one is run with the log's arrivals, Poisson arrivals and mean
+    # prompts: the runs the search already made are read back, the others (independent, each with
+    # its own seed) run together on the machine's cores
+    below = sorted({int(n) for n in checks.values() if n is not None and int(n) < int(n_sim)})
+    todo = []
+    for n in below:
+        for kind in ("log", "poisson", "mean prompts"):
+            if kind == "log" and kept is not None and n in kept.first:
+                cache[(kind, n)] = _combine([kept.first[n]], data, n, slo, v.router)
+            else:
+                todo.append((kind, n))
+    if todo:
+        frames = {kind: variant(kind) for kind in {k for k, _ in todo}}
+        runs = run_all(lambda job: _replicate(engine, frames[job[0]], job[1], slo, v.router, seed, 0), todo)
+        for (kind, n), run in zip(todo, runs):
+            cache[(kind, n)] = _combine([run], frames[kind], n, slo, v.router)
+
     def sim(kind, n):
-        if (kind, n) not in cache:
-            d = data
-            if kind == "poisson":
-                rng = np.random.default_rng(seed)
-                gaps = rng.exponential(1.0 / plan.request_rate, len(d))
-                d = d.assign(arrival_time=np.cumsum(gaps) - gaps[0])
-            elif kind == "mean prompts":
-                d = d.assign(input_tokens=max(1, int(round(float(d["input_tokens"].mean())))))
-            cache[(kind, n)] = simulate_serving(engine, d, n, slo=slo, router=v.router, seeds=1, seed=seed)
+        if (kind, n) not in cache:  # pragma: no cover - every count below n_sim was run above
+            cache[(kind, n)] = simulate_serving(engine, variant(kind), n, slo=slo, router=v.router, seeds=1,
+                                                seed=seed)
         return cache[(kind, n)]
 
     reasons_over = {

@@ -77,6 +77,7 @@ from capbook.engine.stepmodel import fitted_engine
 from capbook.forecast import tokens as fc
 from capbook.logs.aggregates import LogAggregates
 from capbook.logs.stats import busiest_window, format_duration
+from capbook.logs.scope import select_scope
 from capbook.plan.fleet import allocate_tpm, plan_fleet, replicas_for_routing, waterfall_chart
 from capbook.plan.replay import _SKIPPED, explain_checks, Verification, verify_plan
 from capbook.slo import SLO
@@ -203,6 +204,12 @@ class PeakForecast:
         Point forecast at that hour (tokens/s).
     note : str
         How the number was obtained, in a sentence (why a fallback was used).
+    forecast : capbook.forecast.tokens.TokenForecast or None
+        The forecast the number was read from (None for ``"observed"``), kept so that the
+        forecast week is computed once per plan (:func:`capbook.cost.costs.week_demand` reads
+        its point forecast and backtest errors).
+    min_fit_weeks, min_origins : int or None
+        The rung of the ladder that forecast used.
     """
 
     horizon_weeks: int
@@ -211,6 +218,9 @@ class PeakForecast:
     peak_hour: pd.Timestamp | None
     point_tps: float
     note: str
+    forecast: object = field(default=None, repr=False, compare=False)
+    min_fit_weeks: int | None = field(default=None, repr=False, compare=False)
+    min_origins: int | None = field(default=None, repr=False, compare=False)
 
 
 _LADDER = (("calibrated", 4, 3), ("calibrated", 3, 1), ("sqrt_h", 4, 3), ("sqrt_h", 3, 1))
@@ -289,7 +299,7 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
                 if h > HORIZON_HISTORY_FACTOR * weeks:
                     note += f"; rough: {h} weeks ahead is further than the {weeks} weeks of history"
                 got = PeakForecast(h, float(pk[name]) / 3600.0, method, pd.Timestamp(pk["peak_hour"]),
-                                   float(pk["point"]) / 3600.0, note)
+                                   float(pk["point"]) / 3600.0, note, forecast=f, min_fit_weeks=mf, min_origins=mo)
                 break
             if got is None:
                 why = errors[-1]
@@ -306,12 +316,7 @@ def peak_forecast(series: pd.Series, horizons: Sequence[int], *, quantile: float
 # The log, summed once
 # --------------------------------------------------------------------------------------------
 def _select(frame: pd.DataFrame, model, tier) -> pd.DataFrame:
-    out = frame
-    if model is not None and "model" in out.columns:
-        out = out[out["model"] == model]
-    if tier is not None and "tier" in out.columns:
-        out = out[out["tier"] == tier]
-    return out
+    return select_scope(frame, model, tier)
 
 
 # --------------------------------------------------------------------------------------------
@@ -934,11 +939,6 @@ _KIND = {"token load": "floor", "fleet simulation": "queueing", "Erlang C (not v
          "burst headroom": "burst", "failure spare": "spare", "total": "total"}
 
 
-def _from(step: str, *names: str) -> dict:
-    """Read-only properties ``name -> self.<step>.<name>``: the plan's numbers under their usual names."""
-    return {n: property(lambda self, n=n: getattr(getattr(self, step), n), doc=f"``{step}.{n}``") for n in names}
-
-
 def _count_cells(frame: pd.DataFrame) -> pd.DataFrame:
     """Replica counts as text: whole numbers, ``difference`` signed, "–" where missing."""
     def cell(col, x):
@@ -1007,15 +1007,178 @@ class CapacityPlan:
     autoscaling: object = None
     checks: object = None
 
-    locals().update(_from("demand", "lead_time_weeks", "horizon_weeks", "quantile", "demand_scale", "peaks",
-                          "observed_peak_output_tps", "output_tps", "input_tps", "request_rate",
-                          "mean_input_tokens", "mean_output_tokens"))
-    locals().update(_from("replica", "slo", "slots", "service_time_s", "rating", "headroom", "need", "floor"))
-    locals().update(_from("queue", "erlang_replicas", "loadq_replicas"))
-    locals().update(_from("at_serving", "erlang_late_share", "loadq_ttft_s"))
-    locals().update(_from("fleet", "serving", "burst", "spares", "zones", "in_service", "spare", "total"))
-    locals().update(_from("limits", "capacity_tpm", "tpm"))
-    locals().update(_from("verification", "sim"))
+    # -- the plan's numbers under their usual names (each read from the step that holds it) ----
+    @property
+    def lead_time_weeks(self) -> float:
+        """Lead time of the decision, weeks (``demand.lead_time_weeks``)."""
+        return self.demand.lead_time_weeks
+
+    @property
+    def horizon_weeks(self) -> int:
+        """Forecast horizon the lead time needs, weeks (``demand.horizon_weeks``)."""
+        return self.demand.horizon_weeks
+
+    @property
+    def quantile(self) -> float:
+        """Quantile of the forecast week's busiest hour planned for (``demand.quantile``)."""
+        return self.demand.quantile
+
+    @property
+    def demand_scale(self) -> float:
+        """Known-event multiplier on top of the forecast (``demand.demand_scale``)."""
+        return self.demand.demand_scale
+
+    @property
+    def peaks(self) -> dict:
+        """``{horizon: PeakForecast}`` for 1, 4 and 12 weeks and the plan's horizon (``demand.peaks``)."""
+        return self.demand.peaks
+
+    @property
+    def observed_peak_output_tps(self) -> float:
+        """Busiest 60 minutes of the log, output tokens per second (``demand.observed_peak_output_tps``)."""
+        return self.demand.observed_peak_output_tps
+
+    @property
+    def output_tps(self) -> float:
+        """The planned peak, output tokens per second (``demand.output_tps``)."""
+        return self.demand.output_tps
+
+    @property
+    def input_tps(self) -> float:
+        """The planned peak, input tokens per second (``demand.input_tps``)."""
+        return self.demand.input_tps
+
+    @property
+    def request_rate(self) -> float:
+        """The planned peak, requests per second (``demand.request_rate``)."""
+        return self.demand.request_rate
+
+    @property
+    def mean_input_tokens(self) -> float:
+        """Input tokens per request of the selection (``demand.mean_input_tokens``)."""
+        return self.demand.mean_input_tokens
+
+    @property
+    def mean_output_tokens(self) -> float:
+        """Output tokens per request of the selection (``demand.mean_output_tokens``)."""
+        return self.demand.mean_output_tokens
+
+    @property
+    def slo(self) -> SLO:
+        """The objectives as checked (``tpot_percentile`` one the sweep reports) (``replica.slo``)."""
+        return self.replica.slo
+
+    @property
+    def slots(self) -> object:
+        """Slots per replica the TPOT objective allows (``replica.slots``)."""
+        return self.replica.slots
+
+    @property
+    def service_time_s(self) -> float:
+        """Mean seconds a request holds a slot at those slots (T) (``replica.service_time_s``)."""
+        return self.replica.service_time_s
+
+    @property
+    def rating(self) -> object:
+        """One replica's rating (``replica.rating``)."""
+        return self.replica.rating
+
+    @property
+    def headroom(self) -> float:
+        """Share of the rating planned on (``replica.headroom``)."""
+        return self.replica.headroom
+
+    @property
+    def need(self) -> object:
+        """Replicas from the rating and headroom at the planned peak (``replica.need``)."""
+        return self.replica.need
+
+    @property
+    def floor(self) -> int:
+        """Replicas 100 % busy with the token load (rating only, no headroom) (``replica.floor``)."""
+        return self.replica.floor
+
+    @property
+    def erlang_replicas(self) -> int:
+        """Replicas Erlang C asks for at the peak (``queue.erlang_replicas``)."""
+        return self.queue.erlang_replicas
+
+    @property
+    def loadq_replicas(self) -> int | None:
+        """Replicas the load-dependent queue asks for at the peak (``queue.loadq_replicas``)."""
+        return self.queue.loadq_replicas
+
+    @property
+    def erlang_late_share(self) -> float:
+        """Erlang C's share of late requests on the serving replicas (``at_serving.erlang_late_share``)."""
+        return self.at_serving.erlang_late_share
+
+    @property
+    def loadq_ttft_s(self) -> float | None:
+        """The load-dependent queue's TTFT on the serving replicas, seconds (``at_serving.loadq_ttft_s``)."""
+        return self.at_serving.loadq_ttft_s
+
+    @property
+    def serving(self) -> int:
+        """Serving replicas (the simulation's count when verified, else Erlang C's) (``fleet.serving``)."""
+        return self.fleet.serving
+
+    @property
+    def burst(self) -> int:
+        """Burst headroom replicas on top of the serving ones (``fleet.burst``)."""
+        return self.fleet.burst
+
+    @property
+    def spares(self) -> int:
+        """N+k failure spares asked for (``fleet.spares``)."""
+        return self.fleet.spares
+
+    @property
+    def zones(self) -> int:
+        """Zones the fleet is spread over (``fleet.zones``)."""
+        return self.fleet.zones
+
+    @property
+    def in_service(self) -> int:
+        """Serving plus burst replicas (``fleet.in_service``)."""
+        return self.fleet.in_service
+
+    @property
+    def spare(self) -> int:
+        """Failure spare replicas stacked on the fleet in service (``fleet.spare``)."""
+        return self.fleet.spare
+
+    @property
+    def total(self) -> int:
+        """Replicas to buy: serving, burst and spares (``fleet.total``)."""
+        return self.fleet.total
+
+    @property
+    def capacity_tpm(self) -> float:
+        """Tokens per minute the fleet carries within the objectives (``limits.capacity_tpm``)."""
+        return self.limits.capacity_tpm
+
+    @property
+    def tpm(self) -> pd.DataFrame:
+        """Per-tenant tokens-per-minute limits (``limits.tpm``)."""
+        return self.limits.tpm
+
+    @property
+    def sim(self) -> dict:
+        """The fleet simulation's summary at the serving count, empty when skipped (``verification.sim``)."""
+        return self.verification.sim
+
+    #: The plan's numbers under their usual names: property name -> the step that holds it.
+    SHORTCUTS = {name: step for step, names in (
+        ("demand", ("lead_time_weeks", "horizon_weeks", "quantile", "demand_scale", "peaks",
+                    "observed_peak_output_tps", "output_tps", "input_tps", "request_rate", "mean_input_tokens",
+                    "mean_output_tokens")),
+        ("replica", ("slo", "slots", "service_time_s", "rating", "headroom", "need", "floor")),
+        ("queue", ("erlang_replicas", "loadq_replicas")),
+        ("at_serving", ("erlang_late_share", "loadq_ttft_s")),
+        ("fleet", ("serving", "burst", "spares", "zones", "in_service", "spare", "total")),
+        ("limits", ("capacity_tpm", "tpm")),
+        ("verification", ("sim",))) for name in names}
 
     # -- the replica count -----------------------------------------------------------------
     @property
