@@ -135,7 +135,7 @@ def test_qps_chart_with_a_sweep_uses_the_measured_tpot_at_s():
     rows = max(_datasets(spec), key=len)
     for S in (1, 8, 16, 32, 40, 64):
         for r in rows:
-            want = S / sweep.service_time(S, input_tokens=0, output_tokens=r["output_tokens"])
+            want = S / sweep.service_time_s(S, input_tokens=0, output_tokens=r["output_tokens"])
             # the browser's rate: S / (prefill + tokens x TPOT(S)) from the sweep, in capbook
             got = _eval_vega(qps, r, S=S, prefill=0.0)
             assert got == pytest.approx(want, rel=1e-12)

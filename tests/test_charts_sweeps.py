@@ -86,11 +86,11 @@ def test_slider_frame_holds_T_and_capacity_from_the_sweep():
     assert set(f.sweep) == {"a", "b"} and len(f) == 2 * 3 * 4
     fa = f[(f.sweep == "b") & (f.percentile == "p95")]
     np.testing.assert_allclose(fa.tpot_ms, 1e3 * b.table.tpot_p95_s)
-    np.testing.assert_allclose(fa.T_s, b.service_time(b.concurrency, q="mean"))
-    np.testing.assert_allclose(fa.cap_rps, b.concurrency / b.service_time(b.concurrency, q="mean"))
+    np.testing.assert_allclose(fa.T_s, b.service_time_s(b.concurrency, q="mean"))
+    np.testing.assert_allclose(fa.cap_rps, b.concurrency / b.service_time_s(b.concurrency, q="mean"))
     # the median is available too; a sweep without the mean TPOT refuses q="mean"
     f50 = slider_frame({"a": a}, q=50)
-    np.testing.assert_allclose(f50[f50.percentile == "p50"].T_s, a.service_time(a.concurrency, q=50))
+    np.testing.assert_allclose(f50[f50.percentile == "p50"].T_s, a.service_time_s(a.concurrency, q=50))
     with pytest.raises(ValueError, match="tpot_mean_s"):
         slider_frame({"x": small_sweep(mean=False)}, q="mean")
     with pytest.raises(ValueError, match="non-empty mapping"):

@@ -110,7 +110,7 @@ def model(sweep):
 
 
 def test_p99_ttft_curves_are_the_two_models(sweep, model):
-    ts, pre = float(sweep.service_time(32, 1500.0, 300.0)), 1500.0 / sweep.prefill_rate_tps
+    ts, pre = float(sweep.service_time_s(32, 1500.0, 300.0)), 1500.0 / sweep.prefill_rate_tps
     curves = tb.p99_ttft_curves(model, ts, pre, loads=[0.5, 0.9])
     assert list(curves["model"]) == [tb.MMC, tb.LD] * 2
     lam = 0.9 * model.max_throughput

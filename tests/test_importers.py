@@ -529,7 +529,7 @@ def test_inference_perf_stages(sw):
     # S is at most max_num_seqs and S/T is close to the measured saturated completion rate
     c = choose_slots(s, 0.050, q=95)
     assert c.S == 91 and "saturated" in c.reason
-    rating = c.S / float(s.service_time(c.S))
+    rating = c.S / float(s.service_time_s(c.S))
     assert 0.7 * s.saturation_rps < rating < 1.1 * s.saturation_rps
     # README: achieved rate flattens near 106 QPS while TTFT p99 jumps to 2.4-3.3 s
     assert s.saturated.ttft_p99_s.iloc[-1] > 2.4 and t.ttft_p99_s.iloc[2] < 0.2

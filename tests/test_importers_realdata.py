@@ -55,7 +55,7 @@ def test_kubecon_variant_slots_within_the_engine(kubecon, variant):
     assert r.min() >= lo - 0.005 and r.max() <= hi + 0.005
     c = choose_slots(s, 0.050, q=95)
     assert 1 <= c.S <= mns
-    rating = c.S / float(s.service_time(c.S))
+    rating = c.S / float(s.service_time_s(c.S))
     # S/T: no more than the engine completed at saturation, and within a factor 2 of it
     assert sat_rps / 2 < rating < 1.05 * sat_rps
 
@@ -76,7 +76,7 @@ def test_kubecon_vllm_is_no_longer_427_slots(kubecon):
     assert s.saturated.in_system.max() == pytest.approx(427.1, abs=0.5)  # README stage 6
     c = choose_slots(s, 0.050, q=95)
     assert c.S <= 128
-    assert c.S / float(s.service_time(c.S)) < 110  # was 697 req/s against ~103 measured
+    assert c.S / float(s.service_time_s(c.S)) < 110  # was 697 req/s against ~103 measured
 
 
 # variant: (chunked_prefill, prefix_caching, engine_v1) as its manifests.yaml states them (README
@@ -246,4 +246,4 @@ def test_every_shared_sweep_reads_or_says_what_to_pass(shared_dir, rel, kw, erro
     c = choose_slots(s, 0.050, q=q)
     assert c.reason
     if c.S:
-        assert float(s.service_time(c.S)) > 0  # the plan's next step works at S
+        assert float(s.service_time_s(c.S)) > 0  # the plan's next step works at S

@@ -124,7 +124,7 @@ def test_sweep_model_runs_faster_at_light_load_than_mmc():
     # at full slots the model's service time is the sweep's T at 32
     tab = sw.table
     inp, out = tab["mean_input_tokens"].mean(), tab["mean_output_tokens"].mean()
-    assert model.service_time_at(32.0) == pytest.approx(float(sw.service_time(32, inp, out)), rel=1e-9)
+    assert model.service_time_at(32.0) == pytest.approx(float(sw.service_time_s(32, inp, out)), rel=1e-9)
     sol = model.solve(2.0)
     mmc = q.prob_wait(32, 2.0, float(model.service_time_at(32.0)))
     # sequences run faster when fewer share the GPU, so fewer requests wait than M/M/c says

@@ -385,7 +385,7 @@ def test_forecast_demand(small_log, sums, steps):
 def test_rate_replica(sweep, steps):
     demand, replica = steps[1], steps[2]
     assert replica.slots.S == choose_slots(sweep, 0.05, q=95).S == 32
-    assert replica.service_time_s == sweep.service_time(replica.slots.S, demand.mean_input_tokens,
+    assert replica.service_time_s == sweep.service_time_s(replica.slots.S, demand.mean_input_tokens,
                                                         demand.mean_output_tokens)
     assert replica.need == replicas_for_tokens(demand.output_tps, demand.input_tps, replica.rating, 0.8)
     assert replica.floor == max(1, math.ceil(replica.need.equivalents - 1e-9))

@@ -73,7 +73,7 @@ def test_illustrative_figures(illus):
     assert round(float(illus.tpot(32)), 3) == 0.040
     assert 1 / float(illus.tpot(32, q="mean")) == pytest.approx(25.0, abs=1e-6)   # calibrated on the mean
     assert f"{float(illus.prefill_time(1500)):.2f}" == "0.25"
-    T = float(illus.service_time(32, 1500, 300))
+    T = float(illus.service_time_s(32, 1500, 300))
     assert f"{T:.2f}" == "12.25"
     assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * float(illus.tpot(32, q="mean")))
     lam = float(replica_capacity(32, T))
@@ -86,12 +86,12 @@ def test_illustrative_figures(illus):
     assert x["prefill_share"] == pytest.approx(float(illus.prefill_time(1500)) / T)
     # summarisation slice
     assert f"{float(illus.prefill_time(8000)):.2f}" == "1.33"
-    assert f"{float(illus.service_time(32, 8000, 200)):.2f}" == "9.33"
+    assert f"{float(illus.service_time_s(32, 8000, 200)):.2f}" == "9.33"
     mix = [(0.7, 1500, 300), (0.3, 8000, 200)]
     Tb = blended_service_time(illus, mix, 32)
     assert f"{Tb:.2f}" == "11.38"
     assert f"{blended_capacity(illus, mix, 32):.2f}" == "2.81"
-    assert Tb == pytest.approx(0.7 * T + 0.3 * float(illus.service_time(32, 8000, 200)))
+    assert Tb == pytest.approx(0.7 * T + 0.3 * float(illus.service_time_s(32, 8000, 200)))
 
 
 def test_illustrative_config_and_reexport(illus):
@@ -258,13 +258,13 @@ def test_service_time_defaults_and_vectorisation():
     s = Sweep.from_frame(make_table([1, 2, 4], [0.01, 0.02, 0.03], inp=1000, out=200))
     rate = 1000 / 0.2
     assert s.prefill_rate_tps == pytest.approx(rate)
-    assert float(s.service_time(2)) == pytest.approx(1000 / rate + 200 * 0.02)
-    got = s.service_time([1, 4], [500, 2000], [100, 10])
+    assert float(s.service_time_s(2)) == pytest.approx(1000 / rate + 200 * 0.02)
+    got = s.service_time_s([1, 4], [500, 2000], [100, 10])
     assert got == pytest.approx([500 / rate + 100 * 0.01, 2000 / rate + 10 * 0.03])
     with pytest.raises(ValueError, match="input_tokens"):
         s.prefill_time(-5)
     with pytest.raises(ValueError, match="output_tokens"):
-        s.service_time(2, 100, -1)
+        s.service_time_s(2, 100, -1)
     assert replica_capacity([32, 16], [12.25, 8]) == pytest.approx([32 / 12.25, 2])
     with pytest.raises(ValueError, match="service_time"):
         replica_capacity(32, 0)
@@ -314,7 +314,7 @@ def test_single_level_sweep_plans_and_says_why():
     # TPOT/TTFT are read flat at any concurrency (callers ask at other levels), with a note
     assert float(s.tpot(8)) == pytest.approx(0.01) and float(s.ttft(0.5, q=99)) == pytest.approx(0.4)
     assert s.tpot([1, 2, 16]) == pytest.approx([0.01] * 3)
-    assert float(s.service_time(4)) == pytest.approx(1000 / (1000 / 0.2) + 200 * 0.01)
+    assert float(s.service_time_s(4)) == pytest.approx(1000 / (1000 / 0.2) + 200 * 0.01)
     assert any("single level (1)" in n and "flat" in n for n in s.notes)
     with pytest.raises(ValueError, match="concurrency"):
         s.tpot(0)
@@ -338,7 +338,7 @@ def test_fractional_lowest_level_reads_flat_down_to_its_floor():
     s = Sweep.from_frame(make_table([1.12, 1.45, 1.66], [0.0059, 0.0062, 0.0064]))
     c = choose_slots(s, 0.05, q=50)
     assert c.S == 1 and c.level == 1.66 and "rounded down to 1" in c.reason
-    assert float(s.tpot(1)) == pytest.approx(0.0059) and float(s.service_time(1)) > 0
+    assert float(s.tpot(1)) == pytest.approx(0.0059) and float(s.service_time_s(1)) > 0
     with pytest.raises(ValueError, match="outside"):
         s.tpot(0.9)
 
@@ -426,18 +426,18 @@ def test_mean_tpot_interpolates_the_tpot_mean_column(illus):
 
 
 def test_mean_service_time_uses_the_mean_tpot(illus):
-    T = float(illus.service_time(32, 1500, 300, q="mean"))
+    T = float(illus.service_time_s(32, 1500, 300, q="mean"))
     assert T == pytest.approx(float(illus.prefill_time(1500)) + 300 * illus.tpot(32, q="mean"), rel=1e-12)
     # the mean is the default where the sweep reports it (Little's law needs the mean holding time) ...
     assert illus.holding_statistic == "mean"
-    assert float(illus.service_time(32, 1500, 300)) == T
-    assert float(illus.service_time(32, 1500, 300, q=50)) == pytest.approx(
+    assert float(illus.service_time_s(32, 1500, 300)) == T
+    assert float(illus.service_time_s(32, 1500, 300, q=50)) == pytest.approx(
         float(illus.prefill_time(1500)) + 300 * illus.tpot(32, q=50), rel=1e-12)
-    assert float(illus.service_time(32, 1500, 300, q=50)) != T
+    assert float(illus.service_time_s(32, 1500, 300, q=50)) != T
     # ... and the median stands in for it where the sweep does not
     nomean = Sweep.from_frame(make_table([1, 2, 4], [0.01, 0.012, 0.015]), name="nomean")
     assert nomean.holding_statistic == 50
-    assert float(nomean.service_time(2, 100, 10)) == float(nomean.service_time(2, 100, 10, q=50))
+    assert float(nomean.service_time_s(2, 100, 10)) == float(nomean.service_time_s(2, 100, 10, q=50))
     x = token_rates_at_capacity(illus, 32, 1500, 300, q="mean")
     assert x["service_time_s"] == pytest.approx(T)
     assert float(blended_service_time(illus, [(1.0, 1500, 300)], 32, q="mean")) == pytest.approx(T)
@@ -449,7 +449,7 @@ def test_mean_tpot_missing_column_names_it_and_suggests_q50():
     with pytest.raises(ValueError, match=r"tpot_mean_s.*q=50"):
         sw.tpot(2, q="mean")
     with pytest.raises(ValueError, match=r"tpot_mean_s.*q=50"):
-        sw.service_time(2, 1000, 200, q="mean")
+        sw.service_time_s(2, 1000, 200, q="mean")
     # a column with a missing value at some level is refused the same way
     df = make_table([1, 2, 4], [0.01, 0.012, 0.015]).assign(tpot_mean_s=[0.01, np.nan, 0.015])
     with pytest.raises(ValueError, match="tpot_mean_s"):

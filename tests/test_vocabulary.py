@@ -66,8 +66,8 @@ SYNONYMS = {
 PARAMETER_ONLY = {"objectives"}
 
 # "module:owner.name" (a field, attribute, function or method) or "module:function(parameter)"
-# -> why it stays. Entries marked "pending integrator" are in files other helpers were editing
-# while the vocabulary landed: the integrator renames there and deletes the entry.
+# -> why it stays. (The renames in the files other helpers
+# were editing while the vocabulary landed are done: no entry is pending.)
 ALLOWED = {
     # measurements, not targets: a run's per-request TTFT, and a window's observed goodput
     "engine.stepmodel:EngineRun.ttft_s": "measured TTFT of each simulated request (an array), not a target",
@@ -76,17 +76,6 @@ ALLOWED = {
     "autoscale.policies:Observation.__init__(goodput)": "the goodput observed over the window (a measurement a "
                                                         "policy reads), not the target",
     "autoscale.policies:Observation.goodput": "the goodput observed over the window, not the target",
-    # pending integrator: capbook/autoscale/schedule.py still spells the old names
-    "autoscale.policies:ReplicaModel.mean_holding_s": "pending integrator: alias of service_time_s kept while "
-                                                      "autoscale/schedule.py:306,378 call it",
-    "autoscale.policies:Objectives.ttft_s": "pending integrator: the Objectives shim schedule.py:406,411 reads",
-    "autoscale.policies:Objectives.goodput": "pending integrator: the Objectives shim schedule.py:411 reads",
-    "autoscale.policies:simulate_autoscaling(objectives)": "pending integrator: old keyword schedule.py:332,400 "
-                                                           "passes; becomes slo=",
-    "autoscale.schedule:headroom_check(objectives)": "pending integrator: rename to slo (an SLO) with the shim",
-    # pending integrator: capbook/sweeps/sweep.py (the sweeps helper's files)
-    "sweeps.sweep:Sweep.service_time": "pending integrator: rename the method to service_time_s (callers: "
-                                       "plan/steps.py, sweeps/sweep.py, charts/sweeps.py, tests, chapters)",
 }
 
 
@@ -141,10 +130,9 @@ def test_the_allow_list_has_no_stale_entries():
 def test_the_synonym_scan_sees_what_it_should():
     # the scan reaches every kind of name, in the files other helpers were editing too
     found = _synonyms_in_package()
-    assert "sweeps.sweep:Sweep.service_time" in found                           # a method
     assert "engine.stepmodel:EngineRun.ttft_s" in found                         # a dataclass field
     assert "autoscale.policies:Observation.goodput" in found                    # an instance attribute
-    assert "autoscale.schedule:headroom_check(objectives)" in found             # a parameter
+    assert "autoscale.policies:Observation.goodput" in found
     tree = ast.parse("def f(wait_s, *, service_time=1):\n    pass\nclass C:\n    ttft_slo: float\n"
                      "    def mean_holding_s(self):\n        self.goodput = 1\n")
     assert {k for _, k, n in _owned_names(tree) if n in SYNONYMS} == {
@@ -158,8 +146,6 @@ def test_the_synonym_scan_sees_what_it_should():
 TTFT_TARGETS = {"ttft_target_s", "ttft_s", "ttft_objective", "ttft_slo", "ttft"}
 GOODPUT_TARGETS = {"goodput_share", "goodput", "goodput_target"}
 OTHER_OBJECTIVE_TYPES = {
-    "autoscale.policies.Objectives": "pending integrator: a shim over SLO while autoscale/schedule.py "
-                                     "imports it; delete with it",
 }
 
 

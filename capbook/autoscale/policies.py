@@ -177,11 +177,6 @@ class ReplicaModel:
             tot += w * float(np.mean(np.asarray(self.prefill_time(inp.astype(float))) + (out - 1.0) * self.tpot_s))
         return tot
 
-    def mean_holding_s(self, lengths: TokenLengths | None = None) -> float:
-        """Pending integrator: the old spelling of :meth:`service_time_s`, still called by
-        capbook/autoscale/schedule.py; delete once it calls ``service_time_s``."""
-        return self.service_time_s(lengths)
-
     def __repr__(self):
         if self.service is not None:
             return f"ReplicaModel(slots={self.slots}, service={self.service!r})"
@@ -763,8 +758,7 @@ def _as_arrivals(arrivals):
 def simulate_autoscaling(arrivals, replica: ReplicaModel, policy: Policy, scaling: Scaling | None = None, *,
                          slo: SLO | None = None, duration_s: float | None = None,
                          report_s: float = 3600.0, max_queue: int | None = None, record: bool = False,
-                         seed: int | None = None, rng: np.random.Generator | None = None,
-                         objectives: SLO | None = None) -> AutoscaleResult:
+                         seed: int | None = None, rng: np.random.Generator | None = None) -> AutoscaleResult:
     """Run a fleet under a scaling policy through time-varying demand.
 
     Parameters
@@ -807,10 +801,6 @@ def simulate_autoscaling(arrivals, replica: ReplicaModel, policy: Policy, scalin
     scaling = Scaling() if scaling is None else scaling
     if not isinstance(scaling, Scaling):
         raise TypeError("scaling must be a capbook.autoscale.policies.Scaling")
-    if objectives is not None:  # pending integrator: the old spelling schedule.py still passes
-        if slo is not None:
-            raise ValueError("give slo, not both slo and objectives")
-        slo = objectives
     slo = SLO() if slo is None else slo
     if not isinstance(slo, SLO):
         raise TypeError("slo must be a capbook.slo.SLO (its ttft_target_s, ttft_quantile and goodput_share judge each hour)")
@@ -1347,28 +1337,3 @@ class _Run:
         fin = ttft[np.isfinite(ttft)] if refused.any() else ttft
         res._overall_p99 = float(np.quantile(fin, slo.ttft_quantile)) if fin.size else math.nan
         return res
-
-
-# --------------------------------------------------------------------------- pending integrator
-
-
-class Objectives(SLO):
-    """Pending integrator: the old autoscaling objectives, now :class:`capbook.slo.SLO` itself.
-
-    Not exported. capbook/autoscale/schedule.py (edited on another branch) still builds one with
-    ``Objectives.from_slo(plan.slo)`` / ``Objectives()`` and reads ``.ttft_s`` and ``.goodput``;
-    delete this class, the ``objectives=`` keyword of :func:`simulate_autoscaling` and
-    :meth:`ReplicaModel.mean_holding_s` once schedule.py passes ``slo=`` and reads the SLO's names.
-    """
-
-    @classmethod
-    def from_slo(cls, slo: SLO) -> "Objectives":
-        return cls(**{f: getattr(slo, f) for f in SLO.__dataclass_fields__})
-
-    @property
-    def ttft_s(self) -> float:
-        return self.ttft_target_s
-
-    @property
-    def goodput(self) -> float:
-        return self.goodput_share

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from capbook.autoscale.policies import (HOURS_PER_WEEK, Objectives, Observation, ReactiveLatency, ReactiveUtilisation,
+from capbook.autoscale.policies import (HOURS_PER_WEEK, Observation, ReactiveLatency, ReactiveUtilisation,
                                        ReactiveWaiting, ReplicaModel, Schedule, ScheduleReactive, Scaling, Static,
                                        simulate_autoscaling)
 from capbook.cost.costs import FleetCurve, as_prices, replica_price, week_demand
@@ -43,6 +43,7 @@ from capbook.logs.aggregates import LogAggregates
 from capbook.logs.scope import select_scope
 from capbook.plan.steps import _frame_text, _md_text
 from capbook.sim.arrivals import RateArrivals, TokenLengths, _rate_cv_counts, rate_cv_from_log
+from capbook.slo import SLO
 from capbook.validation import nonnegative, positive, probability
 
 __all__ = ["autoscaled", "design_week", "week_arrivals", "forecast_schedule", "standard_policies", "race_policies",
@@ -316,7 +317,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
         raise ValueError(f"hours must be a slice inside 0..{HOURS_PER_WEEK}, got {hours!r}")
     sub = week.iloc[h0:h1]
     arr = week_arrivals(plan, log, sub, rate_cv=rate_cv)
-    obj = Objectives.from_slo(plan.slo)
+    obj = plan.slo
     usd_per_gpu_hour = None
     if isinstance(prices, (int, float)) and not isinstance(prices, bool):
         usd_per_gpu_hour = positive(prices, "prices")
@@ -332,7 +333,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
             p = ScheduleReactive(Schedule(s.replicas, step_s=s.step_s, lead_s=s.lead_s, offset_s=h0 * 3600.0),
                                  p.reactive)
         first = p.desired(_first_obs(rep)) if not isinstance(p, Static) else p.replicas
-        first = max(first, int(math.ceil(float(sub["request_rate"].iloc[0]) * rep.mean_holding_s(arr.lengths)
+        first = max(first, int(math.ceil(float(sub["request_rate"].iloc[0]) * rep.service_time_s(arr.lengths)
                                          / rep.slots)) + int(plan.spare))
         s_run = Scaling(**{**sc.__dict__, "initial_replicas": min(max(first, sc.min_replicas), sc.max_replicas)})
         jobs.append((arr, rep, p, s_run, obj, seed))
@@ -358,7 +359,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
 
 def _simulate_job(job):
     arr, rep, p, s_run, obj, seed = job
-    return simulate_autoscaling(arr, rep, p, s_run, objectives=obj, seed=seed)
+    return simulate_autoscaling(arr, rep, p, s_run, slo=obj, seed=seed)
 
 
 class _PlanSweep:
@@ -378,7 +379,7 @@ def _first_obs(rep):
 
 def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rate: float, *,
                    ramps_per_min=(0.5,), lags_min=(8.0,), warm_lag_min: float | None = None,
-                   target: float = 0.65, ramp_min: float = 30.0, objectives: Objectives | None = None,
+                   target: float = 0.65, ramp_min: float = 30.0, slo: SLO | None = None,
                    with_headroom: bool = True, planned: tuple | None = None, seed: int = 2026) -> pd.DataFrame:
     """Does the burst headroom rule (ramp × lag) hold p99 TTFT while demand climbs?
 
@@ -402,9 +403,9 @@ def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rat
         ``goodput``, ``held`` (p99 TTFT and goodput within the objectives), ``gpu_hours``,
         ``planned_ramp_per_min`` and ``planned_lag_min`` (what the headroom was sized for).
     """
-    obj = Objectives() if objectives is None else objectives
+    obj = SLO() if slo is None else slo
     base = positive(base_rate, "base_rate")
-    T = replica.mean_holding_s(lengths)
+    T = replica.service_time_s(lengths)
     per_rep = replica.slots * probability(target, "target", lo_open=True) / T      # req/s a replica carries at target
     rows = []
     step = 10.0                                                                      # seconds per rate bin
@@ -426,18 +427,18 @@ def headroom_check(replica: ReplicaModel, lengths: TokenLengths | None, base_rat
             pool = 0 if warm_lag_min is None else burst_headroom(eff_ramp, lag, per_rep).replicas
             sc = Scaling(lag_s=lag * 60.0, warm_pool=pool, warm_lag_s=(warm_lag_min or 0.0) * 60.0,
                          min_replicas=1, max_replicas=10_000, initial_replicas=start)
-            res = simulate_autoscaling(arr, replica, ReactiveWaiting(target, extra=extra), sc, objectives=obj,
+            res = simulate_autoscaling(arr, replica, ReactiveWaiting(target, extra=extra), sc, slo=obj,
                                        report_s=60.0, seed=seed, record=True)
             rec = res.records
             climb = rec["arrival"] >= n_hold * step
             tt = rec.loc[climb, "ttft"].to_numpy()
             p99 = float(np.quantile(tt, obj.ttft_quantile)) if tt.size else 0.0
-            good = float(np.mean(tt <= obj.ttft_s)) if tt.size else 1.0
+            good = float(np.mean(tt <= obj.ttft_target_s)) if tt.size else 1.0
             worst = float(res.hours.loc[res.hours["start_s"] >= n_hold * step, "ttft_p99_s"].max())
             rows.append({"ramp_per_min": float(ramp), "lag_min": float(lag),
                          "warm_lag_min": None if warm_lag_min is None else float(warm_lag_min),
                          "headroom_replicas": int(extra), "ttft_p99_s": p99, "worst_minute_ttft_p99_s": worst,
-                         "goodput": good, "held": bool(p99 <= obj.ttft_s and good >= obj.goodput),
+                         "goodput": good, "held": bool(p99 <= obj.ttft_target_s and good >= obj.goodput_share),
                          "gpu_hours": res.gpu_hours,
                          "planned_ramp_per_min": float(eff_ramp), "planned_lag_min": float(eff_lag)})
     return pd.DataFrame(rows)

@@ -129,7 +129,7 @@ def slider_frame(sweeps: Mapping[str, Sweep], q=None) -> pd.DataFrame:
     rows = []
     for name, sw in sweeps.items():
         tab = _sweep(sw, f"sweeps[{name!r}]").table
-        T = np.asarray(sw.service_time(tab["concurrency"].to_numpy(float), q=q), float)
+        T = np.asarray(sw.service_time_s(tab["concurrency"].to_numpy(float), q=q), float)
         for p in QUANTILES:
             if not sw.has("tpot", p):
                 continue
@@ -238,7 +238,7 @@ def long_share_chart(sweep: Sweep, slots, resweep: pd.DataFrame | None = None,
     sweep = _sweep(sweep)
     slots = number(slots, "slots", lo=0, lo_open=True)
     q = sweep.holding_statistic if q is None else q
-    t_short = float(sweep.service_time(slots, short[0], short[1], q))
+    t_short = float(sweep.service_time_s(slots, short[0], short[1], q))
     tpot = float(sweep.tpot(slots, q))
     rate = float(sweep.prefill_rate_tps)
     grid = pd.DataFrame({"long_share": np.round(np.linspace(0, 1, 41), 4)})

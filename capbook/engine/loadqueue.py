@@ -367,7 +367,7 @@ def from_sweep(sweep, slots: int, replicas: int = 1, waiting_room: int | None = 
     input_tokens, output_tokens : float, optional
         Request lengths (tokens); default: the sweep's mean lengths.
     q : {50, 95, 99}, "mean" or None
-        TPOT statistic of the service time (as in :meth:`capbook.sweeps.sweep.Sweep.service_time`;
+        TPOT statistic of the service time (as in :meth:`capbook.sweeps.sweep.Sweep.service_time_s`;
         None: the mean where the sweep reports it, else the median).
     check : bool
         Refuse sweeps that cannot support the model (fewer than three levels, or throughput

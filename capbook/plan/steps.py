@@ -619,7 +619,7 @@ def rate_replica(sweep, demand: Demand, slo: SLO, headroom: float = 0.8) -> Repl
         raise InfeasibleObjective(f"sweep {sweep.name!r} cannot meet p{slo.tpot_percentile} TPOT ≤ {slo.tpot_target_s:g} s "
                          f"at any measured concurrency ({choice.reason}); relax the TPOT objective or change hardware")
     S = int(choice.S)
-    T = float(sweep.service_time(S, demand.mean_input_tokens, demand.mean_output_tokens))
+    T = float(sweep.service_time_s(S, demand.mean_input_tokens, demand.mean_output_tokens))
     ratio = demand.input_per_output
     try:
         rating = rating_from_sweep(sweep, S)

@@ -22,7 +22,7 @@ Examples
 >>> sweep = load_sample_sweep("illustrative_chat")
 >>> choose_slots(sweep, tpot_target_s=0.050, q=95).S
 32
->>> round(float(sweep.service_time(32, 1500, 300)), 2)
+>>> round(float(sweep.service_time_s(32, 1500, 300)), 2)
 12.25
 """
 from __future__ import annotations
@@ -538,12 +538,12 @@ class Sweep:
 
     @property
     def holding_statistic(self):
-        """The TPOT statistic :meth:`service_time` uses by default: ``"mean"`` when the sweep
+        """The TPOT statistic :meth:`service_time_s` uses by default: ``"mean"`` when the sweep
         reports the mean TPOT at every level (Little's law needs the mean holding time), else
         ``50`` (the median stands in for it)."""
         return "mean" if self.has("tpot", "mean") else 50
 
-    def service_time(self, concurrency, input_tokens=None, output_tokens=None, q: int | str | None = None,
+    def service_time_s(self, concurrency, input_tokens=None, output_tokens=None, q: int | str | None = None,
                      *, extrapolate: bool = False):
         """Time a request holds a slot at ``concurrency``, seconds.
 
@@ -736,7 +736,7 @@ def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, outpu
     input_tokens, output_tokens : float
         Mean request lengths, tokens.
     q : {50, 95, 99} or "mean"
-        TPOT statistic (as in :meth:`Sweep.service_time`).
+        TPOT statistic (as in :meth:`Sweep.service_time_s`).
 
     Returns
     -------
@@ -746,7 +746,7 @@ def token_rates_at_capacity(sweep: Sweep, slots: int, input_tokens: float, outpu
     """
     slots = positive(slots, "slots")
     q = sweep.holding_statistic if q is None else q
-    T = float(sweep.service_time(slots, input_tokens, output_tokens, q))
+    T = float(sweep.service_time_s(slots, input_tokens, output_tokens, q))
     lam = float(replica_capacity(slots, T))
     tpot = float(sweep.tpot(slots, q))
     return {
@@ -798,7 +798,7 @@ def blended_service_time(sweep: Sweep, mix, concurrency, q: int | str | None = N
         Slots in use (usually S).
     """
     share, inp, out = _mix_arrays(mix)
-    T = sweep.service_time(concurrency, inp, out, q)
+    T = sweep.service_time_s(concurrency, inp, out, q)
     return float(np.sum(share * np.asarray(T, float)))
 
 
@@ -831,8 +831,8 @@ def capacity_vs_long_share(sweep: Sweep, slots, short: Sequence[float], long: Se
     if shares is None:
         shares = np.round(np.linspace(0, 1, 21), 10)
     p = array(list(shares), "shares", lo=0, hi=1)
-    t_short = float(sweep.service_time(slots, short[0], short[1], q))
-    t_long = float(sweep.service_time(slots, long[0], long[1], q))
+    t_short = float(sweep.service_time_s(slots, short[0], short[1], q))
+    t_long = float(sweep.service_time_s(slots, long[0], long[1], q))
     T = (1 - p) * t_short + p * t_long
     lam = replica_capacity(positive(slots, "slots"), T)
     return pd.DataFrame({
