@@ -1,4 +1,4 @@
-"""One chart theme and the chart helpers used throughout the book (re-exported by :mod:`capbook.charts`).
+"""One chart theme and the chart helpers used throughout the book (re-exported by ``capbook.charts``).
 
 Every chart in the book is an Altair chart built here or styled by :func:`use_theme`, so the
 book looks like one book. The palette is colour-blind safe (Okabe–Ito).

@@ -757,7 +757,7 @@ def test_optimal_quantile_newsvendor_critical_fractile(monkeypatch):
     and the survival P(D > x) decreases, so P(D > k(N+1)) ≤ 0.1 ≤ P(D > k(N−1)).
 
     optimal_quantile takes a plan, not a distribution, so the week and the fleet are substituted
-    (monkeypatch of capbook.cost.costs.week_demand and capbook.cost.costs.FleetCurve) by a hand-made one.
+    (monkeypatch of capbook.cost.pricing.week_demand and capbook.cost.pricing.FleetCurve) by a hand-made one.
     """
     rng = np.random.default_rng(17)
     f = np.exp(rng.normal(0.0, 0.1, 2001))  # demand factors, lognormal σ = 0.1
@@ -766,8 +766,10 @@ def test_optimal_quantile_newsvendor_critical_fractile(monkeypatch):
     point[100] = P
     w = WeekDemand(pd.date_range("2026-06-01", periods=168, freq="h", tz="UTC"), point, np.log(f), P * f,
                    "calibrated", m)
-    monkeypatch.setattr(costs, "week_demand", lambda plan: w)
-    monkeypatch.setattr(costs, "FleetCurve", _LinearCurve)
+    from capbook.cost import pricing
+
+    monkeypatch.setattr(pricing, "week_demand", lambda plan: w)
+    monkeypatch.setattr(pricing, "FleetCurve", _LinearCurve)
     target = 0.1
     c_s = 168 * p * m / (3600 * target * k)
     assert c_s == pytest.approx(14.0, rel=1e-12)

@@ -21,8 +21,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
         'history_path', 'prices_path', 'load_prices', 'PlanInputs', 'plan_log', 'plan_inputs',
         'using_sample_data', 'slo', 'slo_given', 'data_source', 'requests_path', 'sweep_path',
         'load_requests', 'load_sweep', 'load_token_series', 'load_kubecon_sweeps', 'KUBECON_FILE',
-        'FIDELITY_FILE', 'load_fidelity_sweeps', 'DEMAND_SHAPE_FILE', 'demand_shape_path',
-        'load_demand_shape', 'MOONCAKE_FILE', 'load_mooncake_conversation',
+        'FIDELITY_FILE', 'load_fidelity_sweeps', 'MOONCAKE_FILE', 'load_mooncake_conversation',
     ],
     'messages': [
         'cli_message',

@@ -788,7 +788,7 @@ def build_book(out, *, requests=None, requests_format: str = "auto", sweep=None,
         see :meth:`capbook.logs.aggregates.LogAggregates.of`).
     prices : str or Path, optional
         Price table for the chapter on costs (``CAPBOOK_PRICES``; see
-        :func:`capbook.cost.costs.read_prices`).
+        :func:`capbook.cost.prices.read_prices`).
     slo : str, optional
         The objectives, as ``capbook plan --slo`` takes them (:meth:`capbook.slo.SLO.parse`);
         every chapter with objectives uses them (``CAPBOOK_SLO``, :func:`capbook.app.datasets.slo`).

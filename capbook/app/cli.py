@@ -1356,7 +1356,7 @@ def _print_prediction(d: dict, name) -> None:
 # entry point
 # --------------------------------------------------------------------------------------------
 # --------------------------------------------------------------------------------------------
-# capbook compare SWEEP... --prices CSV (see capbook.cost.costs.compare_configurations)
+# capbook compare SWEEP... --prices CSV (see capbook.cost.whatif.compare_configurations)
 # --------------------------------------------------------------------------------------------
 def add_compare_command(sub: argparse._SubParsersAction) -> None:
     """Register ``capbook compare``."""

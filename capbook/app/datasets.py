@@ -6,21 +6,21 @@ data in ``data/`` (the default) or on a reader's own files without editing:
 * ``CAPBOOK_REQUESTS`` — path to a request log (any format :mod:`capbook.logs.requestlog` reads);
   ``CAPBOOK_REQUESTS_FORMAT`` optionally names the format;
 * ``CAPBOOK_SWEEP`` — path to a sweep (any format :mod:`capbook.sweeps.importers` reads);
-* ``CAPBOOK_PRICES`` — path to a price table (:func:`capbook.cost.costs.read_prices`; default the
+* ``CAPBOOK_PRICES`` — path to a price table (:func:`capbook.cost.prices.read_prices`; default the
   illustrative ``data/prices/illustrative.csv``);
 * ``CAPBOOK_REQUESTS_OPTIONS`` and ``CAPBOOK_SWEEP_OPTIONS`` — optional JSON objects of keyword
   arguments for :func:`capbook.logs.requestlog.read_requests` (e.g. ``{"drop_invalid": true,
   "time_unit": "ms"}``) and :func:`capbook.sweeps.importers.read_sweep` (e.g. ``{"load": "rate",
   "where": {"config": "vllm"}, "max_num_seqs": 128}``); ``capbook book`` sets them from its flags;
 * ``CAPBOOK_SLO`` — the reader's objectives, in the syntax of ``capbook plan --slo``
-  (:meth:`capbook.plan.steps.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
+  (:meth:`capbook.slo.SLO.parse`, e.g. ``ttft=2,tpot=80ms``); every chapter with objectives
   reads them through :func:`slo`, and ``capbook book --slo`` sets them;
 * ``CAPBOOK_DATA`` — a different folder of sample data (default: the checkout's ``data/``, or
   the copy installed with the package; see :mod:`capbook.paths`).
 
 Besides the sample data, ``data/realdata/`` holds tables derived from public measurements;
 :func:`load_kubecon_sweeps` reads the one the chapter *Where the textbook breaks* tests the
-models on, and :func:`load_demand_shape` a real day-and-week shape of demand (Alibaba
+models on, and :func:`~capbook.forecast.shapes.load_demand_shape` a real day-and-week shape of demand (Alibaba
 ServeGen's m-large, 14 days of 10-minute rates) and :func:`load_mooncake_conversation` an hour
 of real requests with their prompts' prefix blocks (Mooncake's conversation trace). They are
 the same whatever data the reader configured.
@@ -78,9 +78,6 @@ __all__ = [
     "KUBECON_FILE",
     "FIDELITY_FILE",
     "load_fidelity_sweeps",
-    "DEMAND_SHAPE_FILE",
-    "demand_shape_path",
-    "load_demand_shape",
     "MOONCAKE_FILE",
     "load_mooncake_conversation",
 ]
@@ -133,7 +130,7 @@ def load_prices():
 
     Returns
     -------
-    capbook.cost.costs.PriceTable
+    capbook.cost.prices.PriceTable
     """
     p = prices_path()
     return costs.read_prices(p) if p is not None else costs.load_sample_prices()
@@ -143,7 +140,7 @@ def load_gateway():
     """The sample gateway's request log: every request of its three busiest hours.
 
     Its busiest hour is the running example's 40 requests/s; the hourly history beside it is
-    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.forecast.tokens.read_token_csv`). See
+    :data:`GATEWAY_HISTORY` (read it with :func:`capbook.logs.hourly.read_token_csv`). See
     ``data/README.md``.
 
     Returns
@@ -179,9 +176,9 @@ def slo(**sample):
     """The objectives a chapter plans and checks against: the reader's, else the chapter's own.
 
     With ``CAPBOOK_SLO`` set (``capbook book --slo``), the objectives ``capbook plan --slo`` would
-    use with the same text (:meth:`capbook.plan.steps.SLO.parse`; what it leaves out takes the plan's
-    defaults). Otherwise :class:`capbook.plan.steps.SLO` with the chapter's sample objectives
-    ``sample`` (keyword arguments of :class:`~capbook.plan.steps.SLO`: ``ttft_target_s`` and
+    use with the same text (:meth:`capbook.slo.SLO.parse`; what it leaves out takes the plan's
+    defaults). Otherwise :class:`capbook.slo.SLO` with the chapter's sample objectives
+    ``sample`` (keyword arguments of :class:`~capbook.slo.SLO`: ``ttft_target_s`` and
     ``tpot_target_s`` in seconds, ``tpot_percentile``, ...), so the published figures hold.
 
     Parameters
@@ -191,7 +188,7 @@ def slo(**sample):
 
     Returns
     -------
-    capbook.plan.steps.SLO
+    capbook.slo.SLO
 
     Raises
     ------
@@ -582,14 +579,14 @@ def _is_sample_log(log) -> bool:
 
 
 def plan_log(log=None, history=None, history_label: str | None = None):
-    """The request log as the plan reads it, summed once (:class:`capbook.plan.steps.LogAggregates`).
+    """The request log as the plan reads it, summed once (:class:`capbook.logs.aggregates.LogAggregates`).
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates, optional
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates, optional
         Default: ``CAPBOOK_REQUESTS`` when set, else the sample gateway (:func:`load_gateway`).
     history : str, pathlib.Path or pandas.DataFrame, optional
-        Hourly history for the forecast (see :meth:`capbook.plan.steps.LogAggregates.of`). Default:
+        Hourly history for the forecast (see :meth:`capbook.logs.aggregates.LogAggregates.of`). Default:
         ``CAPBOOK_HISTORY`` with the reader's log; the gateway's 26 weeks with its log.
     history_label : str, optional
         How the plan names a history given as a frame (default: its path, or "hourly history").
@@ -618,7 +615,7 @@ class PlanInputs:
 
     Attributes
     ----------
-    log : capbook.plan.steps.LogAggregates
+    log : capbook.logs.aggregates.LogAggregates
     sweep : capbook.sweeps.sweep.Sweep
     sweep_label : str
         How the plan names the sweep.
@@ -658,12 +655,12 @@ def plan_inputs(log=None, sweep=None, *, model: str | None = None, history=None,
 
     Parameters
     ----------
-    log : capbook.logs.requestlog.RequestLog or capbook.plan.steps.LogAggregates, optional
+    log : capbook.logs.requestlog.RequestLog or capbook.logs.aggregates.LogAggregates, optional
     sweep : capbook.sweeps.sweep.Sweep, optional
     model : str, optional
         Model to plan; passed on to the plan.
     history : str, pathlib.Path or pandas.DataFrame, optional
-        Hourly history for the forecast (:meth:`capbook.plan.steps.LogAggregates.of`).
+        Hourly history for the forecast (:meth:`capbook.logs.aggregates.LogAggregates.of`).
     history_label : str, optional
         How the plan names it (see :func:`plan_log`).
 

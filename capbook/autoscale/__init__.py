@@ -8,8 +8,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     'policies': [
         'ReplicaModel', 'Scaling', 'ProvisioningLag', 'Observation', 'Policy', 'Static',
         'Schedule', 'ReactiveUtilisation', 'ReactiveWaiting', 'ReactiveLatency',
-        'ScheduleReactive', 'AutoscaleResult', 'simulate_autoscaling',
-        'required_replicas',
+        'ScheduleReactive', 'AutoscaleResult', 'simulate_autoscaling', 'required_replicas',
     ],
     'schedule': [
         'autoscaled', 'design_week', 'week_arrivals', 'forecast_schedule', 'standard_policies',

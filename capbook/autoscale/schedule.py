@@ -7,7 +7,7 @@ module asks what following the demand would cost, on the plan's own terms:
   scaled so that its busiest hour is the plan's peak (or, when the plan had no forecast, a
   borrowed real shape: the ServeGen week under ``data/demand``);
 * :func:`forecast_schedule` — replicas per hour of week by the plan's own sizing rules
-  (:class:`capbook.cost.costs.FleetCurve`: the same Erlang C, engine model, burst headroom and spares as
+  (:class:`capbook.cost.pricing.FleetCurve`: the same Erlang C, engine model, burst headroom and spares as
   the static count, at each hour's demand), asked for one lag ahead;
 * :func:`race_policies` — the static plan and each policy through that week in the autoscaling
   simulator (:mod:`capbook.autoscale.policies`): GPU-hours, dollars, goodput and p99 TTFT per hour, and the
@@ -69,7 +69,7 @@ def _borrowed_shape() -> tuple[np.ndarray, str]:
 def design_week(plan, *, quantile: float | None = None, shape=None) -> pd.DataFrame:
     """The week the plan's static fleet is sized for, hour by hour.
 
-    The forecast week's point forecast (:func:`capbook.cost.costs.week_demand`) scaled so that its
+    The forecast week's point forecast (:func:`capbook.cost.pricing.week_demand`) scaled so that its
     busiest hour is the ``quantile`` of the week's peak (default the plan's own quantile, whose
     peak is the plan's ``output_tps``): the same shape, at the planned level.
 
@@ -182,7 +182,7 @@ def forecast_schedule(plan, sweep, week: pd.DataFrame | None = None, *, lead_s: 
     """Replicas per hour of the week by the plan's own sizing, asked for ``lead_s`` ahead.
 
     Each hour gets what the plan's pipeline buys for that hour's demand
-    (:meth:`capbook.cost.costs.FleetCurve.replicas`: the largest of the rating, Erlang C, the
+    (:meth:`capbook.cost.pricing.FleetCurve.replicas`: the largest of the rating, Erlang C, the
     load-dependent and engine models, plus burst headroom and spares), so the busiest hour gets
     the static plan's count. Hours are indexed from the first hour of ``week``.
 
@@ -292,7 +292,7 @@ def race_policies(plan, sweep, log, policies: dict | None = None, *, scaling: Sc
     hours : slice, optional
         Simulate only these hours of the week (e.g. ``slice(24 * d, 24 * (d + 1))`` for one
         day); the schedule keeps its hour-of-week positions.
-    prices : capbook.cost.costs.PriceTable or float, optional
+    prices : capbook.cost.prices.PriceTable or float, optional
         Prices for dollars (the plan's GPU, on demand), or USD per GPU-hour.
     rate_cv : float
         Bursts on top of the hourly shape (:func:`week_arrivals`).
@@ -363,7 +363,7 @@ def _simulate_job(job):
 
 
 class _PlanSweep:
-    """The plan's GPU and tensor parallel in a sweep's shape (for :func:`capbook.cost.costs.replica_price`)."""
+    """The plan's GPU and tensor parallel in a sweep's shape (for :func:`capbook.cost.prices.replica_price`)."""
 
     def __init__(self, plan, sweep):
         self.name = getattr(sweep, "name", "sweep")
@@ -614,7 +614,7 @@ def plan_autoscaling(plan, sweep, log, *, candidates=PLAN_CANDIDATES, prices=Non
         The plan, its sweep and its request log.
     candidates : sequence of str
         Names from :func:`standard_policies` (default :data:`PLAN_CANDIDATES`).
-    prices : capbook.cost.costs.PriceTable or float, optional
+    prices : capbook.cost.prices.PriceTable or float, optional
         For dollars per week (a table, or USD per GPU-hour).
     rate_cv : float or "log"
         Bursts on top of the hourly shape; ``"log"`` (default) measures them in the plan's log

@@ -3,7 +3,7 @@
 Both slider charts stay interactive on the static site: the data of every fleet size (or every
 replica of the duration curve) is embedded in the page, and the price ratio the slider sets is
 applied by Vega-Lite transforms in the browser. The expressions are module constants so that the
-tests can evaluate them in Python against :mod:`capbook.cost.costs`.
+tests can evaluate them in Python against :mod:`capbook.cost.pricing`.
 """
 from __future__ import annotations
 
@@ -42,10 +42,10 @@ def saturation_rows(costs: pd.DataFrame, usd_per_request: float) -> pd.DataFrame
     Parameters
     ----------
     costs : pandas.DataFrame
-        :attr:`capbook.cost.costs.OptimalQuantile.costs` (index ``replicas``; columns
+        :attr:`capbook.cost.pricing.OptimalQuantile.costs` (index ``replicas``; columns
         ``capacity_usd_per_week`` and ``late_requests`` at least).
     usd_per_request : float
-        USD to serve one request at the rating (:attr:`~capbook.cost.costs.OptimalQuantile.usd_per_request`).
+        USD to serve one request at the rating (:attr:`~capbook.cost.pricing.OptimalQuantile.usd_per_request`).
 
     Returns
     -------
@@ -73,12 +73,12 @@ def saturation_cost_chart(costs: pd.DataFrame, usd_per_request: float, *, price_
     The total is ``capacity + κ × usd_per_request × late requests`` per week, computed in the
     browser from the slider (``log10 κ``: 3 means a late request costs as much as serving 1,000).
     The cheapest fleet is marked by a window transform (the first fleet of the lowest total,
-    as :func:`capbook.cost.costs.optimal_quantile` picks it), the conventional plan by a dashed rule.
+    as :func:`capbook.cost.pricing.optimal_quantile` picks it), the conventional plan by a dashed rule.
 
     Parameters
     ----------
     costs : pandas.DataFrame
-        :attr:`capbook.cost.costs.OptimalQuantile.costs`.
+        :attr:`capbook.cost.pricing.OptimalQuantile.costs`.
     usd_per_request : float
         USD to serve one request at the rating.
     price_ratio : float
@@ -136,12 +136,12 @@ def reserve_chart(duration: pd.DataFrame, on_demand_usd_per_hour: float, *, brea
     sets the reserved / on-demand price ratio: the dashed line is that break-even share, the
     bars at or above it are reserved (coloured), and the title line gives the reserved count and
     the week's bill: ``168 × on-demand × (reserved × ratio + Σ share of the rest)``, as
-    :func:`capbook.cost.costs.reserve_split` prices the reserved floor plus on demand.
+    :func:`capbook.cost.pricing.reserve_split` prices the reserved floor plus on demand.
 
     Parameters
     ----------
     duration : pandas.DataFrame
-        :attr:`capbook.cost.costs.ReserveSplit.duration` (index ``replica``, column ``share_of_hours``).
+        :attr:`capbook.cost.pricing.ReserveSplit.duration` (index ``replica``, column ``share_of_hours``).
     on_demand_usd_per_hour : float
         USD per replica-hour on demand.
     break_even_share : float
@@ -191,7 +191,7 @@ def objectives_chart(frame: pd.DataFrame):
     Parameters
     ----------
     frame : pandas.DataFrame
-        :func:`capbook.cost.costs.price_of_objectives` (index ``ttft_target_s``; ``replicas``,
+        :func:`capbook.cost.whatif.price_of_objectives` (index ``ttft_target_s``; ``replicas``,
         ``verified``, ``usd_per_week``).
 
     Returns

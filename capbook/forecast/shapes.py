@@ -12,7 +12,7 @@ from capbook.paths import data_dir
 __all__ = ["DEMAND_SHAPE_FILE", "DEMAND_SHAPE_SOURCE", "demand_shape_path", "load_demand_shape"]
 
 #: The real demand shape derived from Alibaba ServeGen (``tools/make_demand_shape.py``),
-#: relative to :func:`data_dir`.
+#: relative to :func:`~capbook.paths.data_dir`.
 DEMAND_SHAPE_FILE = Path("demand") / "servegen_m_large_10min.csv"
 #: The demand shape's one-line attribution, kept in ``series.attrs["source"]``.
 DEMAND_SHAPE_SOURCE = ("Alibaba ServeGen, language model m-large (alibaba/ServeGen data/language/m-large, "
@@ -22,7 +22,7 @@ DEMAND_SHAPE_SOURCE = ("Alibaba ServeGen, language model m-large (alibaba/ServeG
 def demand_shape_path() -> Path:
     """The shipped demand shape, ``data/demand/servegen_m_large_10min.csv``.
 
-    The path is inside :func:`data_dir`, so ``CAPBOOK_DATA`` moves it with the rest of the
+    The path is inside :func:`~capbook.paths.data_dir`, so ``CAPBOOK_DATA`` moves it with the rest of the
     data; it is not checked (:func:`load_demand_shape` says what is missing).
 
     Returns

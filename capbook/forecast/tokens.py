@@ -43,7 +43,6 @@ from capbook.validation import array, integer, nonnegative, number, positive
 
 __all__ = [
     "HOURS_PER_WEEK",
-    "HOURLY_COLUMNS",
     "MIN_TREND_WEEKS",
     "TrendShapeFit",
     "TokenForecast",
@@ -61,9 +60,6 @@ __all__ = [
     "overlay_factors",
     "apply_overlays",
     "remove_overlays",
-    "read_token_csv",
-    "MAX_REQUESTS_PER_HOUR",
-    "MAX_TOKENS_PER_REQUEST",
     "sample_token_path",
     "load_sample_series",
     "trim_to_whole_weeks",

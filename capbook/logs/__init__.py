@@ -21,7 +21,7 @@ __getattr__, __dir__, __all__ = attach(__name__, {
         'SAMPLE_REQUESTS',
     ],
     'scope': [
-        'ALL_TIERS', 'select_scope',
+        'select_scope', 'ALL_TIERS',
     ],
     'sql': [
         'DUCKDB', 'SPARK', 'Dialect', 'gap_moments_sql', 'busy_hours_sql', 'busy_rows_sql',

@@ -16,7 +16,7 @@ __all__ = ["LogAggregates"]
 class LogAggregates:
     """The sums of a request log that the plan reads, computed once.
 
-    :func:`capacity_plan` builds one from a log; build it yourself with :meth:`of` and pass it
+    :func:`~capbook.plan.steps.capacity_plan` builds one from a log; build it yourself with :meth:`of` and pass it
     instead of the log to plan the same log several times (other models, tiers, objectives)
     without summing it again. The memo lives on this object, held by the caller.
 

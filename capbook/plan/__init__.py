@@ -15,14 +15,15 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     ],
     'replay': [
         'Verification', 'verify_plan', 'replay_plan', 'simulate_serving', 'replay_requests',
-        'explain_checks', 'judge_fleet', 'check_fleet', 'SIM_CAP_MAX', 'SIM_BUDGET_S', 'MAX_SEEDS',
+        'busy_hours', 'explain_checks', 'judge_fleet', 'check_fleet', 'SIM_CAP_MAX',
+        'SIM_BUDGET_S', 'MAX_SEEDS',
     ],
     'steps': [
-        'HORIZONS', 'SLO', 'InfeasibleObjective', 'CapacityPlan', 'capacity_plan',
+        'HORIZONS', 'InfeasibleObjective', 'CapacityPlan', 'capacity_plan',
         'horizon_for_lead_time', 'horizon_limit_weeks', 'HORIZON_HISTORY_FACTOR',
-        'GROWTH_PER_WEEK_RANGE', 'MAX_DEMAND_SCALE', 'peak_forecast', 'PeakForecast',
-        'LogAggregates', 'Traffic', 'select_traffic', 'Demand', 'forecast_demand', 'Replica',
-        'rate_replica', 'QueueingCheck', 'check_queueing', 'EngineCheck', 'check_engine',
-        'stack_fleet', 'ServingCheck', 'check_serving', 'TenantLimits', 'tenant_limits',
+        'GROWTH_PER_WEEK_RANGE', 'MAX_DEMAND_SCALE', 'peak_forecast', 'PeakForecast', 'Traffic',
+        'select_traffic', 'Demand', 'forecast_demand', 'Replica', 'rate_replica', 'QueueingCheck',
+        'check_queueing', 'EngineCheck', 'check_engine', 'stack_fleet', 'ServingCheck',
+        'check_serving', 'TenantLimits', 'tenant_limits', 'SLO', 'LogAggregates',
     ],
 })

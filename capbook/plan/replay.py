@@ -46,7 +46,7 @@ from capbook.validation import integer
 if TYPE_CHECKING:  # the plan imports this module; its types are only annotations here
     from capbook.plan.steps import CapacityPlan
 
-__all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests",
+__all__ = ["Verification", "verify_plan", "replay_plan", "simulate_serving", "replay_requests", "busy_hours",
            "explain_checks", "judge_fleet", "check_fleet", "SIM_CAP_MAX", "SIM_BUDGET_S", "MAX_SEEDS"]
 
 #: Most serving replicas the search tries.

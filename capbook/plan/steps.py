@@ -87,7 +87,6 @@ from capbook.validation import array, integer, nonnegative, number, positive, pr
 
 __all__ = [
     "HORIZONS",
-    "SLO",
     "InfeasibleObjective",
     "CapacityPlan",
     "capacity_plan",
@@ -98,7 +97,6 @@ __all__ = [
     "MAX_DEMAND_SCALE",
     "peak_forecast",
     "PeakForecast",
-    "LogAggregates",
     "Traffic",
     "select_traffic",
     "Demand",
@@ -206,7 +204,7 @@ class PeakForecast:
         How the number was obtained, in a sentence (why a fallback was used).
     forecast : capbook.forecast.tokens.TokenForecast or None
         The forecast the number was read from (None for ``"observed"``), kept so that the
-        forecast week is computed once per plan (:func:`capbook.cost.costs.week_demand` reads
+        forecast week is computed once per plan (:func:`capbook.cost.pricing.week_demand` reads
         its point forecast and backtest errors).
     min_fit_weeks, min_origins : int or None
         The rung of the ladder that forecast used.
@@ -988,8 +986,8 @@ class CapacityPlan:
         ``tried`` (every size simulated) and ``sim`` (the summary at the serving count).
     input_notes : tuple of str
         Notes on how the inputs were chosen (e.g. :func:`capbook.app.datasets.plan_inputs`).
-    pricing : capbook.cost.costs.PlanPricing or None
-        The plan's cost, when priced (:meth:`priced`); printed and exported with the plan.
+    pricing : capbook.cost.pricing.PlanPricing or None
+        The plan's cost, when priced (:func:`~capbook.cost.pricing.priced`); printed and exported with the plan.
     """
 
     source: dict
