@@ -148,7 +148,7 @@ def test_module_entry_point(tmp_path):
      "hours as --requests and the whole log's hourly sums as --history"),
 ])
 def test_cli_messages_name_flags_not_keywords(message, flag):
-    from capbook.app.cli import cli_message
+    from capbook.app.messages import cli_message
 
     import re
 
@@ -161,7 +161,7 @@ def test_cli_messages_name_flags_not_keywords(message, flag):
 
 
 def test_cli_messages_leave_ordinary_text_alone():
-    from capbook.app.cli import cli_message
+    from capbook.app.messages import cli_message
 
     text = "concurrency 16 is fine: TTFT p99 0.4 s at rate 3.2 requests/s (model llama, tier batch)"
     assert cli_message(text) == text
@@ -233,7 +233,7 @@ def test_an_internal_error_is_one_line_not_a_traceback(monkeypatch, capsys):
 
 
 def test_cli_messages_leave_paths_and_names_alone():
-    from capbook.app.cli import cli_message
+    from capbook.app.messages import cli_message
 
     msg = ("/data/SERVE--max_num_seqs=4-BENCH/run=0.json: several points; pass repeats='mean', or "
            "where={'config': 'SERVE--max_num_seqs=4-BENCH'} to choose")
@@ -394,7 +394,7 @@ def test_every_keyword_hint_of_the_sweep_path_has_a_flag():
     from pathlib import Path
 
     import capbook
-    from capbook.app.cli import cli_message
+    from capbook.app.messages import cli_message
 
     root = Path(capbook.__file__).parent
     hint = re.compile(r"\b(?:pass|use|give|with|set)[ \t]+([a-z_][a-z0-9_]*)\s*=[^\n]*")

@@ -14,8 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capbook.app import cli
-from capbook.app.cli import cli_message, main
+from capbook.app import cli, messages
+from capbook.app.cli import main
+from capbook.app.messages import cli_message
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,7 +165,7 @@ def test_the_flags_the_hints_name_exist(capsys):
     for action in parser._subparsers._group_actions[0].choices.values():
         for a in action._actions:
             flags.update(o for o in a.option_strings if o.startswith("--"))
-    for pattern, repl in cli._FLAG_HINTS:
+    for pattern, repl in messages._FLAG_HINTS:
         if callable(repl):
             continue
         for f in re.findall(r"--[a-z][a-z0-9-]*", repl):

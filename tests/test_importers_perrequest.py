@@ -20,7 +20,8 @@ import pandas as pd
 import pytest
 
 from capbook.sweeps import perrequest
-from capbook.app.cli import _LOG_FORMAT_NAMES, _SWEEP_FORMAT_NAMES, cli_message, main
+from capbook.app.cli import _LOG_FORMAT_NAMES, _SWEEP_FORMAT_NAMES, main
+from capbook.app.messages import cli_message
 from capbook.sweeps.importers import SWEEP_FORMATS, detect_sweep_format, read_points, read_sweep
 from capbook.logs.requestlog import LOG_FORMATS, read_requests
 

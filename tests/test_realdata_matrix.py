@@ -16,7 +16,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from capbook.app.cli import cli_message, main
+from capbook.app.cli import main
+from capbook.app.messages import cli_message
 
 #: Python keyword spelling that must not reach a CLI user (``pass drop_invalid=True``).
 _KEYWORD = re.compile(r"\b[a-z_]+=(True|False|['\"{]|\s|$)")

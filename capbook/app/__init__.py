@@ -2,10 +2,10 @@
 book re-run on a reader's data (:mod:`.bookbuild`) and the book's editorial checks
 (:mod:`.bookcheck`).
 
-Each name is loaded on first use (:func:`capbook._lazy.attach`)."""
-from capbook._lazy import attach
+Each name is loaded on first use (:func:`capbook._lazy.attach`, itself imported on the first
+name asked for: ``capbook --help`` runs through this package and loads nothing it does not need)."""
 
-__getattr__, __dir__, __all__ = attach(__name__, {
+_TABLE = {
     'bookbuild': [
         'ROOT', 'chapter_files', 'data_note', 'check_out', 'build_book',
     ],
@@ -26,4 +26,11 @@ __getattr__, __dir__, __all__ = attach(__name__, {
     'messages': [
         'cli_message',
     ],
-})
+}
+__all__ = sorted(name for names in _TABLE.values() for name in names)
+
+
+def __getattr__(name: str):
+    from capbook._lazy import attach
+
+    return attach(__name__, _TABLE)[0](name)

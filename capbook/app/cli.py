@@ -24,9 +24,15 @@ import sys
 import warnings
 from typing import Callable, Sequence
 
-from capbook.app.messages import _FLAG_HINTS, cli_message  # noqa: F401 - tests read the hints here
 
-__all__ = ["COMMANDS", "build_parser", "cli_message", "main", "plain_text"]
+__all__ = ["COMMANDS", "build_parser", "main", "plain_text"]
+
+
+def _cli_message(message: str) -> str:
+    """:func:`capbook.app.messages.cli_message`, imported on first use (``capbook --help`` needs none)."""
+    from capbook.app.messages import cli_message
+
+    return cli_message(message)
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,12 +316,12 @@ def _print_summary(s: dict) -> None:
         w(f"Ca2       {a['ca2']:.3f}  (inter-arrival time: mean {a['iat_mean_s']:.4g} s)")
         w("IDC       " + ", ".join(f"{k:g} s: {v:.2f}" for k, v in a["idc"].items() if math.isfinite(v)))
         if a["caveat"]:
-            w(f"caveat    {cli_message(a['caveat'])}")
+            w(f"caveat    {_cli_message(a['caveat'])}")
     svc = s["service"]
     if svc is None:
         why = s.get("no_service") or "no end times in the log"
         why = why.split("; pass ")[0]  # the remedy is spelled below, in flags
-        w(f"Cs2       n/a ({cli_message(why)}; pass --sweep and --slots, or "
+        w(f"Cs2       n/a ({_cli_message(why)}; pass --sweep and --slots, or "
           "--prefill-rate and --tpot)")
     else:
         w(f"Cs2       {svc['cs2']:.3f}  ({svc['source']}; mean service time {svc['mean_s']:.3g} s)")
@@ -339,9 +345,9 @@ def _print_summary(s: dict) -> None:
             w(f"          busiest 60 minutes by output tokens {b['start']:%Y-%m-%d %H:%M}–{b['end']:%H:%M} UTC "
               f"(a sliding window; capbook plan sizes from the same window of its model and tier): {figures}")
     for note in s.get("notes", []):
-        w(f"note      {cli_message(note)}")
+        w(f"note      {_cli_message(note)}")
     for cav in s.get("caveats", []):
-        w(f"caveat    {cli_message(cav)}")
+        w(f"caveat    {_cli_message(cav)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -542,7 +548,7 @@ EXIT_NOT_VERIFIED = 3
 
 def _fail(command: str, exc: BaseException) -> int:
     """Print the input error in flag spelling and return exit status 2."""
-    print(f"capbook {command}: {cli_message(str(exc))}", file=sys.stderr)
+    print(f"capbook {command}: {_cli_message(str(exc))}", file=sys.stderr)
     return 2
 
 
@@ -830,7 +836,7 @@ def _plan_inputs_with_hardware(args, command: str):
         arch = None  # the sweep's own model (and its source) stands
     _attach_hardware(sw, args, arch=arch, path=getattr(args, "sweep", None))
     for n in notes:
-        print(f"capbook {command}: note: {cli_message(n)}", file=sys.stderr)
+        print(f"capbook {command}: note: {_cli_message(n)}", file=sys.stderr)
     return inputs
 
 
@@ -1109,8 +1115,8 @@ def run_plan(args: argparse.Namespace) -> int:
                 print(f"capbook plan: note: week not simulated: {exc}", file=sys.stderr)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("plan", exc)
-    print(cli_message(plan.render()))
-    files = {"plan.csv": cli_message(plan.table().to_csv(index=False)), "plan.md": cli_message(plan.to_markdown()),
+    print(_cli_message(plan.render()))
+    files = {"plan.csv": _cli_message(plan.table().to_csv(index=False)), "plan.md": _cli_message(plan.to_markdown()),
              "tenants.csv": plan.tpm.reset_index().to_csv(index=False)}  # every tenant's limit, tokens/min
     if plan.autoscaling is not None:
         files["schedule.csv"] = plan.autoscaling.schedule_frame().to_csv(index=False)
@@ -1118,7 +1124,7 @@ def run_plan(args: argparse.Namespace) -> int:
     print(f"wrote {', '.join(written[:-1])} and {written[-1]}")
     if plan.verified is False:  # written, but no fleet size met the objectives in the simulation
         print(f"capbook plan: the plan is NOT VERIFIED (exit status {EXIT_NOT_VERIFIED}): "
-              f"{cli_message(plan.verification.reason)}", file=sys.stderr)
+              f"{_cli_message(plan.verification.reason)}", file=sys.stderr)
         return EXIT_NOT_VERIFIED
     return 0
 
@@ -1314,7 +1320,7 @@ def run_predict(args: argparse.Namespace) -> int:
     _print_prediction(prediction.as_dict(), sweep.name)
     if hw is not None:
         for line in hw.assumptions():
-            print(f"assume    {cli_message(line)}")
+            print(f"assume    {_cli_message(line)}")
     return 0
 
 
@@ -1349,7 +1355,7 @@ def _print_prediction(d: dict, name) -> None:
       + (f" + {e['step_c2_s'] * 1e9:.3g} ns per token²" if e["step_c2_s"] else "")
       + f"; requests of {e['prompt_tokens']:.0f} prompt and {e['output_tokens']:.0f} output tokens")
     for note in d["notes"]:
-        w(f"note      {cli_message(note)}")
+        w(f"note      {_cli_message(note)}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -1471,14 +1477,14 @@ def run_compare(args: argparse.Namespace) -> int:
         for item, sw in zip(list(args.sweeps) or list(COMPARE_DEFAULT), sweeps.values()):
             _attach_hardware(sw, args, arch=arch, path=item if os.path.exists(item) else None, only_missing=True)
         for n in notes:
-            print(f"capbook compare: note: {cli_message(n)}", file=sys.stderr)
+            print(f"capbook compare: note: {_cli_message(n)}", file=sys.stderr)
         cmp = compare_configurations(sums, sweeps, prices, basis="reserved" if args.reserved else "on_demand",
                                      model=model, tier=None if args.tier == "all" else args.tier, slo=slo,
                                      **numbers, simulate=not args.no_sim)
     except (ValueError, FileNotFoundError) as exc:
         return _fail("compare", exc)
     src = f"{sums.label}; prices {prices.source}" + ("" if args.prices else " (illustrative round numbers, not quotes)")
-    text = cli_message(f"Configurations ranked by cost ({src})\n\n{cmp.explain()}\n")
+    text = _cli_message(f"Configurations ranked by cost ({src})\n\n{cmp.explain()}\n")
     print(text)
     cols = ["sweep", "gpu", "gpus_per_replica", "slots", "replicas", "gpus", "usd_per_hour", "usd_per_week",
             "usd_per_m_output", "binding", "status"]
@@ -1674,7 +1680,7 @@ def _clean_json(x, key: str | None = None):
     if isinstance(x, float) and not math.isfinite(x):
         return None
     if isinstance(x, str) and key not in _JSON_DATA_KEYS:
-        return cli_message(x)
+        return _cli_message(x)
     return x
 
 
@@ -1714,7 +1720,7 @@ def _simulate_verdict(s: dict, slo) -> str:
     text = "; ".join(why)
     if s.get("impossible"):
         return ("no fleet size can meet the objectives, so adding replicas cannot help: "
-                + "; ".join(cli_message(w) for w in s["impossible"]) + f". At {fleet}: {text}")
+                + "; ".join(_cli_message(w) for w in s["impossible"]) + f". At {fleet}: {text}")
     return f"{fleet} do{'es' if n == 1 else ''} not meet the objectives with 95 % confidence: {text}"
 
 
@@ -1778,7 +1784,7 @@ def _print_simulation(s: dict, plan, flags: dict, how: str, notes: list, verdict
       + (f"; the log holds only {s['replayed_requests']:,} of the {flags['n_requests']:,} asked for"
          if s["replayed_requests"] < flags["n_requests"] else ""))
     for note in notes:
-        w(f"note        {cli_message(note)}")
+        w(f"note        {_cli_message(note)}")
     w("")
     w("objectives  (over every replication; ± is the 95 % confidence half-width)")
     tq, mt = s["ttft_q_s"], s["ttft_q_margin_s"]
@@ -1967,7 +1973,7 @@ def _run_command(args: argparse.Namespace, argv) -> int:
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
         if os.environ.get("CAPBOOK_DEBUG"):
             raise
-        print(f"capbook {args.command}: internal error: {type(exc).__name__}: {cli_message(str(exc))}\n"
+        print(f"capbook {args.command}: internal error: {type(exc).__name__}: {_cli_message(str(exc))}\n"
               "  this is a bug in capbook, not in your data; run again with CAPBOOK_DEBUG=1 for the "
               "traceback and report it", file=sys.stderr)
         return 1
