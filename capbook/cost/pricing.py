@@ -166,6 +166,7 @@ def plan_cost(plan, prices, *, sweep=None, gpu: str | None = None, tensor_parall
     spare) at the illustrative $2.20 per GPU-hour:
 
     >>> from capbook import datasets
+    >>> from capbook.cost.prices import load_sample_prices
     >>> from capbook.plan.steps import capacity_plan
     >>> plan = capacity_plan(**datasets.plan_inputs().arguments)
     >>> c = plan_cost(plan, load_sample_prices())
