@@ -36,7 +36,7 @@ from capbook.autoscale.policies import (HOURS_PER_WEEK, Observation, ReactiveLat
                                        simulate_autoscaling)
 from capbook.cost.costs import FleetCurve, as_prices, replica_price, week_demand
 from capbook.forecast.shapes import load_demand_shape
-from capbook.logs.sql import DUCKDB, SPARK, minute_counts_sql, traffic_where
+from capbook.logs.sql import minute_counts_sql, traffic_where
 from capbook.parallel import run_all
 from capbook.plan.fleet import burst_headroom
 from capbook.logs.aggregates import LogAggregates
@@ -144,7 +144,7 @@ def _lengths(plan, log) -> TokenLengths:
     src = _request_log(log)
     if src is None:
         return TokenLengths.from_log(_traffic(plan, log))
-    d = SPARK if getattr(src, "engine", "duckdb") == "spark" else DUCKDB
+    d = src.dialect
     where = _traffic_where(plan)
     per_tier = src.query(f"SELECT tier, count(*) AS n FROM req WHERE {where} GROUP BY ALL ORDER BY tier")
     parts = []
@@ -571,7 +571,7 @@ def log_rate_cv(plan, log, window_s: float = 60.0, trend_s: float = 600.0) -> fl
     shorter than ``trend_s``."""
     src = _request_log(log)
     if src is not None:   # the counts per minute from SQL, not every arrival
-        d = SPARK if getattr(src, "engine", "duckdb") == "spark" else DUCKDB
+        d = src.dialect
         where = _traffic_where(plan)
         n, lo, hi = src.query_one(f"SELECT count(*), min(t), max(t) FROM req WHERE {where}")
         if int(n) < 2 or (int(hi) - int(lo)) / 1e6 < trend_s:

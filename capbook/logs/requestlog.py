@@ -1829,6 +1829,12 @@ class RequestLog:
         with self._lock:
             return self._eng.one(sql)
 
+    @property
+    def dialect(self) -> Dialect:
+        """The SQL spelling of the log's engine (:data:`capbook.logs.sql.DUCKDB` or
+        :data:`~capbook.logs.sql.SPARK`), for queries written with :mod:`capbook.logs.sql`."""
+        return self._d
+
     def _validated_hourly_sql(self, by: tuple[str, ...]) -> str | None:
         """SQL of the hourly sums per ``by`` that the validating pass already computed, when
         they cover exactly the kept rows (no row dropped) and ``by`` is among model and tier;

@@ -37,7 +37,7 @@ import pandas as pd
 
 from capbook.engine.stepmodel import ExtrapolationError, fitted_engine
 from capbook.logs.aggregates import LogAggregates
-from capbook.logs.sql import DUCKDB, SPARK, busy_hours_sql, busy_rows_sql, traffic_where
+from capbook.logs.sql import busy_hours_sql, busy_rows_sql, traffic_where
 from capbook.parallel import run_all
 from capbook.sim.arrivals import _stack_chosen, stack_busy_periods
 from capbook.sim.fleetsim import router_name, simulate_fleet
@@ -204,7 +204,7 @@ def busy_hours(log, rate: float, n_requests: int, *, model=None, tier=None):
     without_tokens : tuple of int
         (requests without a prompt or an output token, requests of the model and tier).
     """
-    d = SPARK if getattr(log, "engine", "duckdb") == "spark" else DUCKDB
+    d = log.dialect
     n_scope, n_empty = log.query_one(
         f"SELECT count(*), count(*) FILTER (WHERE i < 1 OR o < 1) FROM req WHERE {traffic_where(model, tier)}")
     n_scope, n_empty = int(n_scope), int(n_empty or 0)
