@@ -7,6 +7,7 @@ worked out from the sweep's prefill rate; the plan.csv rows scripts read.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 
@@ -15,9 +16,10 @@ import pandas as pd
 import pytest
 
 from capbook.plan import replay as replaymod
+from capbook.plan import steps as planmod
 from capbook.sim.arrivals import stack_busy_periods
 from capbook.plan.steps import SLO, capacity_plan
-from capbook.plan.replay import replay_plan
+from capbook.plan.replay import replay_plan, verify_plan
 from capbook.engine.stepmodel import fit_engine
 from capbook.sim.fleetsim import simulate_fleet
 from capbook.sweeps.sweep import Sweep, load_sample_sweep
@@ -186,6 +188,27 @@ def test_bursty_log_plan_is_the_smallest_fleet_the_simulation_verifies(bursty, b
     assert st.loc["fleet simulation", "replicas"] == p.serving
     assert st.loc["total", "replicas"] == p.total == st["added"].iloc[:-1].sum()
     assert f"capbook simulate --replicas {p.serving}" in p.render()
+
+
+def test_the_search_starts_at_the_models_median_and_any_start_finds_the_same_size(bursty, bursty_plan, sweep):
+    """The guess (the median of the models' counts) sets how many sizes are simulated, never the
+    answer: a search started far below or far above it finds the same smallest size."""
+    p = bursty_plan
+    counts = sorted(n for n in p._check_counts().values() if n is not None)
+    median = counts[len(counts) // 2]
+    models = dataclasses.replace(p, verification=planmod._SKIPPED)
+    v = p.verification
+    assert median in v.tried.index          # the default search simulated the median first
+    for guess in (1, median + 7):
+        other = verify_plan(models, bursty, sweep, n_requests=3000, guess=guess)
+        assert other.serving == v.serving, guess
+        assert guess in other.tried.index or (guess < other.tried.index.min())
+        assert bool(other.tried.loc[v.serving, "meets"]) and not bool(other.tried.loc[v.serving - 1, "meets"])
+    # a guess that is already the answer takes two sizes (it, and the one below that misses)
+    exact = verify_plan(models, bursty, sweep, n_requests=3000, guess=v.serving)
+    assert list(exact.tried.index) == [v.serving - 1, v.serving]
+    with pytest.raises(ValueError, match="^guess "):
+        verify_plan(models, bursty, sweep, n_requests=3000, guess=0)
 
 
 def test_the_checks_are_not_stacked(bursty, sweep, monkeypatch):

@@ -1292,6 +1292,9 @@ class _Run:
             if seg.size:
                 refused[k] = np.count_nonzero(np.isinf(seg))
                 good[k] = np.count_nonzero(seg <= slo.ttft_target_s)
+                if not refused[k]:
+                    p99[k] = float(np.quantile(seg, slo.ttft_quantile))
+                    continue
                 # refused requests count as an infinite TTFT; numpy's linear interpolation gives NaN
                 # (inf - inf) when the quantile falls among them, so interpolate here
                 lo = float(np.quantile(seg, slo.ttft_quantile, method="lower"))

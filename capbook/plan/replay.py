@@ -524,12 +524,19 @@ def _impossible(slo, data: pd.DataFrame, engine) -> list:
 
 
 def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, seeds: int = 2, seed: int = 2026,
-                router: str = "pooled", start: int | None = None) -> Verification:
+                router: str = "pooled", start: int | None = None, guess: int | None = None) -> Verification:
     """Find the smallest serving fleet that meets the objectives in the fleet simulation.
 
-    The search starts at the fleet that can just carry the peak (the planned rate over one
-    replica's simulated saturation rate, or ``start``), steps up until a size meets the
-    objectives and bisects back: every count below the headline was simulated and missed.
+    The search first simulates ``guess`` (default: the median of the counts the plan's models ask
+    for — rating with headroom, Erlang C, the load-dependent queue, the engine model — which
+    usually bracket the answer). From there it steps down while sizes meet the objectives, or up
+    while they miss, doubling the step each time, then bisects between the last miss and the
+    first meet; it never goes below the fleet that can just carry the peak (the planned rate over
+    one replica's simulated saturation rate, or ``start``) unless a size there meets the
+    objectives. The headline is a size that met and whose next size down was simulated and
+    missed. Where the models agree with the simulation this takes two sizes; the guess changes
+    how many sizes are simulated, never which size is found (on a verdict that grows with the
+    fleet).
 
     Parameters
     ----------
@@ -545,7 +552,11 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     router : str
         A router of :data:`capbook.sim.fleetsim.ROUTERS`.
     start : int, optional
-        Smallest fleet size to try.
+        Smallest fleet size the search steps down to before it has found one that misses
+        (default: the fleet that can just carry the peak).
+    guess : int, optional
+        The first fleet size simulated (default: the median of the models' counts, within
+        ``start`` and the search cap).
 
     Returns
     -------
@@ -556,6 +567,7 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
     slo = plan.slo
     qn = f"p{100 * slo.ttft_quantile:g}"
     n_requests = integer(n_requests, "n_requests", minimum=1)
+    guess = _median_count(plan) if guess is None else integer(guess, "guess", minimum=1)
     data = _replay_arrivals(plan, log, n_requests)
     replayed = Replayed(data, n_requests, int(seed), router)
     engine = _engine_for(sweep)
@@ -596,18 +608,33 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         return Verification("impossible", False, "no fleet size can meet the objectives (adding replicas cannot "
                             "help): " + "; ".join(why), None, cap, table(), time.perf_counter() - t_start,
                             _public(s), router, tuple(notes), replayed)
-    lo, n = max(start, floor_n) - 1, max(start, floor_n)
+    base = max(start, floor_n)
+    n = min(max(base, guess or base), cap)
+    lo = base - 1
     found = None
-    step = 1
-    while n <= cap:
-        if ok(n):
+    if ok(n):
+        # the guess meets: step down (1, 2, 4 … replicas) until a size misses or ``base`` meets
+        found, step = n, 1
+        while found > base:
+            n = max(found - step, base)
+            if not ok(n):
+                lo = n
+                break
             found = n
-            break
-        if time.perf_counter() - t_start > SIM_BUDGET_S:
-            break
-        lo = n
+            step *= 2
+    else:
+        lo, step = n, 1
         n = min(n + step, cap) if n < cap else cap + 1
         step *= 2
+        while n <= cap:
+            if time.perf_counter() - t_start > SIM_BUDGET_S:
+                break
+            if ok(n):
+                found = n
+                break
+            lo = n
+            n = min(n + step, cap) if n < cap else cap + 1
+            step *= 2
     if found is None:
         last = tried[max(tried)]
         over = time.perf_counter() - t_start > SIM_BUDGET_S
@@ -644,6 +671,18 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
         reason += f"; fewer cannot carry the peak ({lam:.3g} requests/s over {sat:.3g} a replica)"
     return Verification("verified", True, reason, hi, cap, table(), time.perf_counter() - t_start, _public(s),
                         router, tuple(notes), replayed)
+
+
+def _median_count(plan) -> int | None:
+    """The median of the fleet sizes the plan's models ask for, the upper one of an even count (None
+    when it records none)."""
+    counts = getattr(plan, "_check_counts", None)
+    try:
+        ns = sorted(int(n) for n in (counts() if counts else {}).values() if n is not None)
+    except (AttributeError, TypeError, ValueError):
+        return None
+    ns = [n for n in ns if n >= 1]
+    return ns[len(ns) // 2] if ns else None
 
 
 def _public(s: dict) -> dict:

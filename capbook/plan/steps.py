@@ -32,8 +32,9 @@ results (:class:`CapacityPlan`):
    replications of up to 30,000 requests per fleet size. A size *meets* when the TTFT at the
    objective's quantile plus its 95 % margin is within the objective and the goodput less its
    margin reaches :attr:`SLO.goodput_share` (:func:`capbook.plan.replay.judge_fleet`); the
-   **serving** count is the smallest size that meets, searched from the saturation bound
-   (up by doubling steps, then bisection; the size below is always simulated). Burst headroom
+   **serving** count is the smallest size that meets, searched from the median of the models'
+   counts (down while sizes meet or up while they miss, by doubling steps, then bisection; never
+   below the saturation bound unless a size there meets; the size below is always simulated). Burst headroom
    (demand that climbs while new replicas start) and the failure spares stack on it
    (:func:`stack_fleet` → :class:`capbook.plan.fleet.FleetPlan`), giving the in-service count and
    the total. The rating, Erlang C, the load-dependent queue and the engine model on one
