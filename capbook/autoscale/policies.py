@@ -849,7 +849,7 @@ class _Run:
     # ---------------------------------------------------------------- replicas
     def _new_replica(self, t, kind, warm=False):
         rid = len(self.reps)
-        slot0 = len(self.alive)
+        slot0 = rid * self.S          # == len(self.alive): S slots per replica, in order (_tick reads them as rows)
         if kind == "standby" or not warm:
             lag = float(self.sc.lag_s.sample(self.rng, 1)[0])
         else:
@@ -1199,8 +1199,8 @@ class _Run:
         self._promote(T)
         ns = len(self.serving)
         if ns:
-            first = np.fromiter((self.reps[rid].slot0 for rid in self.serving), np.int64, ns)
-            busy_per = np.count_nonzero(self.slot_free[first[:, None] + np.arange(S)] > T, axis=1)
+            # replica rid holds the slots rid * S … rid * S + S - 1 (_new_replica)
+            busy_per = np.count_nonzero(self.slot_free.reshape(-1, S)[np.array(self.serving)] > T, axis=1)
             busy = int(busy_per.sum())
             gpu = int(np.count_nonzero(busy_per)) / ns
             util = busy / (ns * S)
@@ -1277,11 +1277,11 @@ class _Run:
             if not a.size:
                 continue
             tts.append(np.where(np.isnan(st), np.inf, st - a + f))
-            b = np.minimum((a // rep_s).astype(np.int64), nb - 1)
-            if b[0] == b[-1]:
-                arrivals[b[0]] += a.size
+            b0, b1 = min(int(a[0] // rep_s), nb - 1), min(int(a[-1] // rep_s), nb - 1)
+            if b0 == b1:                                     # a tick's requests: nearly always one bin
+                arrivals[b0] += a.size
             else:
-                arrivals += np.bincount(b, minlength=nb)
+                arrivals += np.bincount(np.minimum((a // rep_s).astype(np.int64), nb - 1), minlength=nb)
         ttft = np.concatenate(tts) if tts else np.empty(0)
         refused = np.zeros(nb, dtype=np.int64)
         good = np.zeros(nb, dtype=np.int64)
