@@ -623,18 +623,15 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
             found = n
             step *= 2
     else:
+        # the guess misses: step up (1, 2, 4 … replicas) until a size meets, the cap or the time budget
         lo, step = n, 1
-        n = min(n + step, cap) if n < cap else cap + 1
-        step *= 2
-        while n <= cap:
-            if time.perf_counter() - t_start > SIM_BUDGET_S:
-                break
+        while n < cap and time.perf_counter() - t_start <= SIM_BUDGET_S:
+            n = min(n + step, cap)
+            step *= 2
             if ok(n):
                 found = n
                 break
             lo = n
-            n = min(n + step, cap) if n < cap else cap + 1
-            step *= 2
     if found is None:
         last = tried[max(tried)]
         over = time.perf_counter() - t_start > SIM_BUDGET_S
@@ -673,15 +670,10 @@ def verify_plan(plan: CapacityPlan, log, sweep, *, n_requests: int = 30_000, see
                         router, tuple(notes), replayed)
 
 
-def _median_count(plan) -> int | None:
+def _median_count(plan: CapacityPlan) -> int | None:
     """The median of the fleet sizes the plan's models ask for, the upper one of an even count (None
-    when it records none)."""
-    counts = getattr(plan, "_check_counts", None)
-    try:
-        ns = sorted(int(n) for n in (counts() if counts else {}).values() if n is not None)
-    except (AttributeError, TypeError, ValueError):
-        return None
-    ns = [n for n in ns if n >= 1]
+    when none asks for one)."""
+    ns = sorted(n for n in plan._check_counts().values() if n is not None and n >= 1)
     return ns[len(ns) // 2] if ns else None
 
 
