@@ -267,10 +267,14 @@ def test_min_and_max_replicas_bound_the_fleet():
     assert (quiet.ticks["serving"] == 2).all() and (quiet.ticks["target"] == 2).all()
 
 
+@pytest.mark.parametrize("up_window", [0.0, 900.0])
 @pytest.mark.parametrize("window", [0.0, 120.0, 300.0])
-def test_stabilisation_window_delays_a_scale_down_by_the_window(window):
+def test_stabilisation_window_delays_a_scale_down_by_the_window(window, up_window):
+    """With a longer scale-up window the scale-down window is the newest part of the kept
+    recommendations, not all of them: the drains come at the same time."""
     sched = Schedule([4, 1, 1, 1], step_s=600.0)
-    res = simulate_autoscaling(LIGHT, REPLICA, sched, Scaling(lag_s=30.0, scale_down_window_s=window), seed=7)
+    sc = Scaling(lag_s=30.0, scale_down_window_s=window, scale_up_window_s=up_window)
+    res = simulate_autoscaling(LIGHT, REPLICA, sched, sc, seed=7)
     drains = res.events[res.events["event"] == "drain"]
     assert len(drains) == 3
     assert np.allclose(drains["time_s"], 600.0 + window)
@@ -510,6 +514,22 @@ def test_token_replica_without_tokens_says_what_to_give():
 # --------------------------------------------------------------------------- 7. RateArrivals, rate_cv_from_log, TokenLengths
 
 
+@pytest.mark.parametrize("n", [0, 5, 8_000, 200_000])
+def test_bucketed_sort_of_arrivals_is_numpys_sort(n):
+    """capbook.sim.arrivals._sorted_within (the sort of an hour's arrivals) against np.sort: on
+    uniform times, on clustered times with ties, and with values on both ends of the range."""
+    from capbook.sim.arrivals import _sorted_within
+
+    rng = np.random.default_rng(SEED + n)
+    lo, hi = 7200.0, 10800.0
+    uniform = lo + rng.random(n) * (hi - lo)
+    clustered = np.round(lo + (hi - lo) * rng.beta(0.3, 3.0, n), 1)       # most in the first minutes, with ties
+    ends = np.r_[clustered[: n // 2], np.full(min(n, 3), lo), np.full(min(n, 3), hi)]
+    for x in (uniform, clustered, ends):
+        got = _sorted_within(x.copy(), lo, hi)
+        np.testing.assert_array_equal(got, np.sort(x))
+
+
 def test_rate_arrivals_counts_are_poisson_at_each_bins_rate():
     rates = np.array([2.0, 8.0, 0.5])
     s = RateArrivals(rates, bin_s=3600.0).generate(np.random.default_rng(SEED + 12))
@@ -589,15 +609,19 @@ def test_token_lengths_from_log_keeps_pairs_and_tier_shares():
     assert set(np.unique(s.tier)) == {"a", "b"}
 
 
-def test_batched_commit_of_unqueued_requests_is_the_heap_loop(monkeypatch):
+@pytest.mark.parametrize("mean_s, scale, slots", [(6.0, 1.0, 8), (0.2, 3.0, 2)],
+                         ids=["seconds-long requests", "a slot serves dozens of requests per tick"])
+def test_batched_commit_of_unqueued_requests_is_the_heap_loop(monkeypatch, mean_s, scale, slots):
     """The vectorised commit of the requests that start on arrival (autoscale._Run._commit_unqueued)
     against the heap loop alone, on a run that scales up and down and makes requests wait: every
-    start, hour, tick, event and replica is the same, bit for bit."""
+    start, hour, tick, event and replica is the same, bit for bit. With 0.2-s requests on a 15-s
+    tick a slot freed by one request of the batch is taken by a later one many times over (the
+    batch follows those chains back to a slot of the heap)."""
     from capbook.autoscale import policies as autoscale
 
-    rates = np.r_[np.full(3, 10.0), np.full(3, 40.0), np.full(3, 6.0), np.full(3, 30.0)]   # 10-minute bins
+    rates = scale * np.r_[np.full(3, 10.0), np.full(3, 40.0), np.full(3, 6.0), np.full(3, 30.0)]   # 10-minute bins
     arr = RateArrivals(rates, bin_s=600.0)
-    rep = ReplicaModel(8, service=Lognormal(6.0, scv=1.5))
+    rep = ReplicaModel(slots, service=Lognormal(mean_s, scv=1.5))
     pol = ReactiveWaiting(0.6)
     sc = Scaling(lag_s=120.0, scale_down_window_s=120.0, interval_s=15.0, initial_replicas=4)
 

@@ -736,6 +736,17 @@ class AutoscaleResult:
 # --------------------------------------------------------------------------- the simulation
 
 
+def _window(times, vals, since, pick):
+    """``pick`` (min or max) of the values whose time is at or after ``since`` (to 1e-9 s)."""
+    lo = since - 1e-9
+    return pick(v for (s_, v) in zip(times, vals) if s_ >= lo)
+
+
+def _refused_inf(tt, start):
+    """TTFTs with a refused request's (NaN start) as infinite."""
+    return np.where(np.isnan(start), np.inf, tt)
+
+
 class _Replica:
     __slots__ = ("rid", "requested", "ready", "drain", "released", "kind", "warm", "slot0")
 
@@ -837,14 +848,17 @@ class _Run:
         self.slot_free = np.zeros(64 * self.S)   # per slot id: when its current request ends (grows)
         self.reps = []               # every _Replica ever asked for
         self.serving = []            # rids serving (not draining)
+        self._serving_rows = None    # self.serving as an array (None when it changed)
         self.starting = []           # rids asked for, not yet serving (in request order)
         self.pending_ready = []      # heap of (ready time, rid)
         self.standby = []            # rids of standby replicas up
         self.standby_starting = []   # heap of (ready time, rid) of standby replicas on their way
         self.events = []
         self.draining = []           # heap of release times of draining replicas
-        self.recs = deque()          # (time, recommendation) for stabilisation
+        self.recs = deque()          # times of the recommendations kept for stabilisation
+        self.rec_vals = deque()      # and the recommendations
         self._n_committed = 0
+        self._h_positive = False     # every pending holding time is > 0 (_tick checks it per chunk)
 
     # ---------------------------------------------------------------- replicas
     def _new_replica(self, t, kind, warm=False):
@@ -918,6 +932,7 @@ class _Run:
             for j in range(r.slot0, r.slot0 + self.S):
                 self.alive[j] = False
             self.serving.remove(rid)
+            self._serving_rows = None
             heapq.heappush(self.draining, r.released)
             self.events.append((t, "drain", rid, False))
             self.events.append((r.released, "release", rid, False))
@@ -931,6 +946,7 @@ class _Run:
                 continue
             self.starting.remove(rid)
             self.serving.append(rid)
+            self._serving_rows = None
             self.events.append((ready, "ready", rid, r.warm))
         while self.standby_starting and self.standby_starting[0][0] <= t:
             ready, rid = heapq.heappop(self.standby_starting)
@@ -1003,7 +1019,7 @@ class _Run:
             c = hv.size
         a = A[i:k_end]
         h = H[i:k_end]
-        if not (h > 0).all():                        # a zero holding time could free its slot at its own start
+        if not self._h_positive and not (h > 0).all():   # a zero holding time could free its slot at its own start
             return i, None
         vals = np.concatenate((hv, a + h))
         # the slot-free times are sorted by (time, slot id): a stable sort keeps that order among equal
@@ -1011,27 +1027,29 @@ class _Run:
         order = np.argsort(vals, kind="stable")
         took = order[:m]                             # what the heap's top would be at each arrival
         on_time = vals[took] <= a
-        k = m if on_time.all() else int(np.argmin(on_time))
-        if not k:
-            return i, None
-        src = took[:k]
-        slot = np.empty(k, np.int64)
-        known = src < c
-        slot[known] = hj[src[known]]
-        pend = np.flatnonzero(~known)
-        ref = src[pend] - c                          # the earlier request of this batch that freed the slot
+        if on_time.all():
+            k, src, rest = m, took, order[m:]        # every one starts on arrival (the usual tick)
+        else:
+            k = int(np.argmin(on_time))
+            if not k:
+                return i, None
+            src = took[:k]
+            rest = order[k:]
+            rest = rest[(rest < c) | (rest - c < k)]     # the untaken slot-free times and the batch's own ends
+        # each request's slot: a slot-free time of the heap's gives its slot id; the end of an earlier
+        # request of the batch gives that request's slot (followed until it reaches the heap's)
+        ids = np.concatenate((hj, np.full(k, -1, np.int64)))
+        ids[c:] = ids[src]                           # ids[c + x]: request x's slot (-1 while not known)
+        pend = np.flatnonzero(ids[c:] < 0)
         while pend.size:
-            r = known[ref]
-            slot[pend[r]] = slot[ref[r]]
-            known[pend[r]] = True
-            pend, ref = pend[~r], ref[~r]
-        rest = order[k:]
-        rest = rest[(rest < c) | (rest - c < k)]     # the untaken slot-free times and the batch's own ends
+            got = ids[src[pend]]
+            done = got >= 0
+            ids[c + pend[done]] = got[done]
+            pend = pend[~done]
         rv = vals[rest]
-        new = rest >= c
-        rj = hj[np.minimum(rest, c - 1)]
-        rj[new] = slot[rest[new] - c]
+        rj = ids[rest]
         self._heap_arr = (rv, rj)                    # sorted: a valid heap once listed (_heap_list)
+        new = rest >= c
         self.slot_free[rj[new]] = rv[new]            # each slot is in the heap once
         return i + k, a[:k]
 
@@ -1117,7 +1135,7 @@ class _Run:
         self.A = self.H = self.F = np.empty(0)
         self.p = 0
         self.gen_t = 0.0
-        self.parts = []                 # per tick: (arrival, start, first-token offset[, slot]) arrays
+        self.parts = []                 # per tick: (arrival, start, TTFT (inf when refused)[, slot, holding]) arrays
         self.starts_q = deque()         # starts of committed requests not yet started (queue limit)
         win_n = max(1, int(round(sc.metric_window_s / dt)))
         self.win = tuple(deque(maxlen=win_n) for _ in range(6))     # util, gpu, arrivals, ttft, good, total
@@ -1155,7 +1173,8 @@ class _Run:
             if i < A.size:
                 raise ValueError("requests were still queued at the end of the run with no replica left to "
                                  "serve them: raise min_replicas or run longer")
-            parts.append((A[p:], st, F[p:], None if SL is None else np.asarray(SL, dtype=np.int64),
+            tt = st - A[p:] + F[p:]
+            parts.append((A[p:], st, _refused_inf(tt, st), None if SL is None else np.asarray(SL, dtype=np.int64),
                           None if SL is None else H[p:]))
         return self._result(parts, self.ticks)
 
@@ -1175,6 +1194,7 @@ class _Run:
             F = np.concatenate((F[p:], np.asarray(cf, dtype=float)))
             p = 0
             gen_t = g1
+            self._h_positive = bool((H > 0).all())
         self.gen_t = gen_t
         self.A, self.H, self.F = A, H, F
         SL = [] if self.record else None
@@ -1182,11 +1202,13 @@ class _Run:
         n_new = i - p
         if n_new:
             a_new = A[p:i]
-            f_new = F[p:i]
-            self.parts.append((a_new, st_new, f_new, None if SL is None else np.asarray(SL, dtype=np.int64),
+            tt = st_new - a_new + F[p:i]                # NaN when refused
+            fin = np.isfinite(tt)
+            every = fin.all()
+            ok = tt if every else tt[fin]
+            self.parts.append((a_new, st_new, tt if every else _refused_inf(tt, st_new),
+                               None if SL is None else np.asarray(SL, dtype=np.int64),
                                None if SL is None else H[p:i]))
-            tt = st_new - a_new + f_new                 # NaN when refused
-            ok = tt[np.isfinite(tt)]
             w_ttft.append(ok)
             w_good.append(int(np.count_nonzero(ok <= slo.ttft_target_s)))
         else:
@@ -1200,7 +1222,9 @@ class _Run:
         ns = len(self.serving)
         if ns:
             # replica rid holds the slots rid * S … rid * S + S - 1 (_new_replica)
-            busy_per = np.count_nonzero(self.slot_free.reshape(-1, S)[np.array(self.serving)] > T, axis=1)
+            if self._serving_rows is None or self._serving_rows.size != ns:
+                self._serving_rows = np.array(self.serving)
+            busy_per = np.count_nonzero(self.slot_free.reshape(-1, S)[self._serving_rows] > T, axis=1)
             busy = int(busy_per.sum())
             gpu = int(np.count_nonzero(busy_per)) / ns
             util = busy / (ns * S)
@@ -1238,23 +1262,25 @@ class _Run:
     def _stabilise(self, t, rec):
         """The scaler's count: a scale-up takes the lowest recommendation of the scale-up window,
         a scale-down the highest of the scale-down window, then the bounds."""
-        sc, recs = self.sc, self.recs
-        recs.append((t, rec))
+        sc, recs, vals = self.sc, self.recs, self.rec_vals
+        recs.append(t)
+        vals.append(rec)
         keep = max(sc.scale_up_window_s, sc.scale_down_window_s)
-        while recs[0][0] < t - keep - 1e-9:
+        while recs[0] < t - keep - 1e-9:
             recs.popleft()
+            vals.popleft()
         cur = len(self.serving) + len(self.starting)
+        # the longer window holds every recommendation kept (the times only grow)
         if sc.scale_up_window_s > 0:
-            lo = t - sc.scale_up_window_s - 1e-9
-            up = min(r for (s_, r) in recs if s_ >= lo)
+            up = min(vals) if sc.scale_up_window_s == keep else _window(recs, vals, t - sc.scale_up_window_s, min)
         else:
             up = rec
         if up > cur:
             target = up
         elif rec < cur:
             if sc.scale_down_window_s > 0:
-                lo = t - sc.scale_down_window_s - 1e-9
-                down = max(r for (s_, r) in recs if s_ >= lo)
+                down = (max(vals) if sc.scale_down_window_s == keep
+                        else _window(recs, vals, t - sc.scale_down_window_s, max))
             else:
                 down = rec
             target = down if down < cur else cur
@@ -1273,10 +1299,10 @@ class _Run:
         arrivals = np.zeros(nb, dtype=np.int64)
         tts = []
         for x in parts:
-            a, st, f = x[0], x[1], x[2]
+            a = x[0]
             if not a.size:
                 continue
-            tts.append(np.where(np.isnan(st), np.inf, st - a + f))
+            tts.append(x[2])
             b0, b1 = min(int(a[0] // rep_s), nb - 1), min(int(a[-1] // rep_s), nb - 1)
             if b0 == b1:                                     # a tick's requests: nearly always one bin
                 arrivals[b0] += a.size

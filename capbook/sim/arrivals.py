@@ -515,8 +515,7 @@ class RateArrivals:
             lam = lam * rng.gamma(k, 1.0 / k, size=uw.size)[inv]
         counts = rng.poisson(lam * (b - a))
         times = np.repeat(a, counts) + rng.random(int(counts.sum())) * np.repeat(b - a, counts)
-        times.sort()
-        return times
+        return _sorted_within(times, t0, t1)
 
     def generate(self, rng: np.random.Generator, n_requests: int | None = None,
                  duration_s: float | None = None) -> ArrivalStream:
@@ -541,6 +540,26 @@ class RateArrivals:
     def __repr__(self):
         return (f"RateArrivals(bins={self.rates.size}, bin_s={self.bin_s:g}, mean={self.mean_rate:g}/s, "
                 f"peak={self.rates.max():g}/s, rate_cv={self.rate_cv:g})")
+
+
+def _sorted_within(x: np.ndarray, lo: float, hi: float) -> np.ndarray:
+    """``np.sort(x)`` for values that lie in ``[lo, hi]`` (about uniformly): a long array is
+    bucketed by value (a linear radix pass), then each bucket is sorted on its own, which is
+    about twice as fast as one sort of the whole array (a week's hour holds ~10⁵ arrivals).
+    The bucket of a value never decreases with the value, so the result is the sorted array."""
+    n = x.size
+    buckets = min(n // 128, 32767)                    # int16 keys: numpy sorts them by radix
+    if buckets < 64 or not hi > lo:
+        return np.sort(x)
+    key = (x - lo) * (buckets / (hi - lo))
+    np.clip(key, 0, buckets - 1, out=key)
+    key = key.astype(np.int16)
+    out = x[np.argsort(key, kind="stable")]
+    start = 0
+    for end in np.cumsum(np.bincount(key, minlength=buckets)).tolist():
+        out[start:end].sort()
+        start = end
+    return out
 
 
 def rate_cv_from_log(arrival_s, window_s: float = 60.0, trend_s: float = 3600.0) -> float:
