@@ -602,6 +602,11 @@ def test_token_lengths_from_log_keeps_pairs_and_tier_shares():
     assert abs(share_a - 0.4) < 4 * math.sqrt(0.24 / n)
     only_b = TokenLengths.from_log(log, tier="b")
     assert only_b.tiers == ["b"] and only_b.mean_output_tokens == pytest.approx((5 + 1 + 7) / 3)
+    i1, o1, t1 = only_b.sample(np.random.default_rng(SEED + 16), 3_000)        # one tier: drawn without a tier draw
+    assert set(zip(i1.tolist(), o1.tolist())) == {(1000, 5), (1000, 1), (3000, 7)}
+    assert (t1 == 0).all() and i1.dtype == o1.dtype == np.int64
+    counts = np.unique(o1, return_counts=True)[1]
+    assert (abs(counts - 1_000) < 4 * math.sqrt(3_000 * 2 / 9)).all()          # each pair a third of the draws
     assert tl.mean_input_tokens == pytest.approx(0.4 * 15 + 0.6 * 5000 / 3)
     # the arrivals carry them: tiers and pairs per request
     s = RateArrivals([5.0], bin_s=600.0, lengths=tl).generate(np.random.default_rng(1))

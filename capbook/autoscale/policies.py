@@ -858,6 +858,7 @@ class _Run:
         self.recs = deque()          # times of the recommendations kept for stabilisation
         self.rec_vals = deque()      # and the recommendations
         self._n_committed = 0
+        self._arrived_end = 0        # index past the arrivals before the last commit's end (_commit)
         self._h_positive = False     # every pending holding time is > 0 (_tick checks it per chunk)
 
     # ---------------------------------------------------------------- replicas
@@ -1061,6 +1062,7 @@ class _Run:
         are committed at once (:meth:`_commit_unqueued`); the heap loop takes the rest one by one.
         """
         k_end = An.size if T1 == math.inf else i + int(np.searchsorted(An[i:], T1, side="left"))
+        self._arrived_end = k_end                    # the arrivals before T1 end here (the tick counts who waits)
         mq = self.max_queue
         first = None
         if mq is None and SL is None:
@@ -1216,7 +1218,7 @@ class _Run:
             w_good.append(0)
         w_tot.append(n_new)
         p = self.p = i
-        waiting = int(np.searchsorted(A[p:], T1, side="left"))   # arrivals before T1 still waiting
+        waiting = self._arrived_end - p              # arrivals before T1 still waiting
         T = T1
         self._promote(T)
         ns = len(self.serving)
@@ -1224,9 +1226,9 @@ class _Run:
             # replica rid holds the slots rid * S … rid * S + S - 1 (_new_replica)
             if self._serving_rows is None or self._serving_rows.size != ns:
                 self._serving_rows = np.array(self.serving)
-            busy_per = np.count_nonzero(self.slot_free.reshape(-1, S)[self._serving_rows] > T, axis=1)
-            busy = int(busy_per.sum())
-            gpu = int(np.count_nonzero(busy_per)) / ns
+            slots_busy = self.slot_free.reshape(-1, S)[self._serving_rows] > T
+            busy = int(np.count_nonzero(slots_busy))
+            gpu = int(np.count_nonzero(slots_busy.any(axis=1))) / ns
             util = busy / (ns * S)
         else:
             busy, gpu, util = 0, 0.0, 0.0

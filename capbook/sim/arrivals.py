@@ -414,11 +414,15 @@ class TokenLengths:
     def sample(self, rng: np.random.Generator, n: int):
         """``(input_tokens, output_tokens, tier_index)`` arrays for ``n`` requests."""
         k = len(self.tiers)
-        tier = rng.choice(k, size=n, p=self.shares) if k > 1 else np.zeros(n, dtype=np.int64)
+        if k == 1:                                     # one tier: the pairs drawn straight (the same draws)
+            a, b = next(iter(self.pairs.values()))
+            pick = rng.integers(a.size, size=n)
+            return a[pick], b[pick], np.zeros(n, dtype=np.int64)
+        tier = rng.choice(k, size=n, p=self.shares)
         inp = np.empty(n, dtype=np.int64)
         out = np.empty(n, dtype=np.int64)
         for j, (a, b) in enumerate(self.pairs.values()):
-            idx = np.flatnonzero(tier == j) if k > 1 else np.arange(n)
+            idx = np.flatnonzero(tier == j)
             pick = rng.integers(a.size, size=idx.size)
             inp[idx] = a[pick]
             out[idx] = b[pick]
