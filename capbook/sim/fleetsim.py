@@ -81,7 +81,7 @@ class _Rep:
     """One engine replica's state."""
 
     __slots__ = ("rid", "waiting", "running", "prefilling", "finish", "kv", "k", "busy", "ver",
-                 "t_start", "dt", "m", "n_dec", "p_tok", "decoded", "done_pf", "outst", "routable",
+                 "t_start", "dt", "end1", "m", "n_dec", "p_tok", "decoded", "done_pf", "outst", "routable",
                  "up_s", "down_s", "busy_s", "seq_s", "kv_s", "steps", "preempt", "cache", "cache_tok",
                  "draining")
 
@@ -97,6 +97,7 @@ class _Rep:
         self.ver = 0
         self.t_start = 0.0
         self.dt = 0.0
+        self.end1 = 0.0            # t_start + dt: when the step (the first of a stretch) ends
         self.m = 1
         self.n_dec = 0
         self.p_tok = 0
@@ -491,21 +492,21 @@ class _Fleet:
         """The pooled router's pick: of the replicas with no prompt waiting or part-prefilled (and
         a free sequence slot), the one whose next step starts first; -1 when none."""
         best, bt = -1, _INF
-        nseq = self.nseq
-        for rid in self.live:
-            r = self.reps[rid]
+        nseq, reps, ceil = self.nseq, self.reps, math.ceil
+        for rid in self.live:                        # once per arrival: the hottest loop of a run
+            r = reps[rid]
             if r.waiting or r.prefilling or r.outst >= nseq:
                 continue
             if not r.busy:
                 return rid
-            t0, dt = r.t_start, r.dt
             if r.m > 1:
-                s = max(1, math.ceil((t - t0) / dt))
-                nb = t0 + s * dt
+                t0, dt = r.t_start, r.dt
+                s = ceil((t - t0) / dt)
+                nb = t0 + (s if s > 1 else 1) * dt
                 if nb < t:
                     nb += dt
             else:
-                nb = t0 + dt
+                nb = r.end1
             if nb < bt:
                 best, bt = rid, nb
         return best
@@ -595,7 +596,7 @@ class _Fleet:
                 m = min(m, int((kv_cap - r.kv) // n_dec) + 1)
             m = max(m, 1)
         r.busy = True
-        r.t_start, r.dt, r.m = t, dt, m
+        r.t_start, r.dt, r.m, r.end1 = t, dt, m, t + dt
         r.n_dec, r.p_tok, r.decoded, r.done_pf = n_dec, p_tok, decoded, done_pf
         r.ver += 1
         self._push(t + m * dt, 1, r.rid, r.ver)
