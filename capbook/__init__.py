@@ -76,6 +76,12 @@ class _OldPath:
         # the import system stamped the old path's spec on the module: give it back its own
         module.__spec__ = module.__spec__.loader_state
 
+    def get_code(self, fullname):
+        """The new module's code, for ``python -m`` (runpy): ``python -m capbook.cli`` runs the
+        command line as ``python -m capbook.app.cli`` does."""
+        new = MOVED[fullname]
+        return importlib.util.find_spec(new).loader.get_code(new)
+
 
 if not any(isinstance(f, _OldPath) for f in sys.meta_path):
     sys.meta_path.append(_OldPath())

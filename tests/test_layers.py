@@ -177,6 +177,22 @@ def test_an_old_module_path_is_the_module_at_its_new_place():
     assert capbook.traces.__spec__.name == "capbook.logs.requestlog"   # its own spec, not the alias's
 
 
+def test_python_dash_m_runs_a_module_by_its_old_path():
+    """``python -m capbook.cli`` (runpy asks the old path's loader for the code) runs the command
+    line as ``python -m capbook.app.cli`` does."""
+    import subprocess
+    import sys
+
+    def run(module, *args):
+        return subprocess.run([sys.executable, "-m", module, *args], cwd=PACKAGE.parent, capture_output=True, text=True)
+
+    old, new = run("capbook.cli", "--version"), run("capbook.app.cli", "--version")
+    assert old.returncode == new.returncode == 0, old.stderr
+    assert old.stdout == new.stdout and old.stdout.strip()
+    bad = run("capbook.cli", "no-such-command")
+    assert bad.returncode == 2 and "invalid choice: 'no-such-command'" in bad.stderr
+
+
 def _old_public_names(module: str) -> list[str]:
     """``__all__`` of ``capbook/<module>.py`` in the commit before the layout (skips without git)."""
     import subprocess
