@@ -1224,7 +1224,7 @@ class _Run:
         ns = len(self.serving)
         if ns:
             # replica rid holds the slots rid * S … rid * S + S - 1 (_new_replica)
-            if self._serving_rows is None or self._serving_rows.size != ns:
+            if self._serving_rows is None:             # set to None wherever self.serving changes
                 self._serving_rows = np.array(self.serving)
             slots_busy = self.slot_free.reshape(-1, S)[self._serving_rows] > T
             busy = int(np.count_nonzero(slots_busy))
