@@ -1955,7 +1955,9 @@ def _run_command(args: argparse.Namespace, argv) -> int:
         code = int(args.func(args))
         sys.stdout.flush()
         return code
-    except BrokenPipeError:
+    except BrokenPipeError as exc:
+        if _raised_by_an_interrupt(exc):  # a library's clean-up after Ctrl-C, not our reader
+            return _interrupted(args, argv)
         # the reader of our output went away (`| head`): stop writing, without a traceback
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
@@ -1964,19 +1966,33 @@ def _run_command(args: argparse.Namespace, argv) -> int:
             pass
         return 0
     except KeyboardInterrupt:
-        if argv is None:  # the command line itself: a second Ctrl-C while it stops changes nothing
-            import signal
-
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-        print(f"capbook {args.command}: interrupted", file=sys.stderr)
-        return 130
+        return _interrupted(args, argv)
     except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
         if os.environ.get("CAPBOOK_DEBUG"):
             raise
+        if _raised_by_an_interrupt(exc):  # e.g. py4j's socket clean-up after Ctrl-C failed
+            return _interrupted(args, argv)
         print(f"capbook {args.command}: internal error: {type(exc).__name__}: {_cli_message(str(exc))}\n"
               "  this is a bug in capbook, not in your data; run again with CAPBOOK_DEBUG=1 for the "
               "traceback and report it", file=sys.stderr)
         return 1
+
+
+def _interrupted(args: argparse.Namespace, argv) -> int:
+    """Ctrl-C: one line and exit code 130."""
+    if argv is None:  # the command line itself: a second Ctrl-C while it stops changes nothing
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print(f"capbook {args.command}: interrupted", file=sys.stderr)
+    return 130
+
+
+def _raised_by_an_interrupt(exc: BaseException) -> bool:
+    """Whether ``exc`` was raised while a ``KeyboardInterrupt`` was handled (its chain has one)."""
+    from capbook.logs.engines import raised_by_an_interrupt
+
+    return raised_by_an_interrupt(exc)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -110,12 +110,31 @@ def _quiet_log4j() -> str:
     return path
 
 
+def raised_by_an_interrupt(exc: BaseException | None) -> bool:
+    """Whether ``exc`` is a ``KeyboardInterrupt`` or was raised while one was handled (a
+    ``KeyboardInterrupt`` in its chain of causes and contexts)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
 class _Py4JInterruptFilter:
-    """Drops py4j's root-logger report of a call interrupted by Ctrl-C (see :func:`_start_session`)."""
+    """Drops py4j's reports of a call interrupted by Ctrl-C (see :func:`_start_session`).
+
+    py4j logs the interrupted call itself through the root logger, then, while it closes the
+    connection in its ``except KeyboardInterrupt`` block, any error of that clean-up (a
+    ``BrokenPipeError`` when the JVM has already gone) through ``py4j.clientserver``: both carry
+    the interrupt in their exception chain. Other py4j records pass.
+    """
 
     def filter(self, record) -> bool:
-        return not ("py4j" in (record.pathname or "") and record.exc_info is not None
-                    and record.exc_info[0] is not None and issubclass(record.exc_info[0], KeyboardInterrupt))
+        if not (record.name.startswith("py4j") or "py4j" in (record.pathname or "")):
+            return True
+        return not (record.exc_info and raised_by_an_interrupt(record.exc_info[1]))
 
 
 def _start_session(builder):
@@ -151,13 +170,21 @@ def _start_session(builder):
 
 
 def _quiet_py4j_interrupts() -> None:
-    """py4j reports a call interrupted by Ctrl-C through the root logger, with a traceback,
-    before re-raising the interrupt; the interrupt itself is what the user needs to see."""
+    """py4j reports a call interrupted by Ctrl-C with a traceback, before re-raising the
+    interrupt; the interrupt itself is what the user needs to see.
+
+    A logger's filters see only the records logged on that logger (not those propagated from its
+    children), so the filter goes on the root logger (py4j's ``logging.exception``) and on every
+    py4j logger.
+    """
     import logging
 
-    root = logging.getLogger()
-    if not any(isinstance(f, _Py4JInterruptFilter) for f in root.filters):
-        root.addFilter(_Py4JInterruptFilter())
+    names = {"", "py4j", "py4j.clientserver", "py4j.java_gateway"}
+    names.update(n for n in list(logging.root.manager.loggerDict) if n.startswith("py4j."))
+    for name in sorted(names):
+        log = logging.getLogger(name)
+        if not any(isinstance(f, _Py4JInterruptFilter) for f in log.filters):
+            log.addFilter(_Py4JInterruptFilter())
 
 
 def spark_session(master: str | None = None):
