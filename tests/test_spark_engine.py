@@ -492,6 +492,26 @@ def test_py4j_reports_after_ctrl_c_are_dropped_and_others_kept(caplog, monkeypat
     assert reported() == ["myapp", "py4j.clientserver"]
 
 
+def test_a_spark_error_raised_by_ctrl_c_is_the_interrupt_not_a_bad_file():
+    """Every Spark failure of a read becomes a sentence about the file (``_spark_error``), but
+    one raised while py4j cleaned up after Ctrl-C is the interrupt again: never "Spark could
+    not read the file" (exit 2) for a file that is fine."""
+    from capbook.logs.requestlog import _spark_error
+
+    try:
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        try:
+            raise OSError(9, "Bad file descriptor")
+        except OSError as exc:
+            during = exc
+    with pytest.raises(KeyboardInterrupt) as info:
+        _spark_error("log.csv", during)
+    assert info.value.__cause__ is during
+    assert _spark_error("log.csv", OSError(9, "Bad file descriptor")) == (
+        "log.csv: Spark could not read the file: [Errno 9] Bad file descriptor")
+
+
 @pytest.mark.parametrize("error", [BrokenPipeError, OSError])
 def test_an_error_raised_while_stopping_for_ctrl_c_is_an_interruption(capsys, monkeypatch, error):
     """A library's clean-up that fails during Ctrl-C (py4j's ``getsockname`` on a closed socket)

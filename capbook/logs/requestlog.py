@@ -80,7 +80,7 @@ import numpy as np
 import pandas as pd
 
 from capbook.formats import FileFormat
-from capbook.logs.engines import DuckDBEngine, ENGINES, SparkEngine
+from capbook.logs.engines import DuckDBEngine, ENGINES, SparkEngine, raised_by_an_interrupt
 from capbook.logs.sql import Dialect, DUCKDB, SPARK
 from capbook.logs.stats import LogStats, US_PER_H as _US_PER_H, US_PER_S as _US_PER_S, utc as _utc
 from capbook.paths import data_path
@@ -1261,7 +1261,13 @@ def _spark_source(eng: SparkEngine, path: str, notes: list[str]) -> tuple[str, s
 
 
 def _spark_error(path: str, exc: BaseException) -> str:
-    """What is wrong with a file that Spark could not read (never the Java stack trace)."""
+    """What is wrong with a file that Spark could not read (never the Java stack trace).
+
+    An error raised while py4j cleaned up after Ctrl-C (its chain holds the
+    ``KeyboardInterrupt``) says nothing of the file: it is raised again as the interrupt.
+    """
+    if raised_by_an_interrupt(exc):
+        raise KeyboardInterrupt from exc
     msg = str(exc)
     if "PATH_NOT_FOUND" in msg or "Path does not exist" in msg:
         return f"{path}: no such file (Spark: path does not exist)"
