@@ -84,7 +84,8 @@ def test_a_parquet_uint64_count_above_bigint_is_refused_not_nulled(tmp_path):
     n = 30
     t = pd.date_range("2024-01-01", periods=n, freq="min", tz="UTC")
     inp = pa.array([100] * 3 + [2**63 + 5] + [100] * (n - 4), type=pa.uint64())
-    pq.write_table(pa.table({"arrival_time": pa.array(t), "input_tokens": inp,
+    utc = pa.array(t.tz_convert(None).to_numpy(), type=pa.timestamp("ns", tz="UTC"))  # no .values
+    pq.write_table(pa.table({"arrival_time": utc, "input_tokens": inp,
                              "output_tokens": pa.array([5] * n, type=pa.int64())}),
                    tmp_path / "log.parquet")
     with pytest.raises(ValueError, match=r"row 4 \('9223372036854775813'\)"):
